@@ -1,0 +1,166 @@
+//! The 4096-byte chunk header. Writers update `committed` (and the drop counters) in place in
+//! the mapped file, so the offsets below are part of the format.
+
+pub const MAGIC: [u8; 8] = *b"OSLRAW\0\x01";
+pub const VERSION: u32 = 1;
+pub const HEADER_SIZE: usize = 4096;
+
+/// Who wrote the chunk.
+pub const SOURCE_APP_THREAD: u32 = 1;
+pub const SOURCE_KERNEL_CPU: u32 = 2;
+
+/// What `Record::ts` counts.
+pub const CLOCK_TSC: u32 = 1;
+pub const CLOCK_MONOTONIC_NS: u32 = 2;
+
+pub mod offset {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 8;
+    pub const HEADER_SIZE: usize = 12;
+    pub const SOURCE: usize = 16;
+    pub const CLOCK: usize = 20;
+    pub const PID: usize = 24;
+    pub const TID: usize = 28;
+    pub const PPID: usize = 32;
+    pub const CPU: usize = 36;
+    pub const CAPACITY: usize = 40;
+    /// Number of record slots the writer has finished; updated after each record.
+    pub const COMMITTED: usize = 48;
+    /// Events dropped because the buffer was full (an event may span several slots).
+    pub const DROPPED_EVENTS: usize = 56;
+    pub const DROPPED_BYTES: usize = 64;
+    pub const CALIB0_TSC: usize = 72;
+    pub const CALIB0_NS: usize = 80;
+    pub const CALIB1_TSC: usize = 88;
+    pub const CALIB1_NS: usize = 96;
+    /// 1 once the writer closed the chunk normally.
+    pub const CLOSED: usize = 104;
+    /// Sequence number of this chunk among its writer's chunks.
+    pub const SEQ: usize = 108;
+    /// Events not recorded because a trigger limit was reached (not losses: the user asked).
+    pub const SUPPRESSED_EVENTS: usize = 112;
+    pub const NAME: usize = 128;
+    pub const NAME_LEN: usize = 64;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkHeader {
+    pub version: u32,
+    pub source: u32,
+    pub clock: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub ppid: u32,
+    pub cpu: u32,
+    pub capacity: u64,
+    pub committed: u64,
+    pub dropped_events: u64,
+    pub dropped_bytes: u64,
+    pub calib: [(u64, u64); 2],
+    pub closed: bool,
+    pub seq: u32,
+    pub suppressed_events: u64,
+    pub name: String,
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+impl ChunkHeader {
+    /// Parses a header; `None` when the magic or version is wrong (not a chunk, or damaged).
+    pub fn parse(raw: &[u8]) -> Option<ChunkHeader> {
+        if raw.len() < HEADER_SIZE || raw[..8] != MAGIC || u32_at(raw, offset::VERSION) != VERSION {
+            return None;
+        }
+        if u32_at(raw, offset::HEADER_SIZE) as usize != HEADER_SIZE {
+            return None;
+        }
+        let name_raw = &raw[offset::NAME..offset::NAME + offset::NAME_LEN];
+        let end = name_raw.iter().position(|&c| c == 0).unwrap_or(name_raw.len());
+        Some(ChunkHeader {
+            version: VERSION,
+            source: u32_at(raw, offset::SOURCE),
+            clock: u32_at(raw, offset::CLOCK),
+            pid: u32_at(raw, offset::PID),
+            tid: u32_at(raw, offset::TID),
+            ppid: u32_at(raw, offset::PPID),
+            cpu: u32_at(raw, offset::CPU),
+            capacity: u64_at(raw, offset::CAPACITY),
+            committed: u64_at(raw, offset::COMMITTED),
+            dropped_events: u64_at(raw, offset::DROPPED_EVENTS),
+            dropped_bytes: u64_at(raw, offset::DROPPED_BYTES),
+            calib: [
+                (u64_at(raw, offset::CALIB0_TSC), u64_at(raw, offset::CALIB0_NS)),
+                (u64_at(raw, offset::CALIB1_TSC), u64_at(raw, offset::CALIB1_NS)),
+            ],
+            closed: u32_at(raw, offset::CLOSED) == 1,
+            seq: u32_at(raw, offset::SEQ),
+            suppressed_events: u64_at(raw, offset::SUPPRESSED_EVENTS),
+            name: String::from_utf8_lossy(&name_raw[..end]).into_owned(),
+        })
+    }
+
+    /// Serialises the header into a fresh 4096-byte block (used by writers at creation).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; HEADER_SIZE];
+        let put32 = |out: &mut Vec<u8>, o: usize, v: u32| out[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        let put64 = |out: &mut Vec<u8>, o: usize, v: u64| out[o..o + 8].copy_from_slice(&v.to_le_bytes());
+        out[..8].copy_from_slice(&MAGIC);
+        put32(&mut out, offset::VERSION, VERSION);
+        put32(&mut out, offset::HEADER_SIZE, HEADER_SIZE as u32);
+        put32(&mut out, offset::SOURCE, self.source);
+        put32(&mut out, offset::CLOCK, self.clock);
+        put32(&mut out, offset::PID, self.pid);
+        put32(&mut out, offset::TID, self.tid);
+        put32(&mut out, offset::PPID, self.ppid);
+        put32(&mut out, offset::CPU, self.cpu);
+        put64(&mut out, offset::CAPACITY, self.capacity);
+        put64(&mut out, offset::COMMITTED, self.committed);
+        put64(&mut out, offset::DROPPED_EVENTS, self.dropped_events);
+        put64(&mut out, offset::DROPPED_BYTES, self.dropped_bytes);
+        put64(&mut out, offset::CALIB0_TSC, self.calib[0].0);
+        put64(&mut out, offset::CALIB0_NS, self.calib[0].1);
+        put64(&mut out, offset::CALIB1_TSC, self.calib[1].0);
+        put64(&mut out, offset::CALIB1_NS, self.calib[1].1);
+        put32(&mut out, offset::CLOSED, self.closed as u32);
+        put32(&mut out, offset::SEQ, self.seq);
+        put64(&mut out, offset::SUPPRESSED_EVENTS, self.suppressed_events);
+        let name = self.name.as_bytes();
+        let n = name.len().min(offset::NAME_LEN - 1);
+        out[offset::NAME..offset::NAME + n].copy_from_slice(&name[..n]);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let h = ChunkHeader {
+            version: VERSION,
+            source: SOURCE_APP_THREAD,
+            clock: CLOCK_TSC,
+            pid: 10,
+            tid: 11,
+            ppid: 1,
+            cpu: 0,
+            capacity: 1000,
+            committed: 5,
+            dropped_events: 2,
+            dropped_bytes: 64,
+            calib: [(1, 2), (3, 4)],
+            closed: true,
+            seq: 0,
+            suppressed_events: 9,
+            name: "worker-1".into(),
+        };
+        assert_eq!(ChunkHeader::parse(&h.to_bytes()), Some(h));
+        assert_eq!(ChunkHeader::parse(&[0u8; HEADER_SIZE]), None);
+    }
+}

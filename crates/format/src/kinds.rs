@@ -1,0 +1,105 @@
+//! Record kinds. Application kinds are below 64, kernel kinds from 64 on.
+//! The meaning of `id`, `a` and `b` for each kind is documented beside it and in
+//! docs/raw-format.md.
+
+/// Never written: an all-zero slot.
+pub const EMPTY: u8 = 0;
+/// Names an id. id = the id named, a = name class | manager id << 32, b = byte length;
+/// followed by ceil(b / 30) `CONT` records holding the UTF-8 name.
+pub const NAME: u8 = 1;
+/// 30 bytes of the payload of the preceding NAME or EVENT record.
+pub const CONT: u8 = 2;
+/// User event. id = event id, a = payload length, b = first 8 payload bytes; the rest in CONT records.
+pub const EVENT: u8 = 3;
+/// Region begin / end. id = region id (a hash of its name).
+pub const REGION_BEGIN: u8 = 4;
+pub const REGION_END: u8 = 5;
+/// Counter value. id = counter id, a = value, b = why (`COUNTER_*`).
+pub const COUNTER: u8 = 6;
+/// Timer start / stop. id = timer id; on stop a = elapsed raw clock ticks.
+pub const TIMER_START: u8 = 7;
+pub const TIMER_STOP: u8 = 8;
+/// Manager control. id = manager id (0 = process-wide), a = `CONTROL_*`.
+pub const CONTROL: u8 = 9;
+/// The recorder itself stopped the program: id = 0, a = duration in raw ticks, b = `PAUSE_*`.
+pub const PAUSE: u8 = 10;
+/// Clock calibration pair: ts = raw clock, a = CLOCK_MONOTONIC ns read right after.
+pub const CLOCK_PAIR: u8 = 11;
+/// OS policy change by the kernel adaptation call: id = phase name id, a = 0 ok / errno, b = policy bits.
+pub const ADAPT: u8 = 12;
+
+/// Synchronisation (auto-instrumentation): id = object name id or 0, a = object address.
+pub const LOCK_REQUEST: u8 = 32;
+pub const LOCK_ACQUIRE: u8 = 33;
+pub const LOCK_RELEASE: u8 = 34;
+pub const BARRIER_ENTER: u8 = 35;
+pub const BARRIER_EXIT: u8 = 36;
+pub const COND_WAIT_ENTER: u8 = 37;
+pub const COND_WAIT_EXIT: u8 = 38;
+pub const COND_SIGNAL: u8 = 39;
+/// Function entry / exit (-finstrument-functions): a = function address, b = call site.
+pub const FUNC_ENTRY: u8 = 40;
+pub const FUNC_EXIT: u8 = 41;
+
+/// First kernel kind; the collector defines the rest in this range.
+pub const KERNEL_FIRST: u8 = 64;
+
+/// NAME classes.
+pub const NAME_THREAD: u64 = 1;
+pub const NAME_MANAGER: u64 = 2;
+pub const NAME_COUNTER: u64 = 3;
+pub const NAME_TIMER: u64 = 4;
+pub const NAME_REGION: u64 = 5;
+pub const NAME_EVENT: u64 = 6;
+pub const NAME_PHASE: u64 = 7;
+
+/// Why a counter value was recorded.
+pub const COUNTER_PERIODIC: u64 = 1;
+pub const COUNTER_ASKED: u64 = 2;
+pub const COUNTER_FINAL: u64 = 3;
+pub const COUNTER_RESET: u64 = 4;
+
+/// Manager control actions.
+pub const CONTROL_SUSPEND: u64 = 1;
+pub const CONTROL_RESUME: u64 = 2;
+pub const CONTROL_RESET: u64 = 3;
+pub const CONTROL_ENABLE: u64 = 4;
+pub const CONTROL_DISABLE: u64 = 5;
+pub const CONTROL_TRIGGER: u64 = 6;
+
+/// Why the recorder paused the program.
+pub const PAUSE_NEW_CHUNK: u64 = 1;
+pub const PAUSE_FLUSH: u64 = 2;
+
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        NAME => "name",
+        CONT => "cont",
+        EVENT => "event",
+        REGION_BEGIN => "region_begin",
+        REGION_END => "region_end",
+        COUNTER => "counter",
+        TIMER_START => "timer_start",
+        TIMER_STOP => "timer_stop",
+        CONTROL => "control",
+        PAUSE => "pause",
+        CLOCK_PAIR => "clock_pair",
+        ADAPT => "adapt",
+        LOCK_REQUEST => "lock_request",
+        LOCK_ACQUIRE => "lock_acquire",
+        LOCK_RELEASE => "lock_release",
+        BARRIER_ENTER => "barrier_enter",
+        BARRIER_EXIT => "barrier_exit",
+        COND_WAIT_ENTER => "cond_wait_enter",
+        COND_WAIT_EXIT => "cond_wait_exit",
+        COND_SIGNAL => "cond_signal",
+        FUNC_ENTRY => "func_entry",
+        FUNC_EXIT => "func_exit",
+        _ => crate::kinds::kernel_kind_name(kind),
+    }
+}
+
+/// Kernel kind names live beside the kernel kinds.
+pub fn kernel_kind_name(kind: u8) -> &'static str {
+    crate::kernel::kind_name(kind)
+}

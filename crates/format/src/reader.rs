@@ -1,0 +1,275 @@
+//! Reading and salvaging chunks. The reader never fails on damage: it keeps every record that
+//! validates and describes what it could not keep.
+
+use crate::header::{ChunkHeader, HEADER_SIZE};
+use crate::kinds;
+use crate::record::{continuation_check, continuation_payload, Record, CONT_PAYLOAD, RECORD_SIZE};
+use std::fs::File;
+use std::path::Path;
+
+/// One thing wrong with a chunk, and how many record slots it cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub reason: String,
+    /// Byte offset in the file where the damage starts.
+    pub offset: u64,
+    pub records_lost: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// `None` when the header was unreadable (records were still salvaged by scanning).
+    pub header: Option<ChunkHeader>,
+    /// Valid records other than CONT, as raw 32-byte blocks, in file order.
+    pub records: Vec<u8>,
+    /// (id, class, manager id, name) for each NAME record.
+    pub names: Vec<(u32, u64, u32, String)>,
+    /// (index into `records`, payload) for each EVENT with a payload longer than 8 bytes.
+    pub payloads: Vec<(usize, Vec<u8>)>,
+    pub damage: Vec<Damage>,
+}
+
+impl Chunk {
+    pub fn record_count(&self) -> usize {
+        self.records.len() / RECORD_SIZE
+    }
+}
+
+/// Reads a chunk file (memory-mapped, read-only).
+pub fn read_chunk(path: &Path) -> std::io::Result<Chunk> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        let mut chunk = Chunk::default();
+        chunk.damage.push(Damage { reason: "empty file".into(), offset: 0, records_lost: 0 });
+        return Ok(chunk);
+    }
+    // SAFETY: read-only mapping; a writer that is still running only appends past `committed`.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    Ok(decode_chunk(&map))
+}
+
+/// Decodes a chunk held in memory.
+pub fn decode_chunk(raw: &[u8]) -> Chunk {
+    let mut chunk = Chunk::default();
+    let header = if raw.len() >= HEADER_SIZE { ChunkHeader::parse(raw) } else { None };
+    let slots_in_file = raw.len().saturating_sub(HEADER_SIZE) / RECORD_SIZE;
+    let slots = match &header {
+        Some(h) => {
+            let committed = h.committed.min(h.capacity) as usize;
+            if committed > slots_in_file {
+                chunk.damage.push(Damage {
+                    reason: format!("truncated: {} of {} committed records are missing", committed - slots_in_file, committed),
+                    offset: raw.len() as u64,
+                    records_lost: (committed - slots_in_file) as u64,
+                });
+            }
+            committed.min(slots_in_file)
+        }
+        None => {
+            chunk.damage.push(Damage {
+                reason: if raw.len() < HEADER_SIZE { "header truncated".into() } else { "header unreadable (bad magic or version)".into() },
+                offset: 0,
+                records_lost: 0,
+            });
+            // Without a committed count, scan up to the last slot that validates.
+            let last_valid = (0..slots_in_file).rev().find(|&i| slot_is_valid(raw, i));
+            last_valid.map_or(0, |i| i + 1)
+        }
+    };
+    chunk.header = header;
+    decode_records(raw, slots, &mut chunk);
+    chunk
+}
+
+fn slot(raw: &[u8], i: usize) -> &[u8] {
+    &raw[HEADER_SIZE + i * RECORD_SIZE..HEADER_SIZE + (i + 1) * RECORD_SIZE]
+}
+
+fn slot_is_valid(raw: &[u8], i: usize) -> bool {
+    let s = slot(raw, i);
+    if s[14] == kinds::CONT {
+        continuation_check(s) == s[15]
+    } else {
+        Record::from_bytes(s).is_valid()
+    }
+}
+
+fn decode_records(raw: &[u8], slots: usize, chunk: &mut Chunk) {
+    chunk.records.reserve(slots * RECORD_SIZE);
+    let mut bad_run: Option<(usize, u64)> = None;
+    let mut i = 0;
+    while i < slots {
+        let s = slot(raw, i);
+        let rec = Record::from_bytes(s);
+        if rec.kind == kinds::CONT || !rec.is_valid() {
+            // A CONT here is an orphan: its head was damaged or it is itself damaged.
+            let run = bad_run.get_or_insert((i, 0));
+            run.1 += 1;
+            i += 1;
+            continue;
+        }
+        flush_bad_run(&mut bad_run, chunk);
+        let cont = match rec.kind {
+            kinds::NAME => (rec.b as usize).div_ceil(CONT_PAYLOAD),
+            kinds::EVENT if rec.a > 8 => (rec.a as usize - 8).div_ceil(CONT_PAYLOAD),
+            _ => 0,
+        };
+        if cont > 0 {
+            match collect_payload(raw, i + 1, cont, slots) {
+                Some(bytes) => keep_with_payload(rec, s, bytes, chunk),
+                None => {
+                    chunk.damage.push(Damage {
+                        reason: format!("{} record lost its continuation", kinds::kind_name(rec.kind)),
+                        offset: (HEADER_SIZE + i * RECORD_SIZE) as u64,
+                        records_lost: 1 + cont as u64,
+                    });
+                }
+            }
+            i += 1 + cont;
+            continue;
+        }
+        chunk.records.extend_from_slice(s);
+        i += 1;
+    }
+    flush_bad_run(&mut bad_run, chunk);
+}
+
+fn flush_bad_run(bad_run: &mut Option<(usize, u64)>, chunk: &mut Chunk) {
+    if let Some((start, n)) = bad_run.take() {
+        chunk.damage.push(Damage {
+            reason: format!("{} record(s) failed their check", n),
+            offset: (HEADER_SIZE + start * RECORD_SIZE) as u64,
+            records_lost: n,
+        });
+    }
+}
+
+fn collect_payload(raw: &[u8], first: usize, count: usize, slots: usize) -> Option<Vec<u8>> {
+    if first + count > slots {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(count * CONT_PAYLOAD);
+    for j in first..first + count {
+        let s = slot(raw, j);
+        if s[14] != kinds::CONT || continuation_check(s) != s[15] {
+            return None;
+        }
+        bytes.extend(continuation_payload(s));
+    }
+    Some(bytes)
+}
+
+fn keep_with_payload(rec: Record, s: &[u8], mut bytes: Vec<u8>, chunk: &mut Chunk) {
+    if rec.kind == kinds::NAME {
+        bytes.truncate(rec.b as usize);
+        let class = rec.a & 0xffff_ffff;
+        let manager = (rec.a >> 32) as u32;
+        chunk.names.push((rec.id, class, manager, String::from_utf8_lossy(&bytes).into_owned()));
+    } else {
+        let mut payload = rec.b.to_le_bytes().to_vec();
+        payload.extend_from_slice(&bytes);
+        payload.truncate(rec.a as usize);
+        chunk.payloads.push((chunk.record_count(), payload));
+    }
+    chunk.records.extend_from_slice(s);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::header::{SOURCE_APP_THREAD, CLOCK_TSC};
+    use crate::record::continuation_records;
+
+    fn build(records: &[[u8; 32]], committed: u64) -> Vec<u8> {
+        let h = ChunkHeader {
+            version: crate::VERSION,
+            source: SOURCE_APP_THREAD,
+            clock: CLOCK_TSC,
+            pid: 1,
+            tid: 1,
+            capacity: 100,
+            committed,
+            ..Default::default()
+        };
+        let mut out = h.to_bytes();
+        for r in records {
+            out.extend_from_slice(r);
+        }
+        out
+    }
+
+    fn name_records(id: u32, name: &str) -> Vec<[u8; 32]> {
+        let mut v = vec![Record::new(0, id, 0, kinds::NAME, kinds::NAME_REGION, name.len() as u64).to_bytes()];
+        v.extend(continuation_records(name.as_bytes()));
+        v
+    }
+
+    #[test]
+    fn decodes_names_events_and_plain_records() {
+        let mut recs = name_records(9, "a fairly long region name beyond thirty bytes");
+        recs.push(Record::new(10, 9, 1, kinds::REGION_BEGIN, 0, 0).to_bytes());
+        let payload: Vec<u8> = (0..20u8).collect();
+        recs.push(Record::new(11, 5, 1, kinds::EVENT, 20, u64::from_le_bytes(payload[..8].try_into().unwrap())).to_bytes());
+        recs.extend(continuation_records(&payload[8..]));
+        recs.push(Record::new(12, 9, 1, kinds::REGION_END, 0, 0).to_bytes());
+        let raw = build(&recs, recs.len() as u64);
+        let chunk = decode_chunk(&raw);
+        assert!(chunk.damage.is_empty(), "{:?}", chunk.damage);
+        assert_eq!(chunk.record_count(), 4);
+        assert_eq!(chunk.names, vec![(9, kinds::NAME_REGION, 0, "a fairly long region name beyond thirty bytes".into())]);
+        assert_eq!(chunk.payloads, vec![(2, payload)]);
+    }
+
+    #[test]
+    fn uncommitted_slots_are_ignored() {
+        let recs: Vec<_> = (0..5).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, 0).to_bytes()).collect();
+        let chunk = decode_chunk(&build(&recs, 3));
+        assert_eq!(chunk.record_count(), 3);
+        assert!(chunk.damage.is_empty());
+    }
+
+    #[test]
+    fn flipped_byte_loses_one_record() {
+        let recs: Vec<_> = (0..5).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, 0).to_bytes()).collect();
+        let mut raw = build(&recs, 5);
+        raw[HEADER_SIZE + 2 * RECORD_SIZE + 3] ^= 0xff;
+        let chunk = decode_chunk(&raw);
+        assert_eq!(chunk.record_count(), 4);
+        assert_eq!(chunk.damage.len(), 1);
+        assert_eq!(chunk.damage[0].records_lost, 1);
+    }
+
+    #[test]
+    fn truncated_file_keeps_the_intact_prefix() {
+        let recs: Vec<_> = (0..5).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, 0).to_bytes()).collect();
+        let raw = build(&recs, 5);
+        let chunk = decode_chunk(&raw[..HEADER_SIZE + 3 * RECORD_SIZE + 7]);
+        assert_eq!(chunk.record_count(), 3);
+        assert_eq!(chunk.damage[0].records_lost, 2);
+        assert!(chunk.damage[0].reason.starts_with("truncated"));
+    }
+
+    #[test]
+    fn bad_header_still_salvages_records() {
+        let recs: Vec<_> = (0..4).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, 0).to_bytes()).collect();
+        let mut raw = build(&recs, 4);
+        raw.extend_from_slice(&[0u8; 64]);
+        raw[0] = b'X';
+        let chunk = decode_chunk(&raw);
+        assert!(chunk.header.is_none());
+        assert_eq!(chunk.record_count(), 4);
+    }
+
+    #[test]
+    fn damaged_name_continuation_drops_only_the_name() {
+        let mut recs = name_records(9, "region");
+        recs.push(Record::new(10, 9, 1, kinds::REGION_BEGIN, 0, 0).to_bytes());
+        let mut raw = build(&recs, recs.len() as u64);
+        raw[HEADER_SIZE + RECORD_SIZE + 2] ^= 1;
+        let chunk = decode_chunk(&raw);
+        assert!(chunk.names.is_empty());
+        assert_eq!(chunk.record_count(), 1);
+        assert_eq!(chunk.damage.len(), 1);
+    }
+}

@@ -1,0 +1,1 @@
+"""oslens analysis layer."""

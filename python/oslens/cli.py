@@ -1,0 +1,51 @@
+"""The `oslens` command. Each subcommand is one module in oslens.commands exposing
+NAME, HELP, add_arguments(parser) and run(args) -> exit code."""
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from oslens import commands
+from oslens.errors import OslensError
+
+
+def _command_modules():
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_") or info.name.startswith("test_"):
+            continue
+        module = importlib.import_module(f"oslens.commands.{info.name}")
+        if hasattr(module, "NAME") and hasattr(module, "run"):
+            yield module
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="oslens", description="How Linux serves your program, and what to change.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _command_modules():
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except OslensError as err:
+        print(f"oslens: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("oslens: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per subcommand (as uftrace has one file per subcommand)."""

@@ -1,0 +1,25 @@
+"""`oslens flags`: compiler and linker flags for programs that use oslens.h / liboslens."""
+
+from oslens import paths
+
+NAME = "flags"
+HELP = "print the compiler/linker flags a C, C++ or Fortran build needs to use liboslens"
+
+
+def add_arguments(parser):
+    parser.add_argument("--cflags", action="store_true", help="include path for oslens.h (and the Fortran module)")
+    parser.add_argument("--libs", action="store_true", help="link flags for liboslens, with an rpath")
+    parser.add_argument("--static", action="store_true", help="link flags for the static liboslens.a")
+
+
+def run(args):
+    parts = []
+    if args.cflags or not (args.libs or args.static):
+        parts.append(f"-I{paths.include_dir()}")
+    if args.libs:
+        lib = paths.library_dir()
+        parts.append(f"-L{lib} -Wl,-rpath,{lib} -loslens")
+    if args.static:
+        parts.append(f"{paths.library_dir() / 'liboslens.a'} -lpthread -ldl -lm")
+    print(" ".join(parts))
+    return 0
