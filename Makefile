@@ -31,7 +31,7 @@ python:
 	@$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . >/dev/null
 
 workloads: native
-	@for d in workloads/*/ osbench/; do [ -f "$$d/Makefile" ] && $(MAKE) -s -C "$$d" OSLENS_PREFIX=$(abspath $(VENV)) || exit 1; done
+	@for d in workloads/*/ osbench/; do if [ -f "$$d/Makefile" ]; then $(MAKE) -s -C "$$d" OSLENS_PREFIX=$(abspath $(VENV)) || exit 1; fi; done
 
 demo: build
 	@rm -rf $(DEMO_TRACE)
@@ -43,7 +43,7 @@ test: build
 	$(VENV)/bin/python -m pytest -q
 
 bench: build
-	@for b in bench/*.py; do $(PY) "$$b" || exit 1; done
+	@for b in bench/*/run.py; do echo "== $$b"; $(PY) "$$b" || exit 1; done
 
 clean:
 	cargo clean
