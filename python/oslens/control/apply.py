@@ -1,0 +1,168 @@
+"""Applying policies.
+
+Per-task (the calling thread; they die with the task, nothing to restore): scheduling class,
+slice, nice and real-time priority in one sched_setattr call, CPU affinity, and the THP
+prctl. `apply_task(phase)` takes one phase of a resolved plan and returns (errno, bits).
+
+Global (the whole machine; journaled before the change, restored after): the cgroup memory
+cap in a cgroup `oslens-PID` made for the run, the THP mode, readahead and I/O scheduler per
+device, and sched_rr_timeslice_ms. `apply_globals(plan_globals, journal, machine, root)`.
+
+Policy bits (the `b` of an ADAPT trace record; the same in adapt.rs):
+  bits 0-3 policy, bit 4 sched_setattr applied, bit 5 affinity applied, bit 6 THP prctl
+  applied, bit 7 THP disabled, bits 8-15 nice + 20, bits 16-23 real-time priority,
+  bits 24-55 slice in microseconds (0 = the kernel's default)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from oslens.control import kernel, sysfs
+from oslens.control.config import own_cgroups, parse_mounts
+from oslens.control.journal import Journal
+from oslens.errors import OslensError
+
+BIT_SCHED = 1 << 4
+BIT_AFFINITY = 1 << 5
+BIT_THP = 1 << 6
+BIT_THP_DISABLED = 1 << 7
+
+
+def policy_bits(phase: dict, sched_ok: bool, aff_ok: bool, thp_ok: bool, nice: int | None = None) -> int:
+    bits = 0
+    if phase.get("sched"):
+        bits |= phase["policy"] & 0xF
+        if sched_ok:
+            bits |= BIT_SCHED
+        n = phase.get("nice") if phase.get("nice") is not None else nice
+        bits |= ((n or 0) + 20 & 0xFF) << 8
+        bits |= (phase.get("priority", 0) & 0xFF) << 16
+        bits |= ((phase.get("slice_ns", 0) // 1000) & 0xFFFFFFFF) << 24
+    if aff_ok:
+        bits |= BIT_AFFINITY
+    if thp_ok:
+        bits |= BIT_THP
+        if phase.get("thp_disable"):
+            bits |= BIT_THP_DISABLED
+    return bits
+
+
+def decode_bits(bits: int) -> dict:
+    """The policy an ADAPT record's `b` describes (for reports)."""
+    out = {"policy": kernel.POLICY_CLASS.get(bits & 0xF, str(bits & 0xF)),
+           "sched_applied": bool(bits & BIT_SCHED), "affinity_applied": bool(bits & BIT_AFFINITY),
+           "thp_applied": bool(bits & BIT_THP), "thp_disabled": bool(bits & BIT_THP_DISABLED),
+           "nice": ((bits >> 8) & 0xFF) - 20, "priority": (bits >> 16) & 0xFF,
+           "slice_us": (bits >> 24) & 0xFFFFFFFF}
+    return out
+
+
+def apply_task(phase: dict, tid: int = 0) -> tuple[int, int]:
+    """Apply one resolved phase to a task (0 = the calling thread). Every part is tried;
+    returns (first errno or 0, policy bits of what was applied)."""
+    first = 0
+    sched_ok = aff_ok = thp_ok = False
+    nice_used = None
+    if phase.get("sched"):
+        nice = phase.get("nice")
+        if nice is None:  # the plan does not control nice: keep the task's own
+            try:
+                nice = kernel.sched_getattr(tid).nice
+            except OSError:
+                nice = 0
+        nice_used = nice
+        err = kernel.sched_setattr(phase["policy"], nice=nice, priority=phase.get("priority", 0),
+                                   runtime_ns=phase.get("slice_ns", 0), tid=tid)
+        sched_ok = err == 0
+        first = first or err
+    if phase.get("affinity"):
+        err = kernel.set_affinity(phase["affinity"], tid)
+        aff_ok = err == 0
+        first = first or err
+    if phase.get("thp_disable") is not None:
+        err = kernel.set_thp_disable(bool(phase["thp_disable"]))
+        thp_ok = err == 0
+        first = first or err
+    return first, policy_bits(phase, sched_ok, aff_ok, thp_ok, nice_used)
+
+
+# --- global settings ------------------------------------------------------------------
+
+def memory_cgroup_parent(root: Path) -> tuple[Path, int]:
+    """(the directory the run's cgroup goes in, cgroup version): nested under the cgroup
+    oslens itself is in, so limits that already apply keep applying."""
+    v1, v2 = parse_mounts(sysfs.read(sysfs.under(root, "/proc/self/mounts")) or "")
+    mine = own_cgroups(root)
+    if "memory" in v1:
+        return sysfs.under(root, v1["memory"] + (mine.get("memory") or "/")), 1
+    if v2:
+        ctrls = (sysfs.read(sysfs.under(root, f"{v2}/cgroup.controllers")) or "").split()
+        if "memory" in ctrls:
+            parent = sysfs.under(root, v2 + (mine.get("") or "/"))
+            sub = (sysfs.read(parent / "cgroup.subtree_control") or "").split()
+            if "memory" not in sub:
+                raise OslensError(f"the memory controller is not enabled for children of {parent}; "
+                                  f"enable it with: echo +memory > {parent}/cgroup.subtree_control", 1)
+            return parent, 2
+    raise OslensError("no memory cgroup controller on this machine; remove memory_max from the plan", 1)
+
+
+class GlobalState:
+    """What apply_globals did: the cgroup the program must join, and a log of changes."""
+
+    def __init__(self):
+        self.cgroup: Path | None = None
+        self.cgroup_version = 0
+        self.changes: list[dict] = []
+
+
+def apply_globals(settings: dict, journal: Journal, root: Path | str = "/", pid: int | None = None) -> GlobalState:
+    root = Path(root)
+    pid = pid if pid is not None else os.getpid()
+    state = GlobalState()
+
+    def change(path, value, what, bracketed=False):
+        old = journal.set_file(path, str(value), what, bracketed)
+        state.changes.append({"what": what, "path": str(path), "old": old, "new": str(value)})
+
+    if "sched_rr_timeslice_ms" in settings:
+        change(sysfs.under(root, "/proc/sys/kernel/sched_rr_timeslice_ms"), settings["sched_rr_timeslice_ms"],
+               "sched_rr_timeslice_ms")
+    if "thp" in settings:
+        change(sysfs.under(root, "/sys/kernel/mm/transparent_hugepage/enabled"), settings["thp"], "thp", True)
+    for dev, kb in sorted(settings.get("readahead_kb", {}).items()):
+        change(sysfs.under(root, f"/sys/block/{dev}/queue/read_ahead_kb"), kb, f"readahead_kb.{dev}")
+    for dev, sched in sorted(settings.get("io_scheduler", {}).items()):
+        change(sysfs.under(root, f"/sys/block/{dev}/queue/scheduler"), sched, f"io_scheduler.{dev}", True)
+    if "memory_max" in settings:
+        parent, version = memory_cgroup_parent(root)
+        cg = parent / f"oslens-{pid}"
+        journal.make_cgroup(cg, "memory_max", plain_dir=root != Path("/"))
+        limit_file = cg / ("memory.limit_in_bytes" if version == 1 else "memory.max")
+        try:
+            sysfs.write(limit_file, str(settings["memory_max"]), create=root != Path("/"))
+        except OSError as e:
+            raise OslensError(f"cannot set the memory cap ({limit_file}: {e.strerror}); check memory_max", 1) from e
+        state.cgroup, state.cgroup_version = cg, version
+        state.changes.append({"what": "memory_max", "path": str(limit_file), "old": None,
+                              "new": str(settings["memory_max"]), "cgroup": str(cg)})
+    return state
+
+
+def join_cgroup(cg: Path, pid: int | None = None) -> None:
+    sysfs.write(cg / "cgroup.procs", str(pid if pid is not None else os.getpid()))
+
+
+def cgroup_usage(cg: Path, version: int) -> dict:
+    """Peak memory and limit hits of the run's cgroup (read before it is removed)."""
+    if version == 1:
+        return {"peak_bytes": sysfs.read_int(cg / "memory.max_usage_in_bytes"),
+                "limit_hits": sysfs.read_int(cg / "memory.failcnt")}
+    events = sysfs.read(cg / "memory.events") or ""
+    hits = None
+    for line in events.splitlines():
+        k, _, v = line.partition(" ")
+        if k == "max":
+            hits = int(v)
+    return {"peak_bytes": sysfs.read_int(cg / "memory.peak"), "limit_hits": hits}

@@ -1,0 +1,270 @@
+"""The restore journal: every global change (sysctl, sysfs device setting, THP mode, a cgroup
+oslens made) is written to a journal file BEFORE it is made, and undone in reverse order when
+the run ends, on SIGINT/SIGTERM, or — after a SIGKILL — by the next oslens run, which finds
+journals whose owner process is gone (`recover()`).
+
+The default directory is /run/oslens for root (a tmpfs: a reboot resets the settings and
+the journals together), else $XDG_RUNTIME_DIR/oslens or /tmp/oslens-UID; OSLENS_STATE_DIR
+overrides it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from oslens.control import sysfs
+from oslens.errors import OslensError
+
+STATE_ENV = "OSLENS_STATE_DIR"
+PREFIX = "tune-"
+
+
+def state_dir() -> Path:
+    env = os.environ.get(STATE_ENV)
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/run/oslens")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.access(runtime, os.W_OK):
+        return Path(runtime) / "oslens"
+    return Path(f"/tmp/oslens-{os.geteuid()}")
+
+
+def _starttime(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat: tells a live owner from a recycled pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(text.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def owner_alive(doc: dict) -> bool:
+    start = _starttime(int(doc.get("pid", -1)))
+    return start is not None and start == doc.get("starttime")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_value(path: Path, bracketed: bool) -> str | None:
+    text = sysfs.read(path)
+    if text is None:
+        return None
+    if bracketed:
+        return sysfs.bracketed(text)[1]
+    return text
+
+
+class Journal:
+    """One run's journal. Use `set_file` and `make_cgroup` for every global change, then
+    `restore()` (idempotent) at the end."""
+
+    def __init__(self, directory: Path | None = None, pid: int | None = None, command=None):
+        self.dir = Path(directory) if directory is not None else state_dir()
+        self.pid = pid if pid is not None else os.getpid()
+        self.path = self.dir / f"{PREFIX}{self.pid}.json"
+        self.doc = {"version": 1, "pid": self.pid, "starttime": _starttime(self.pid),
+                    "created": time.time(), "command": list(command or []), "entries": []}
+        self.restored = False
+
+    # -- persistence -------------------------------------------------------------------
+    def _save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.dir)
+
+    @property
+    def entries(self) -> list[dict]:
+        return self.doc["entries"]
+
+    def _conflict(self, path: str) -> None:
+        for other in live_journals(self.dir):
+            if other.get("pid") == self.pid:
+                continue
+            for e in other.get("entries", []):
+                if e.get("path") == path:
+                    raise OslensError(f"{path} is already changed by another oslens tune (pid {other['pid']}); "
+                                      "wait for it to finish or remove that setting from the plan", 1)
+
+    # -- changes -----------------------------------------------------------------------
+    def set_file(self, path: Path, value: str, what: str, bracketed: bool = False) -> str | None:
+        """Journal the current value of `path`, then write `value`. Returns the old value."""
+        path = Path(path)
+        old = read_value(path, bracketed)
+        if old is None:
+            raise OslensError(f"cannot read {path}; the setting '{what}' is not available here", 1)
+        self._conflict(str(path))
+        entry = {"kind": "file", "path": str(path), "old": old, "new": str(value), "what": what,
+                 "bracketed": bracketed, "t": time.time()}
+        self.entries.append(entry)
+        self._save()
+        try:
+            sysfs.write(path, str(value))
+        except OSError as e:
+            self.entries.pop()
+            self._save()
+            raise OslensError(f"cannot set {what} to {value} ({path}: {e.strerror}); "
+                              "check the value and that you are root", 1) from e
+        return old
+
+    def make_cgroup(self, path: Path, what: str, plain_dir: bool = False) -> None:
+        """Journal, then create, a cgroup directory. plain_dir: it is an ordinary directory
+        (a fake tree in tests), whose files must be deleted before it can be removed."""
+        path = Path(path)
+        self.entries.append({"kind": "cgroup", "path": str(path), "what": what, "t": time.time(),
+                             "plain_dir": plain_dir})
+        self._save()
+        try:
+            path.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as e:
+            self.entries.pop()
+            self._save()
+            raise OslensError(f"cannot create the cgroup {path} ({e.strerror}); run as root", 1) from e
+
+    def restore(self) -> list[str]:
+        """Undo every change in reverse order. Returns one line per problem (empty = all
+        restored); the journal file is removed only when everything was restored."""
+        problems = restore_entries(self.entries)
+        self.restored = True
+        if problems:
+            self._save()  # the next oslens run retries what is left
+        else:
+            self.discard()
+        return problems
+
+    def discard(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def remove_cgroup(path: Path, wait_s: float = 3.0, plain_dir: bool = False) -> str | None:
+    """Move any task left in the cgroup to its parent, then remove it. None when gone."""
+    if not path.exists():
+        return None
+    if plain_dir:
+        for child in path.iterdir():
+            if child.is_file():
+                child.unlink()
+    deadline = time.monotonic() + wait_s
+    while True:
+        procs = sysfs.read(path / "cgroup.procs") or ""
+        for pid in procs.split():
+            try:
+                sysfs.write(path.parent / "cgroup.procs", pid)
+            except OSError:
+                pass  # exited meanwhile
+        try:
+            path.rmdir()
+            return None
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if time.monotonic() > deadline:
+                return f"cannot remove the cgroup {path} ({e.strerror}); remove it with rmdir after its tasks exit"
+            time.sleep(0.05)
+
+
+def restore_entries(entries: list[dict]) -> list[str]:
+    problems = []
+    for e in reversed(entries):
+        if e.get("done"):
+            continue
+        if e["kind"] == "file":
+            path = Path(e["path"])
+            try:
+                current = read_value(path, e.get("bracketed", False))
+                if current != e["old"]:
+                    sysfs.write(path, e["old"])
+                e["done"] = True
+            except OSError as err:
+                problems.append(f"cannot restore {e['what']} to {e['old']} ({path}: {err.strerror}); "
+                                f"write it back by hand: echo {e['old']} > {path}")
+        elif e["kind"] == "cgroup":
+            msg = remove_cgroup(Path(e["path"]), plain_dir=e.get("plain_dir", False))
+            if msg:
+                problems.append(msg)
+            else:
+                e["done"] = True
+    return problems
+
+
+def _journals(directory: Path):
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(PREFIX) and name.endswith(".json")):
+            continue
+        path = directory / name
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        yield path, doc
+
+
+def live_journals(directory: Path | None = None) -> list[dict]:
+    directory = Path(directory) if directory is not None else state_dir()
+    return [doc for _path, doc in _journals(directory) if owner_alive(doc)]
+
+
+def recover(directory: Path | None = None) -> tuple[list[str], list[str]]:
+    """Restore what runs that died without restoring (SIGKILL, power loss of the process)
+    left changed. Returns (what was restored, problems)."""
+    directory = Path(directory) if directory is not None else state_dir()
+    done, problems = [], []
+    for path, doc in _journals(directory):
+        if owner_alive(doc):
+            continue
+        entries = doc.get("entries", [])
+        errs = restore_entries(entries)
+        for e in reversed(entries):
+            if e.get("done"):
+                if e["kind"] == "file":
+                    done.append(f"restored {e['what']} to {e['old']} (left changed by oslens tune pid {doc.get('pid')})")
+                else:
+                    done.append(f"removed cgroup {e['path']} (left by oslens tune pid {doc.get('pid')})")
+        if errs:
+            problems.extend(errs)
+            doc["entries"] = entries
+            try:
+                path.write_text(json.dumps(doc, indent=1))
+            except OSError:
+                pass
+        else:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        plan = directory / f"plan-{doc.get('pid')}.json"
+        if plan.exists():
+            try:
+                plan.unlink()
+            except OSError:
+                pass
+    return done, problems
