@@ -1,0 +1,153 @@
+"""Execution-time distribution per thread (Kohr et al. Table 3).
+
+Each program thread's life, from its start to its end, is split into computation, system calls,
+I/O wait, page-fault handling, runnable-but-waiting (preempted), blocked on synchronisation,
+sleeping for other reasons, instrumentation and unknown (see oslens.analysis.states for the
+rules). The columns of one row add up to the thread's wall time exactly.
+
+Instrumentation is an estimate: the number of events the thread recorded times the per-event
+cost the trace's calibration measured (meta key `calibration.event_ns` or one of its aliases),
+plus any time the recorder itself paused the thread (app_events of kind 'pause'). It is taken
+out of computation, never out of another state.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from oslens.analysis import common, states
+
+TIME_COLUMNS = [
+    "computation_ns",
+    "syscalls_ns",
+    "io_wait_ns",
+    "page_faults_ns",
+    "preempted_ns",
+    "sync_wait_ns",
+    "sleeping_ns",
+    "instrumentation_ns",
+    "unknown_ns",
+]
+
+SCHEMA = {
+    "pid": pa.int64(),
+    "tid": pa.int64(),
+    "name": pa.string(),
+    "start_ns": pa.int64(),
+    "end_ns": pa.int64(),
+    "wall_ns": pa.int64(),
+    **{c: pa.int64() for c in TIME_COLUMNS},
+    "events": pa.int64(),
+    "cpu_slices": pa.int64(),
+    "migrations": pa.int64(),
+    "faults": pa.int64(),
+    "syscall_count": pa.int64(),
+}
+
+EVENT_COST_KEYS = [
+    "calibration.event_ns",
+    "calibration.event_cost_ns",
+    "event_cost_ns",
+    "recorder.event_cost_ns",
+    "calibrate.event_ns",
+]
+
+
+def event_cost_ns(con) -> float | None:
+    """The calibrated cost of recording one event, when the trace carries it."""
+    m = common.meta(con)
+    for k in EVENT_COST_KEYS:
+        try:
+            v = float(m[k])
+        except (KeyError, ValueError):
+            continue
+        if v >= 0:
+            return v
+    return None
+
+
+def _per_tid(con, sql: str) -> dict[int, int]:
+    return {int(t): int(v or 0) for t, v in con.execute(sql).fetchall()}
+
+
+def event_counts(con) -> dict[int, int]:
+    """Events each thread recorded (region begin and end count as two)."""
+    counts: dict[int, int] = {}
+    if common.table_exists(con, "app_events"):
+        counts = _per_tid(con, "SELECT tid, count(*) FROM app_events GROUP BY tid")
+        kinds = {r[0] for r in con.execute("SELECT DISTINCT kind FROM app_events").fetchall()}
+        has_regions = any(k and "region" in str(k) for k in kinds)
+    else:
+        has_regions = False
+    if not has_regions and common.table_exists(con, "regions"):
+        for t, n in _per_tid(con, "SELECT tid, 2 * count(*) FROM regions GROUP BY tid").items():
+            counts[t] = counts.get(t, 0) + n
+    return counts
+
+
+def pause_ns(con) -> dict[int, int]:
+    if not common.table_exists(con, "app_events"):
+        return {}
+    return _per_tid(con, "SELECT tid, sum(value) FROM app_events WHERE kind = 'pause' GROUP BY tid")
+
+
+def time_breakdown(con) -> pa.Table:
+    prog = common.program(con)
+    tls = states.timelines(con, prog)
+    cost = event_cost_ns(con)
+    events = event_counts(con)
+    pauses = pause_ns(con)
+    faults = _per_tid(con, "SELECT tid, count(*) FROM faults GROUP BY tid") if common.table_exists(con, "faults") else {}
+    sysn = (
+        _per_tid(con, "SELECT tid, count(*) FROM syscalls GROUP BY tid") if common.table_exists(con, "syscalls") else {}
+    )
+    out = []
+    for tid in prog.tids:
+        tl = tls[tid]
+        row = {
+            "pid": prog.pid_of[tid],
+            "tid": tid,
+            "name": prog.names[tid],
+            "start_ns": tl.start,
+            "end_ns": tl.end,
+            "wall_ns": tl.end - tl.start,
+        }
+        for code, name in enumerate(states.STATE_NAMES):
+            row[f"{name}_ns"] = tl.total(code)
+        instr = pauses.get(tid, 0)
+        if cost is not None:
+            instr += int(round(events.get(tid, 0) * cost))
+        # instrumentation runs on the CPU: it comes out of computation (or, without scheduling
+        # records, out of the unknown time)
+        pool = "computation_ns" if tl.has_sched else "unknown_ns"
+        instr = max(0, min(instr, row[pool]))
+        row[pool] -= instr
+        row["instrumentation_ns"] = instr
+        row["events"] = events.get(tid, 0)
+        row["cpu_slices"] = tl.n_slices
+        row["migrations"] = tl.n_migrations
+        row["faults"] = faults.get(tid, 0)
+        row["syscall_count"] = sysn.get(tid, 0)
+        out.append(row)
+    return common.from_rows(out, SCHEMA)
+
+
+def notes(con) -> list[str]:
+    """What the reader should know about how the breakdown was computed for this trace."""
+    n = []
+    st = common.kernel_status(con)
+    if not st["scheduling"]:
+        n.append(
+            f"Without scheduling events computation, preemption and sleeping cannot be told apart: "
+            f"that time is 'unknown' ({st['reason']})."
+        )
+    if event_cost_ns(con) is None:
+        n.append(
+            "Instrumentation is not estimated: the trace has no calibrated per-event cost "
+            "(run `oslens calibrate` before recording); it is counted as computation."
+        )
+    else:
+        n.append(f"Instrumentation is an estimate: events × {event_cost_ns(con):.1f} ns (calibrated per-event cost).")
+    if common.table_exists(con, "faults") and states._fault_duration_sql(con) is None and common.row_count(con, "faults"):
+        n.append("Page faults carry no durations in this trace: their handling time is counted as computation.")
+    return n

@@ -1,0 +1,338 @@
+"""Findings: anomalies pointed at in plain words, with the numbers behind them.
+
+Each finding is a row: severity ('warning' or 'info'), a short code, the subject it names (a
+task, a lock, a region), a title, a sentence with the measured numbers, and the main number
+(`value`) it rests on. The rules:
+
+  interference   a task that preempted program threads often (Kohr et al.'s ARB retransmit
+                 daemon): count, rate, its own CPU time, and the runnable time it cost the program;
+  cpu_hog        a task that used a large share of the program's CPUs while the program ran;
+  preemption     program threads spent a noticeable part of their time runnable but off-CPU;
+  sync_preempted a lock or barrier whose wait mostly coincided with program threads being
+                 preempted (the wait is the scheduler's doing, not the program's);
+  sync_imbalance a lock or barrier wait that is large but not explained by preemption;
+  io_critical    the program waited for disk I/O (and in which region);
+  migrations     program threads moved between CPUs often;
+  page_faults    many page faults;
+  instrumentation the estimated instrumentation cost is a large share of the run;
+  lost           records were lost;
+  no_kernel      the trace has no kernel events, so most of this report is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from oslens.analysis import breakdown as breakdown_mod
+from oslens.analysis import common, states, tasks as tasks_mod
+from oslens.analysis import sync_summary as sync_mod
+
+SCHEMA = {
+    "severity": pa.string(),
+    "code": pa.string(),
+    "subject": pa.string(),
+    "title": pa.string(),
+    "text": pa.string(),
+    "value": pa.float64(),
+}
+
+fmt = common.fmt_ns
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def preemption_delays(con, prog) -> dict[int, tuple[int, int]]:
+    """For each task: (times it preempted a program thread, total time those threads then
+    stayed runnable before they ran again)."""
+    if not common.table_exists(con, "switches") or not prog.tids:
+        return {}
+    tids = ",".join(str(t) for t in prog.tids)
+    rows = con.execute(
+        f"""SELECT prev_tid, ts, next_tid FROM switches
+            WHERE prev_tid IN ({tids}) AND next_tid NOT IN ({tids})
+              AND upper(substr(CAST(prev_state AS VARCHAR), 1, 1)) IN ('R', '0')"""
+    ).fetchall()
+    tls = states.timelines(con, prog)
+    out: dict[int, list[int]] = {}
+    by_thread: dict[int, list[tuple[int, int]]] = {}
+    for p, ts, n in rows:
+        by_thread.setdefault(int(p), []).append((int(ts), int(n)))
+    for p, lst in by_thread.items():
+        tl = tls.get(p)
+        if tl is None:
+            continue
+        s, e = tl.intervals(states.PREEMPTED)
+        ms, me = common.merge_intervals(s, e)
+        ts = np.array([x[0] for x in lst], np.int64)
+        i = np.searchsorted(ms, ts, side="right") - 1
+        for k, (t, n) in enumerate(lst):
+            d = 0
+            if i[k] >= 0 and ms[i[k]] <= t < me[i[k]]:
+                d = int(me[i[k]] - t)
+            acc = out.setdefault(n, [0, 0])
+            acc[0] += 1
+            acc[1] += d
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _innermost_region(con, tid: int, t: int) -> str | None:
+    if not common.table_exists(con, "regions"):
+        return None
+    row = con.execute(
+        "SELECT name FROM regions WHERE tid = ? AND begin_ns <= ? AND coalesce(end_ns, ?) > ? "
+        "ORDER BY depth DESC LIMIT 1",
+        [tid, t, t + 1, t],
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _sync_preemptors(con, prog, kind: str, obj: str, limit: int = 3) -> list[tuple[str, int]]:
+    """Tasks that preempted program threads while `obj` was being waited for."""
+    if not common.table_exists(con, "switches"):
+        return []
+    tids = ",".join(str(t) for t in prog.tids)
+    rows = con.execute(
+        f"""WITH w AS (SELECT DISTINCT request_ns AS lo, coalesce(acquire_ns, request_ns) AS hi FROM sync
+                       WHERE kind = ? AND CAST(object AS VARCHAR) = ?)
+            SELECT coalesce(any_value(s.next_comm), '?'), s.next_tid, count(DISTINCT s.ts)
+            FROM switches s JOIN w ON s.ts >= w.lo AND s.ts < w.hi
+            WHERE s.prev_tid IN ({tids}) AND s.next_tid NOT IN ({tids})
+              AND upper(substr(CAST(s.prev_state AS VARCHAR), 1, 1)) IN ('R', '0')
+            GROUP BY s.next_tid ORDER BY 3 DESC LIMIT ?""",
+        [kind, obj, limit],
+    ).fetchall()
+    return [(f"{c} [{t}]" if t else "idle", int(n)) for c, t, n in rows]
+
+
+def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
+    """All findings, warnings first. `tables` may carry already computed analyses
+    ('breakdown', 'tasks', 'sync') to avoid recomputing them."""
+    tables = tables or {}
+    prog = common.program(con)
+    out: list[dict] = []
+    st = common.kernel_status(con)
+
+    def add(severity, code, subject, title, text, value):
+        out.append(
+            {"severity": severity, "code": code, "subject": subject, "title": title, "text": text, "value": float(value)}
+        )
+
+    if not prog.tids:
+        add("warning", "no_program", "", "No program threads", "The trace holds no events from a traced program.", 0)
+        return common.from_rows(out, SCHEMA)
+
+    bd = tables.get("breakdown") or breakdown_mod.time_breakdown(con)
+    bdr = bd.to_pylist()
+    total_thread_ns = sum(r["wall_ns"] for r in bdr) or 1
+    wall = (prog.window[1] - prog.window[0]) if prog.window else 0
+    secs = max(wall, 1) / 1e9
+
+    if not st["scheduling"]:
+        add(
+            "info",
+            "no_kernel",
+            "",
+            "No kernel events",
+            f"This trace has application events only: {st['reason']}. Preemption, per-task CPU, context "
+            "switches, I/O and the OS-side findings are left out.",
+            0,
+        )
+
+    # ---- interference: who preempts the program
+    if st["scheduling"]:
+        tk = tables.get("tasks") or tasks_mod.task_cpu(con)
+        info = {r["tid"]: r for r in tk.to_pylist()}
+        delays = preemption_delays(con, prog)
+        host = common.same_host(con)
+        cands = []
+        names = {}
+        if delays and common.table_exists(con, "switches"):
+            ids = ",".join(str(t) for t in delays)
+            for tid, pid, comm in con.execute(
+                f"SELECT next_tid, any_value(next_pid), mode(next_comm) FROM switches WHERE next_tid IN ({ids}) GROUP BY 1"
+            ).fetchall():
+                names[int(tid)] = (pid, comm)
+        for tid, (n, delay) in delays.items():
+            if tid == 0:
+                continue
+            pid, comm = names.get(tid, (None, None))
+            r = info.get(tid)
+            kind, desc = common.classify_task(tid, pid, comm, prog, host)
+            cpu_ns = r["cpu_ns"] if r else 0
+            cands.append((n, delay, tid, pid, comm or "?", kind, desc, cpu_ns))
+        cands.sort(key=lambda c: (-c[0], -c[1], c[2]))
+        shown = 0
+        for n, delay, tid, pid, comm, kind, desc, cpu_ns in cands:
+            rate = n / secs
+            share = delay / total_thread_ns
+            if n < 10 or (rate < 20 and share < 0.01):
+                continue
+            if shown >= 3 and kind != "oslens":
+                continue
+            shown += 1
+            per = cpu_ns / n if n else 0
+            sev = "warning" if (rate >= 100 or share >= 0.02) else "info"
+            extra = " This is oslens itself: the cost of tracing." if kind == "oslens" else ""
+            add(
+                sev,
+                "interference",
+                f"{comm} [{tid}]",
+                f"{comm} (pid {pid if pid is not None else '?'}, {kind}) keeps preempting the program",
+                f"{comm} [{tid}] ({desc}) preempted program threads {n} times ({rate:.0f} per second) while "
+                f"using only {fmt(cpu_ns)} of CPU on the program's CPUs ({fmt(per)} per preemption); after "
+                f"those preemptions program threads waited {fmt(delay)} runnable ({_pct(share)} of their "
+                f"time).{extra}",
+                n,
+            )
+        # CPU hogs
+        if prog.window and prog.cpus:
+            cap = wall * len(prog.cpus)
+            for r in tk.to_pylist():
+                if r["kind"] in ("program", "idle"):
+                    continue
+                if cap and r["cpu_ns"] / cap >= 0.05:
+                    add(
+                        "warning",
+                        "cpu_hog",
+                        f"{r['comm']} [{r['tid']}]",
+                        f"{r['comm']} used {_pct(r['cpu_ns'] / cap)} of the program's CPUs",
+                        f"{r['comm']} [{r['tid']}] ({r['kind']}: {r['description']}) ran {fmt(r['cpu_ns'])} on "
+                        f"the program's {len(prog.cpus)} CPU(s) during its {fmt(wall)} run, in {r['slices']} "
+                        f"slices.",
+                        r["cpu_ns"],
+                    )
+        # overall preemption
+        pre = sum(r["preempted_ns"] for r in bdr)
+        if pre / total_thread_ns >= 0.05:
+            top = ", ".join(f"{c[4]} [{c[2]}] ({c[0]}×)" for c in cands[:3]) or "other program threads"
+            add(
+                "warning",
+                "preemption",
+                "",
+                f"Program threads were runnable but off-CPU {_pct(pre / total_thread_ns)} of the time",
+                f"Program threads spent {fmt(pre)} runnable waiting for a CPU out of {fmt(total_thread_ns)} "
+                f"of thread time; the tasks that took their CPUs most often: {top}.",
+                pre,
+            )
+
+    # ---- synchronisation
+    sy = tables.get("sync") or sync_mod.sync_summary(con)
+    for r in sy.to_pylist():
+        if r["object"] == "(all)":
+            continue
+        tot = r["wait_total_ns"]
+        if tot < max(1_000_000, 0.01 * total_thread_ns):
+            continue
+        label = f"{r['kind']} {r['object']}"
+        if st["scheduling"] and r["preempted_share"] >= 0.5:
+            who = _sync_preemptors(con, prog, r["kind"], r["object"])
+            whos = ", ".join(f"{w} ({n}×)" for w, n in who) or "other program threads"
+            add(
+                "warning",
+                "sync_preempted",
+                label,
+                f"Waits at {label} are dominated by preemption",
+                f"{label} was waited for {r['count']} times, {fmt(tot)} in all (mean {fmt(r['wait_mean_ns'])}); "
+                f"{_pct(r['preempted_share'])} of that wait coincided with program threads being preempted, "
+                f"by {whos}.",
+                r["preempted_share"],
+            )
+        elif tot >= 0.05 * total_thread_ns:
+            add(
+                "info",
+                "sync_imbalance",
+                label,
+                f"Threads spend {_pct(tot / total_thread_ns)} of their time waiting at {label}",
+                f"{label}: {r['count']} waits, {fmt(tot)} in all, mean {fmt(r['wait_mean_ns'])}, max "
+                f"{fmt(r['wait_max_ns'])}; only {_pct(r['preempted_share'])} of it coincided with preemption, so "
+                "the wait comes from the program (load imbalance, serial work or lock contention).",
+                tot,
+            )
+
+    # ---- I/O on the critical path
+    io_total = sum(r["io_wait_ns"] for r in bdr)
+    if io_total >= 1_000_000 and io_total >= 0.005 * total_thread_ns:
+        worst = max(bdr, key=lambda r: r["io_wait_ns"])
+        tl = states.timelines(con, prog)[worst["tid"]]
+        s, e = tl.intervals(states.IO_WAIT)
+        region = None
+        if len(s):
+            k = int(np.argmax(e - s))
+            region = _innermost_region(con, worst["tid"], int(s[k]))
+        nreq = common.row_count(con, "block_io")
+        where = f", mostly in region {region}" if region else ""
+        add(
+            "warning" if io_total >= 0.05 * total_thread_ns else "info",
+            "io_critical",
+            region or worst["name"],
+            f"The program waited {fmt(io_total)} for I/O",
+            f"Program threads were blocked on I/O for {fmt(io_total)} ({_pct(io_total / total_thread_ns)} of thread "
+            f"time); {worst['name']} waited {fmt(worst['io_wait_ns'])}{where}. The trace holds {nreq} block "
+            "requests.",
+            io_total,
+        )
+
+    # ---- migrations
+    for r in bdr:
+        if r["migrations"] >= 10 and r["migrations"] / max(r["wall_ns"] / 1e9, 1e-9) >= 20:
+            add(
+                "info",
+                "migrations",
+                r["name"],
+                f"{r['name']} migrated between CPUs {r['migrations']} times",
+                f"{r['name']} [{r['tid']}] ran in {r['cpu_slices']} slices and changed CPU {r['migrations']} times "
+                f"({r['migrations'] / max(r['wall_ns'] / 1e9, 1e-9):.0f} per second), losing its cache each time.",
+                r["migrations"],
+            )
+
+    # ---- page faults
+    nf = sum(r["faults"] for r in bdr)
+    if nf >= 1000:
+        worst = max(bdr, key=lambda r: r["faults"])
+        add(
+            "info",
+            "page_faults",
+            worst["name"],
+            f"{nf} page faults",
+            f"Program threads took {nf} page faults ({nf / secs:.0f} per second); {worst['name']} took "
+            f"{worst['faults']}.",
+            nf,
+        )
+
+    # ---- instrumentation
+    instr = sum(r["instrumentation_ns"] for r in bdr)
+    if instr >= 0.05 * total_thread_ns:
+        add(
+            "warning",
+            "instrumentation",
+            "",
+            f"Instrumentation is an estimated {_pct(instr / total_thread_ns)} of thread time",
+            f"The program recorded {sum(r['events'] for r in bdr)} events, an estimated {fmt(instr)} of its "
+            "threads' time: record fewer events (coarser regions) for a less perturbed run.",
+            instr,
+        )
+
+    # ---- lost records
+    if common.row_count(con, "lost"):
+        lost = con.execute(
+            "SELECT CAST(source AS VARCHAR), CAST(\"where\" AS VARCHAR), sum(count) FROM lost GROUP BY 1, 2 "
+            "ORDER BY 3 DESC"
+        ).fetchall()
+        total = sum(int(n or 0) for _, _, n in lost)
+        if total:
+            parts = "; ".join(f"{n} from {s} ({w})" for s, w, n in lost[:5])
+            add(
+                "warning",
+                "lost",
+                "",
+                f"{total} records were lost",
+                f"The trace lost {total} records: {parts}. Figures that depend on them may be incomplete.",
+                total,
+            )
+
+    order = {"warning": 0, "info": 1}
+    out.sort(key=lambda f: (order.get(f["severity"], 2),))
+    return common.from_rows(out, SCHEMA)

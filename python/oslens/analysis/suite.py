@@ -1,0 +1,52 @@
+"""Runs every report analysis once on a trace connection and returns the tables by name; writes
+them as Parquet so that `oslens sql` can query every figure of the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from oslens.analysis import (
+    breakdown,
+    findings,
+    io_timeline,
+    phases_table,
+    region_durations,
+    switch_pattern,
+    sync_summary,
+    tasks,
+    transitions,
+)
+
+
+def run_all(con) -> dict[str, pa.Table]:
+    t: dict[str, pa.Table] = {}
+    t["breakdown"] = breakdown.time_breakdown(con)
+    t["tasks"] = tasks.task_cpu(con)
+    t["phases"] = phases_table.phase_durations(con)
+    t["phase_summary"] = phases_table.phase_summary(con)
+    t["sync"] = sync_summary.sync_summary(con)
+    t["region_stats"] = region_durations.region_stats(con)
+    t["region_histograms"] = region_durations.region_histograms(con)
+    t["switch_timeline"] = switch_pattern.switch_timeline(con)
+    t["switch_summary"] = switch_pattern.switch_summary(con)
+    t["cpu_occupancy"] = switch_pattern.cpu_occupancy(con)
+    t["io_requests"] = io_timeline.io_requests(con)
+    t["io_summary"] = io_timeline.io_summary(con, t["io_requests"])
+    t["transitions"] = transitions.transition_matrix(con)
+    t["findings"] = findings.findings(con, {"breakdown": t["breakdown"], "tasks": t["tasks"], "sync": t["sync"]})
+    return t
+
+
+def write_parquet(tables: dict[str, pa.Table], directory: Path) -> list[Path]:
+    """Writes each table as DIRECTORY/report_<name>.parquet; returns the paths written."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, table in tables.items():
+        p = directory / f"report_{name}.parquet"
+        pq.write_table(table, p)
+        out.append(p)
+    return out

@@ -1,0 +1,93 @@
+"""Synchronisation summary (Kohr et al. Table 6): for each kind of construct (mutex, barrier,
+condition variable, ...) and each object, how many times it was waited for, and the mean,
+variance (population) and maximum of the wait (request to acquire), the mean hold time (acquire
+to release, where recorded), and how much of the wait coincided with a program thread being
+preempted (runnable but off its CPU) - the sign that the wait is caused by the scheduler rather
+than by the program's own load balance.
+
+Rows whose object is '(all)' summarise a kind over all its objects, as the paper's table does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from oslens.analysis import common, states
+
+SCHEMA = {
+    "kind": pa.string(),
+    "object": pa.string(),
+    "count": pa.int64(),
+    "threads": pa.int64(),
+    "wait_total_ns": pa.int64(),
+    "wait_mean_ns": pa.float64(),
+    "wait_var_ns2": pa.float64(),
+    "wait_max_ns": pa.int64(),
+    "hold_mean_ns": pa.float64(),
+    "wait_preempted_ns": pa.int64(),
+    "preempted_share": pa.float64(),
+}
+
+
+def preempted_union(con, prog=None) -> tuple[np.ndarray, np.ndarray]:
+    """When at least one program thread was runnable but off its CPU."""
+    prog = prog or common.program(con)
+    tls = states.timelines(con, prog)
+    ss, ee = [], []
+    for tl in tls.values():
+        s, e = tl.intervals(states.PREEMPTED)
+        ss.append(s)
+        ee.append(e)
+    if not ss:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return common.merge_intervals(np.concatenate(ss), np.concatenate(ee))
+
+
+def sync_summary(con) -> pa.Table:
+    if not common.row_count(con, "sync"):
+        return common.empty_table(SCHEMA)
+    prog = common.program(con)
+    rows = con.execute(
+        """SELECT kind, CAST(object AS VARCHAR), tid, request_ns, coalesce(acquire_ns, request_ns), release_ns
+           FROM sync WHERE request_ns IS NOT NULL ORDER BY kind, 2, request_ns"""
+    ).fetchall()
+    kinds = np.array([r[0] for r in rows], dtype=object)
+    objs = np.array([r[1] if r[1] is not None else "?" for r in rows], dtype=object)
+    tids = np.array([r[2] for r in rows], dtype=np.int64)
+    req = np.array([r[3] for r in rows], dtype=np.int64)
+    acq = np.array([r[4] for r in rows], dtype=np.int64)
+    rel = np.array([r[5] if r[5] is not None else -1 for r in rows], dtype=np.int64)
+    wait = np.maximum(acq - req, 0)
+    pu_s, pu_e = preempted_union(con, prog)
+    pre = common.overlap_each(req, np.maximum(acq, req), pu_s, pu_e)
+    hold = np.where(rel >= 0, rel - acq, -1)
+
+    def summarize(kind, obj, m):
+        w = wait[m].astype(np.float64)
+        h = hold[m]
+        h = h[h >= 0]
+        tot = int(wait[m].sum())
+        p = int(pre[m].sum())
+        return {
+            "kind": kind,
+            "object": obj,
+            "count": int(m.sum()),
+            "threads": len(set(tids[m].tolist())),
+            "wait_total_ns": tot,
+            "wait_mean_ns": float(w.mean()),
+            "wait_var_ns2": float(w.var()),
+            "wait_max_ns": int(wait[m].max()),
+            "hold_mean_ns": float(h.mean()) if len(h) else None,
+            "wait_preempted_ns": p,
+            "preempted_share": (p / tot) if tot else 0.0,
+        }
+
+    out = []
+    for kind in sorted(set(kinds.tolist())):
+        mk = kinds == kind
+        out.append(summarize(kind, "(all)", mk))
+        obj_rows = [summarize(kind, o, mk & (objs == o)) for o in sorted(set(objs[mk].tolist()))]
+        obj_rows.sort(key=lambda r: (-r["wait_total_ns"], r["object"]))
+        out.extend(obj_rows)
+    return common.from_rows(out, SCHEMA)

@@ -1,0 +1,82 @@
+"""Per-task CPU time (Kohr et al. Table 4): every task that held one of the program's CPUs while
+the program ran, with what it is (the program, the idle task, a kernel thread, a daemon, oslens
+itself, another process), its CPU time on those CPUs inside the program's window, how many
+slices it ran, and how often it took a CPU away from a still-runnable program thread.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from oslens.analysis import common
+
+SCHEMA = {
+    "tid": pa.int64(),
+    "pid": pa.int64(),
+    "comm": pa.string(),
+    "kind": pa.string(),
+    "description": pa.string(),
+    "cpu_ns": pa.int64(),
+    "share": pa.float64(),
+    "slices": pa.int64(),
+    "mean_slice_ns": pa.int64(),
+    "preemptions_of_program": pa.int64(),
+}
+
+
+def task_cpu(con) -> pa.Table:
+    prog = common.program(con)
+    if not prog.window or not prog.cpus or not common.table_exists(con, "cpu_slices"):
+        return common.empty_table(SCHEMA)
+    lo, hi = prog.window
+    cpus = ",".join(str(c) for c in prog.cpus)
+    rows = con.execute(
+        f"""SELECT tid, any_value(pid), mode(comm),
+                   sum(least(end_ns, ?) - greatest(start_ns, ?)) AS cpu_ns, count(*)
+            FROM cpu_slices
+            WHERE cpu IN ({cpus}) AND end_ns > ? AND start_ns < ?
+            GROUP BY tid""",
+        [hi, lo, lo, hi],
+    ).fetchall()
+    pre = preemptions_by_task(con, prog)
+    total = (hi - lo) * len(prog.cpus)
+    host = common.same_host(con)
+    out = []
+    for tid, pid, comm, cpu_ns, n in rows:
+        tid = int(tid)
+        pid = int(pid) if pid is not None else None
+        kind, desc = common.classify_task(tid, pid, comm, prog, host)
+        if kind == "program":
+            comm = prog.names.get(tid, comm)
+        out.append(
+            {
+                "tid": tid,
+                "pid": pid,
+                "comm": "idle" if tid == 0 else comm,
+                "kind": kind,
+                "description": desc,
+                "cpu_ns": int(cpu_ns),
+                "share": (int(cpu_ns) / total) if total else 0.0,
+                "slices": int(n),
+                "mean_slice_ns": int(cpu_ns) // int(n) if n else 0,
+                "preemptions_of_program": pre.get(tid, 0),
+            }
+        )
+    out.sort(key=lambda r: (-r["cpu_ns"], r["tid"]))
+    return common.from_rows(out, SCHEMA)
+
+
+def preemptions_by_task(con, prog: common.Program | None = None) -> dict[int, int]:
+    """How many times each task was switched in right after a program thread left its CPU
+    still runnable (prev_state 'R'): the task preempted the program."""
+    prog = prog or common.program(con)
+    if not prog.tids or not common.table_exists(con, "switches"):
+        return {}
+    tids = ",".join(str(t) for t in prog.tids)
+    rows = con.execute(
+        f"""SELECT next_tid, count(*) FROM switches
+            WHERE prev_tid IN ({tids}) AND upper(substr(CAST(prev_state AS VARCHAR), 1, 1)) IN ('R', '0')
+              AND next_tid NOT IN ({tids})
+            GROUP BY next_tid"""
+    ).fetchall()
+    return {int(t): int(n) for t, n in rows}
