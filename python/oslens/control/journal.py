@@ -261,10 +261,22 @@ def recover(directory: Path | None = None) -> tuple[list[str], list[str]]:
                 path.unlink()
             except FileNotFoundError:
                 pass
-        plan = directory / f"plan-{doc.get('pid')}.json"
-        if plan.exists():
+    _remove_stale_plans(directory)
+    return done, problems
+
+
+def _remove_stale_plans(directory: Path) -> None:
+    """Resolved plans (plan-PID.json) of runs that are gone."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith("plan-") and name.endswith(".json")):
+            continue
+        pid = name[5:-5]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
             try:
-                plan.unlink()
+                (directory / name).unlink()
             except OSError:
                 pass
-    return done, problems

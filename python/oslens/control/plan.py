@@ -47,6 +47,7 @@ class Plan:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (where, key) this user may not set
+    keep_nice: set[str] = field(default_factory=set)  # phases whose nice this user may not lower to
 
     @property
     def valid(self) -> bool:
@@ -282,17 +283,21 @@ class _Checker:
                 self.warn(f"{where}.class", "class", f"class '{c}' needs {cls[c]['privilege']}; "
                                                      "run as root to apply it (skipped: the class stays as it is)")
         if not self.m["sched"]["nice"].get("can_lower"):
-            nices = {name: ph["nice"] for name, ph in phases.items() if "nice" in ph}
-            if nices:
-                default = nices.get("default", baseline_nice)
-                values = [baseline_nice, default] + list(nices.values())
-                for name, n in nices.items():
-                    if n < max(values) and n < 19:
-                        higher = max(values)
-                        self.warn(f"phase.{name}.nice", "nice",
-                                  f"nice {n} is lower than {higher} (set before it or at start); lowering nice "
-                                  f"needs CAP_SYS_NICE or RLIMIT_NICE, so as this user switching to phase "
-                                  f"'{name}' after that fails with EPERM (skipped)")
+            if not any("nice" in ph for ph in phases.values()):
+                return
+            names = list(phases) if "default" in phases else ["default", *phases]
+            nice = {}
+            for name in names:
+                ph = phases.get(name, {})
+                nice[name] = ph.get("nice", phases.get("default", {}).get("nice", baseline_nice))
+            top = max(nice, key=lambda k: nice[k])
+            for name in names:
+                if nice[name] < nice[top]:
+                    self.plan.keep_nice.add(name)
+                    self.warn(f"phase.{name}.nice", "nice",
+                              f"phase '{name}' has nice {nice[name]}, lower than phase '{top}''s {nice[top]}: "
+                              "lowering nice needs CAP_SYS_NICE or RLIMIT_NICE, so as this user "
+                              f"'{name}' keeps the nice it has (skipped)")
 
 
 def load(path: str | Path, machine: dict, baseline_nice: int = 0) -> Plan:
@@ -410,7 +415,8 @@ def resolve(plan: Plan, baseline: dict) -> dict:
                 "policy": kernel.CLASS_POLICY[cls],
                 "priority": prio,
                 "slice_ns": int(round(ph["slice_ms"] * 1e6)) if "slice_ms" in ph else 0,
-                "nice": ph.get("nice", baseline.get("nice", 0)) if controls_nice else None,
+                "nice": (ph.get("nice", baseline.get("nice", 0))
+                         if controls_nice and name not in plan.keep_nice else None),
             })
         out["affinity"] = (ph.get("affinity") or baseline.get("affinity")) if controls_aff else None
         out["thp_disable"] = ph.get("thp_disable", baseline.get("thp_disable", False)) if controls_thp else None

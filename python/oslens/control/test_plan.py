@@ -129,13 +129,18 @@ nice = 0
         "global.sched_rr_timeslice_ms: sched_rr_timeslice_ms is a global sysctl and needs root; run as root to apply it (skipped)",
         "global.readahead_kb.vda: changing vda's settings needs root; run as root to apply it (skipped)",
         "phase.io.class: class 'rr' needs CAP_SYS_NICE or RLIMIT_RTPRIO > 0; run as root to apply it (skipped: the class stays as it is)",
-        "phase.io.nice: nice 0 is lower than 5 (set before it or at start); lowering nice needs CAP_SYS_NICE or "
-        "RLIMIT_NICE, so as this user switching to phase 'io' after that fails with EPERM (skipped)",
+        "phase.default.nice: phase 'default' has nice 0, lower than phase 'compute''s 5: lowering nice needs "
+        "CAP_SYS_NICE or RLIMIT_NICE, so as this user 'default' keeps the nice it has (skipped)",
+        "phase.io.nice: phase 'io' has nice 0, lower than phase 'compute''s 5: lowering nice needs "
+        "CAP_SYS_NICE or RLIMIT_NICE, so as this user 'io' keeps the nice it has (skipped)",
     ]
     plan.drop_skipped(p)
     assert p.globals == {}
     assert p.phases["io"] == {}
     assert p.phases["compute"] == {"class": "batch", "slice_ms": 20, "nice": 5}
+    r = plan.resolve(p, {"class": "other", "nice": 0, "affinity": [0], "thp_disable": False})
+    assert [r["phases"][n]["nice"] for n in ("default", "compute", "io")] == [None, 5, None]
+    assert r["phases"]["io"]["class"] == "other"
 
 
 def test_resolve_fills_every_phase(machine):
