@@ -56,8 +56,9 @@ def region_stats(con) -> pa.Table:
 
 def bin_edges(values: np.ndarray, bins: int) -> np.ndarray:
     lo, hi = float(values.min()), float(values.max())
-    if hi <= lo:
-        return np.array([lo, lo + 1.0])
+    if hi <= lo:  # one value: one bin around it
+        half = max(abs(lo) * 0.05, 0.5)
+        return np.array([lo - half, lo + half])
     if lo > 0 and hi / lo > 2.0:
         return np.geomspace(lo, hi, bins + 1)
     return np.linspace(lo, hi, bins + 1)

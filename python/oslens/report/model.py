@@ -1,0 +1,292 @@
+"""The report as data: a header about the trace and nine sections (Kohr et al.'s tables and
+figures, then the findings), each with its tables, notes, and - when the trace cannot support
+it - one sentence saying why it is empty. The terminal, HTML and JSON renderers all draw from
+this one model, so they always say the same thing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from oslens.analysis import breakdown, common, suite
+
+
+@dataclass
+class Column:
+    key: str
+    label: str
+    fmt: str = "str"  # str | int | ms | ms2 | pct | float | ns
+    terminal: bool = True  # shown in the terminal too (HTML and JSON show every column)
+
+
+@dataclass
+class TableView:
+    name: str  # the analysis table (also report_<name>.parquet)
+    title: str
+    columns: list[Column]
+    limit: int | None = None  # rows shown in the terminal / HTML (JSON keeps all)
+    hide_zero: bool = False  # in the terminal, leave out numeric columns that are zero in every row
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    reference: str
+    description: str
+    available: bool
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+    views: list[TableView] = field(default_factory=list)
+    plot: str | None = None  # name of the plot function in oslens.report.plots
+
+
+@dataclass
+class Report:
+    trace: str
+    header: dict
+    kernel: dict
+    sections: list[Section]
+    tables: dict[str, pa.Table]
+
+    def section(self, sid: str) -> Section:
+        return next(s for s in self.sections if s.id == sid)
+
+
+C = Column
+
+BREAKDOWN_COLUMNS = [
+    C("name", "thread"),
+    C("tid", "tid", "int"),
+    C("wall_ns", "wall", "ms"),
+    C("computation_ns", "computation", "ms"),
+    C("syscalls_ns", "syscalls", "ms"),
+    C("io_wait_ns", "I/O wait", "ms"),
+    C("page_faults_ns", "page faults", "ms"),
+    C("preempted_ns", "preempted", "ms"),
+    C("sync_wait_ns", "sync wait", "ms"),
+    C("sleeping_ns", "sleeping", "ms"),
+    C("instrumentation_ns", "instrumentation", "ms"),
+    C("unknown_ns", "unknown", "ms"),
+]
+
+
+def _sync_reason(con) -> str:
+    return (
+        "No synchronisation events: the trace has no lock, barrier or condition-variable records "
+        "(the program did not synchronise, or the pthread preload was not active while recording)."
+    )
+
+
+def header_info(con, trace: str) -> dict:
+    m = common.meta(con)
+    prog = common.program(con)
+    wall = (prog.window[1] - prog.window[0]) if prog.window else 0
+    counts = {t: common.row_count(con, t) for t in
+              ["app_events", "regions", "switches", "cpu_slices", "syscalls", "faults", "block_io", "sync", "samples"]}
+    lost = 0
+    if common.row_count(con, "lost"):
+        lost = int(con.execute("SELECT coalesce(sum(count), 0) FROM lost").fetchone()[0])
+    command = m.get("command") or m.get("argv") or m.get("cmdline") or ""
+    return {
+        "trace": trace,
+        "command": command,
+        "program_pids": prog.pids,
+        "threads": len(prog.tids),
+        "cpus": prog.cpus,
+        "wall_ns": wall,
+        "events": counts,
+        "lost_records": lost,
+        "meta": m,
+    }
+
+
+def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Report:
+    tables = tables if tables is not None else suite.run_all(con)
+    ks = common.kernel_status(con)
+    has_sched = ks["scheduling"]
+    S = []
+
+    bd_notes = breakdown.notes(con)
+    bd_notes.append(
+        "Each row adds up to the thread's wall time (start to end): computation = on a CPU in user code; "
+        "syscalls = on a CPU inside a system call; preempted = runnable but not running; sync wait = inside a "
+        "lock/barrier/condition wait; I/O wait = off-CPU in uninterruptible sleep or with own block I/O in flight; "
+        "sleeping = any other off-CPU wait."
+    )
+    S.append(Section(
+        "breakdown", "Where each thread's time went", "Kohr et al. Table 3",
+        "Execution-time distribution per thread.",
+        available=tables["breakdown"].num_rows > 0,
+        reason=None if tables["breakdown"].num_rows else "No program threads in this trace.",
+        notes=bd_notes,
+        views=[TableView("breakdown", "Time per thread (ms)", BREAKDOWN_COLUMNS, hide_zero=True)],
+        plot="breakdown",
+    ))
+    S.append(Section(
+        "tasks", "CPU time of every task on the program's CPUs", "Kohr et al. Table 4",
+        "Every task that held one of the CPUs the program ran on, while it ran: what it is, its CPU time, "
+        "and how often it preempted a program thread.",
+        available=tables["tasks"].num_rows > 0,
+        reason=None if tables["tasks"].num_rows else common.missing_reason(con, "cpu_slices", "per-task CPU times"),
+        views=[TableView("tasks", "Tasks by CPU time", [
+            C("comm", "task"), C("tid", "tid", "int"), C("kind", "kind"), C("description", "what it is", terminal=False),
+            C("cpu_ns", "CPU time", "ms"), C("share", "share", "pct"), C("slices", "slices", "int"),
+            C("mean_slice_ns", "mean slice", "ns", terminal=False), C("preemptions_of_program", "preempted program", "int"),
+        ], limit=25)],
+        plot="tasks",
+    ))
+    S.append(Section(
+        "phases", "Phases", "Kohr et al. Table 5",
+        "Each thread's top-level regions (the regions inside a single wrapping region such as main), in time order, "
+        "relative to the program's start.",
+        available=tables["phases"].num_rows > 0,
+        reason=None if tables["phases"].num_rows else
+        "No phases: the program recorded no regions (instrument it with osl_region_begin/osl_region_end).",
+        views=[
+            TableView("phases", "Phase durations", [
+                C("thread", "thread"), C("name", "phase"), C("begin_ns", "begin", "ms"), C("end_ns", "end", "ms"),
+                C("duration_ns", "duration", "ms"), C("share", "of thread", "pct"),
+            ], limit=40),
+            TableView("phase_summary", "Phases by name", [
+                C("thread", "thread"), C("name", "phase"), C("count", "count", "int"), C("total_ns", "total", "ms"),
+                C("mean_ns", "mean", "ms"),
+            ], limit=40),
+        ],
+        plot="phases",
+    ))
+    S.append(Section(
+        "sync", "Locks and barriers", "Kohr et al. Table 6",
+        "Waits for each synchronisation object (request to acquire): count, mean, variance, maximum, and the "
+        "share of the wait during which a program thread was preempted.",
+        available=tables["sync"].num_rows > 0,
+        reason=None if tables["sync"].num_rows else _sync_reason(con),
+        notes=[] if has_sched else ["Without scheduling events the preempted share cannot be computed (shown as 0)."],
+        views=[TableView("sync", "Synchronisation summary (ms)", [
+            C("kind", "kind"), C("object", "object"), C("count", "count", "int"), C("threads", "threads", "int", terminal=False),
+            C("wait_total_ns", "total wait", "ms"), C("wait_mean_ns", "mean wait", "ms"),
+            C("wait_var_ns2", "variance (ms²)", "ms2"), C("wait_max_ns", "max wait", "ms"),
+            C("hold_mean_ns", "mean hold", "ms", terminal=False), C("preempted_share", "preempted", "pct"),
+        ], limit=30)],
+        plot="sync",
+    ))
+    S.append(Section(
+        "regions", "Region durations", "Kohr et al. Figures 10-11",
+        "The distribution of each region's durations; the histograms show the regions with the most total time.",
+        available=tables["region_stats"].num_rows > 0,
+        reason=None if tables["region_stats"].num_rows else
+        "No regions: the program recorded none (instrument it with osl_region_begin/osl_region_end).",
+        views=[TableView("region_stats", "Durations per region", [
+            C("name", "region"), C("count", "count", "int"), C("total_ns", "total", "ms"), C("mean_ns", "mean", "ns"),
+            C("std_ns", "std", "ns", terminal=False), C("min_ns", "min", "ns", terminal=False), C("p50_ns", "median", "ns"), C("p90_ns", "p90", "ns", terminal=False),
+            C("p99_ns", "p99", "ns"), C("max_ns", "max", "ns"),
+        ], limit=30)],
+        plot="regions",
+    ))
+    S.append(Section(
+        "switches", "Context switches per CPU", "Kohr et al. Figures 12-13, 16",
+        "Who ran on each of the program's CPUs over time, and the cumulative number of context switches per CPU.",
+        available=tables["switch_timeline"].num_rows > 0,
+        reason=None if tables["switch_timeline"].num_rows else
+        common.missing_reason(con, "switches", "context-switch records"),
+        views=[TableView("switch_summary", "Switches per CPU", [
+            C("cpu", "CPU", "int"), C("switches", "switches", "int"), C("involuntary", "involuntary", "int"),
+            C("voluntary", "voluntary", "int", terminal=False), C("into_program", "into program", "int"),
+            C("out_of_program", "out of program", "int"), C("per_second", "per second", "float"),
+        ])],
+        plot="switches",
+    ))
+    io_reason = None
+    if tables["io_requests"].num_rows == 0:
+        if ks["scheduling"]:
+            io_reason = ("No block I/O: no request reached a disk while the program ran (reads served from the page "
+                         "cache never do), or the collector did not trace the block layer.")
+        else:
+            io_reason = common.missing_reason(con, "block_io", "block I/O records")
+    S.append(Section(
+        "io", "I/O durations over time", "Kohr et al. Figure 14",
+        "Every block request: when it was issued and how long it took, reads versus writes.",
+        available=tables["io_requests"].num_rows > 0,
+        reason=io_reason,
+        views=[TableView("io_summary", "Block I/O by direction", [
+            C("rw", "direction"), C("requests", "requests", "int"), C("bytes", "bytes", "int"),
+            C("total_ns", "total", "ms"), C("mean_ns", "mean", "ms", False), C("max_ns", "max", "ms"),
+            C("by_program", "by program", "int"), C("program_waiting_ns", "program waiting", "ms"),
+        ])],
+        plot="io",
+    ))
+    S.append(Section(
+        "transitions", "Who switched to whom", "Kohr et al. Figure 17",
+        "The context-switch transition matrix: how many times each task (row) gave its CPU to each task (column).",
+        available=tables["transitions"].num_rows > 0,
+        reason=None if tables["transitions"].num_rows else
+        common.missing_reason(con, "switches", "context-switch records"),
+        views=[TableView("transitions", "Most frequent transitions", [
+            C("prev_task", "from"), C("next_task", "to"), C("count", "switches", "int"),
+        ], limit=20)],
+        plot="transitions",
+    ))
+    S.append(Section(
+        "findings", "Findings", "Kohr et al. section 6",
+        "Anomalies, in plain words, with the numbers behind them. The plot shows which tasks took CPUs from the "
+        "program.",
+        available=True,
+        views=[TableView("findings", "Findings", [C("severity", "severity"), C("title", "finding"), C("text", "detail")])],
+        plot="findings",
+        notes=[] if tables["findings"].num_rows else ["Nothing unusual found."],
+    ))
+    return Report(trace=trace, header=header_info(con, trace), kernel=ks, sections=S, tables=tables)
+
+
+def format_value(v, fmt: str) -> str:
+    if v is None:
+        return "-"
+    if fmt == "ms":
+        return f"{v / 1e6:,.3f}"
+    if fmt == "ms2":
+        return f"{v / 1e12:,.4g}"
+    if fmt == "pct":
+        return f"{100 * v:.1f}%"
+    if fmt == "int":
+        return f"{int(v):,}"
+    if fmt == "float":
+        return f"{v:,.1f}"
+    if fmt == "ns":
+        return common.fmt_ns(v)
+    return str(v)
+
+
+def view_rows(report: Report, view: TableView, limit: bool = True, terminal: bool = False):
+    """The columns shown, the formatted rows of a table view, and how many rows were left out."""
+    t = report.tables[view.name]
+    rows = t.to_pylist()
+    n = len(rows)
+    if limit and view.limit is not None:
+        rows = rows[: view.limit]
+    cols = [c for c in view.columns if c.terminal or not terminal]
+    if terminal and view.hide_zero:
+        cols = [c for c in cols if c.fmt == "str" or any(r.get(c.key) for r in rows)]
+    return cols, [[format_value(r.get(c.key), c.fmt) for c in cols] for r in rows], n - len(rows)
+
+
+def find_trace(arg: str | None, cwd: Path | None = None) -> Path:
+    """TRACE, or the newest trace directory under ./traces or named oslens-trace* here."""
+    from oslens.errors import OslensError
+
+    if arg:
+        p = Path(arg)
+        if not p.exists():
+            raise OslensError(f"{arg} does not exist: give the directory `oslens record -o` wrote.", 2)
+        return p
+    cwd = cwd or Path.cwd()
+    cands = []
+    if (cwd / "traces").is_dir():
+        cands += [p for p in (cwd / "traces").iterdir() if p.is_dir()]
+    cands += [p for p in cwd.glob("oslens-trace*") if p.is_dir()]
+    if not cands:
+        raise OslensError(
+            "no trace given and none found under ./traces or ./oslens-trace*: record one with `oslens record -- CMD`.", 2
+        )
+    return max(cands, key=lambda p: p.stat().st_mtime)

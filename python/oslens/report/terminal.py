@@ -1,0 +1,77 @@
+"""The report in the terminal: rich tables for each section, the findings first-class, and one
+line saying why a section is empty when the trace cannot support it."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from oslens.analysis import common
+from oslens.report.model import Report, view_rows
+
+TEXT_FMTS = {"str"}
+
+
+def _rich_table(report: Report, view) -> Table | None:
+    cols, rows, more = view_rows(report, view, terminal=True)
+    if not rows:
+        return None
+    caption = f"{more} more rows in the JSON output / oslens sql (report_{view.name})" if more else None
+    t = Table(title=view.title, title_justify="left", caption=caption, caption_justify="left", show_edge=False,
+              header_style="bold", pad_edge=False)
+    for i, c in enumerate(cols):
+        text = c.fmt in TEXT_FMTS
+        widest_cell = max([len(r[i]) for r in rows] + [1])
+        widest = max(len(c.label), widest_cell)
+        # numbers never wrap; headers may (over two lines); text columns keep a readable width
+        t.add_column(c.label, justify="left" if text else "right", overflow="fold",
+                     min_width=min(widest, 24) if text else widest_cell, max_width=50 if text else None)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def render(report: Report, console: Console | None = None) -> None:
+    console = console or Console()
+    h = report.header
+    ks = report.kernel
+    head = Text()
+    head.append("oslens report  ", style="bold")
+    head.append(str(report.trace))
+    head.append(f"\n{h['command'] or ''}\n" if h["command"] else "\n")
+    head.append(f"program pid {', '.join(map(str, h['program_pids'])) or '-'}, {h['threads']} thread(s), wall "
+                f"{common.fmt_ns(h['wall_ns'])}, CPUs {', '.join(map(str, h['cpus'])) or '-'}\n")
+    if ks["scheduling"]:
+        head.append("kernel events: yes" + (f" ({ks['collector']})" if ks.get("collector") else ""))
+    else:
+        head.append(f"kernel events: no — {ks['reason']}", style="yellow")
+    if h["lost_records"]:
+        head.append(f"\nlost records: {h['lost_records']:,}", style="red")
+    console.print(Panel(head, expand=False))
+
+    # findings first: they are what a reader wants
+    order = ["findings"] + [s.id for s in report.sections if s.id != "findings"]
+    for sid in order:
+        s = report.section(sid)
+        console.rule(f"[bold]{s.title}[/]  [dim]{s.reference}[/]", align="left")
+        if not s.available:
+            console.print(f"[yellow]{s.reason}[/]")
+            continue
+        if s.id == "findings":
+            rows = report.tables["findings"].to_pylist()
+            if not rows:
+                console.print("Nothing unusual found.")
+            for f in rows:
+                style = "bold red" if f["severity"] == "warning" else "bold blue"
+                console.print(Text.assemble((f"{f['severity'].upper():8}", style), (f["title"], "bold")))
+                console.print(Padding(Text(f["text"]), (0, 0, 0, 8)))
+            continue
+        for v in s.views:
+            t = _rich_table(report, v)
+            if t is not None:
+                console.print(t)
+        for n in s.notes:
+            console.print(f"[dim]{n}[/]")
