@@ -90,6 +90,17 @@ static int b_getpid(struct osb_run *r)
     return 0;
 }
 
+static int b_getppid(struct osb_run *r)
+{
+    long acc = 0;
+    uint64_t t0 = osb_now();
+    for (long i = 0; i < r->iters; i++)
+        acc += getppid();
+    r->ns = osb_now() - t0;
+    sink = acc;
+    return 0;
+}
+
 static int fd_rw = -1;
 static int setup_read(struct osb_run *r)
 {
@@ -132,6 +143,7 @@ static const struct osb_bench table[] = {
     { "calls.virtual", "C++-style virtual call: object -> vtable -> method", 0, NULL, b_virtual, NULL },
     { "calls.vdso_clock_gettime", "clock_gettime(CLOCK_MONOTONIC) through the vDSO", 0, NULL, b_vdso, NULL },
     { "calls.syscall_getpid", "real system call: syscall(SYS_getpid)", 0, NULL, b_getpid, NULL },
+    { "calls.syscall_getppid", "getppid(), lmbench's 'null syscall'", 0, NULL, b_getppid, NULL },
     { "calls.read_1byte", "read 1 byte from /dev/zero (lmbench 'read')", 0, setup_read, b_read, teardown_rw },
     { "calls.write_1byte", "write 1 byte to /dev/null (lmbench 'write')", 0, setup_write, b_write, teardown_rw },
 };

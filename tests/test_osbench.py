@@ -73,7 +73,7 @@ def test_every_benchmark_gives_a_sane_figure(quick_run):
     _, doc = quick_run
     groups_ok = set()
     for r in doc["results"]:
-        if r["status"] == "skipped":
+        if r["status"] == "skipped" or (r["status"] == "unresolved" and r.get("derived_from")):
             assert r["reason"]
             continue
         assert r["status"] == "ok", (r["name"], r.get("reason"))

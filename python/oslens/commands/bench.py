@@ -134,6 +134,10 @@ def _do_run(args) -> int:
     finally:
         if bench_runner is not None:
             bench_runner.close()
+    derived = runner.solved_timeslice(out)
+    if derived:  # place them after the time-slice runs they come from
+        last = max(i for i, r in enumerate(out) if r["group"] == "timeslice")
+        out[last + 1:last + 1] = derived
     notes = []
     if os.environ.get("OSLENS_BENCH_UNDER"):
         notes.append(f"run under the plan {os.environ['OSLENS_BENCH_UNDER']}")

@@ -36,6 +36,7 @@ def _build() -> list[Benchmark]:
         ("calls.virtual", "virtual call (object -> vtable -> method)"),
         ("calls.vdso_clock_gettime", "clock_gettime via the vDSO"),
         ("calls.syscall_getpid", "system call: syscall(SYS_getpid)"),
+        ("calls.syscall_getppid", "getppid() (lmbench 'null syscall')"),
         ("calls.read_1byte", "read 1 byte from /dev/zero"),
         ("calls.write_1byte", "write 1 byte to /dev/null"),
     ]:

@@ -177,5 +177,53 @@ class Runner:
             samples_ns=values, ops_per_rep=int(median(r["ops"] for r in records)),
             preempted_reps=preempted, delay_ns_median=median(r.get("delay_ns", 0) for r in records),
             machine_noise=machine, noisy=noisy, notes=notes, extra=extra,
+            extra_reps=[r.get("extra", {}) for r in records] if b.group == "timeslice" else [],
             seconds=round(time.monotonic() - started, 3),
         )
+
+
+def solved_timeslice(results: list[dict]) -> list[dict]:
+    """The paper's Table 2 method: run the same loop under a short and a long slice, and solve
+    lost(s) = lost_0 + slices(s) * c for c, the overhead of one slice, from the pair of runs.
+    Lost time is the wall time neither hog spent in its loop, per second; repetition i of the
+    short-slice run is paired with repetition i of the long-slice run, one solution per pair."""
+    by = {r["name"]: r for r in results if r.get("status") == "ok"}
+    out = []
+    for policy, short, long_ in (("eevdf", "timeslice.eevdf.100us", "timeslice.eevdf.20ms"),
+                                 ("rr", "timeslice.rr.4ms", "timeslice.rr.20ms")):
+        if short not in by or long_ not in by:
+            continue
+        a, b = by[short], by[long_]
+        solutions = []
+        for ea, eb in zip(a.get("extra_reps", []), b.get("extra_reps", [])):
+            try:
+                la = ea["lost_per_slice_ns"] * ea["switches"] / ea["span_ms"]   # ns lost per ms
+                lb = eb["lost_per_slice_ns"] * eb["switches"] / eb["span_ms"]
+                na, nb = ea["switches"] / ea["span_ms"], eb["switches"] / eb["span_ms"]  # slices per ms
+            except (KeyError, TypeError, ZeroDivisionError):
+                continue
+            if na - nb > 0:
+                solutions.append((la - lb) / (na - nb))
+        base = {"name": f"timeslice.{policy}.solved", "group": "timeslice", "unit": "slice", "table": a["table"],
+                "label": f"slice overhead solved from {short} and {long_} (the paper's equations)",
+                "sysctl": {}}
+        if len(solutions) < 3:
+            out.append(dict(base, status="error", reason="too few paired repetitions to solve for the slice overhead"))
+            continue
+        s = stats.summarize(solutions)
+        if s["ci_low"] <= 0:
+            out.append(dict(base, status="unresolved", samples_ns=solutions, derived_from=[short, long_],
+                            reason=f"the equations cannot resolve it here: the 95% interval "
+                                   f"[{s['ci_low'] / 1e3:.3g}, {s['ci_high'] / 1e3:.3g}] us includes 0 "
+                                   "(interrupts and noise swamp the lost time); use the direct figures above"))
+            continue
+        positive = solutions
+        notes = []
+        if s["ci_rel_halfwidth"] > noise.CI_LIMIT:
+            notes.append(f"CI ±{s['ci_rel_halfwidth']:.0%}")
+        out.append(dict(base, status="ok", n=s["n"], median_ns=s["median"], min_ns=s["min"], max_ns=s["max"],
+                        mean_ns=s["mean"], ci_low_ns=s["ci_low"], ci_high_ns=s["ci_high"], ci_level=stats.LEVEL,
+                        ci_coverage=s["ci_coverage"], samples_ns=positive, ops_per_rep=1, preempted_reps=0,
+                        delay_ns_median=0, machine_noise={"steal_fraction": None, "cpu_pressure": None},
+                        noisy=bool(notes), notes=notes, extra={}, extra_reps=[], derived_from=[short, long_]))
+    return out
