@@ -9,6 +9,8 @@ from rich.table import Table
 def fmt_ns(ns: float) -> str:
     if ns != ns:  # nan
         return "-"
+    if ns < 0:
+        return "-" + fmt_ns(-ns)
     if ns >= 1e6:
         return f"{ns / 1e6:.3g} ms" if ns < 1e8 else f"{ns / 1e9:.3g} s"
     if ns >= 1e3:

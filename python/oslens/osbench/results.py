@@ -68,8 +68,20 @@ def machine() -> dict:
     }
 
 
+def _policy() -> str:
+    names = {getattr(os, n): n[6:].lower() for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO", "SCHED_RR")
+             if hasattr(os, n)}
+    try:
+        return names.get(os.sched_getscheduler(0), str(os.sched_getscheduler(0)))
+    except OSError:
+        return "unknown"
+
+
 def settings() -> dict:
     return {
+        "runner_sched_policy": _policy(),
+        "runner_nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "runner_affinity": sorted(os.sched_getaffinity(0)),
         "kernel.sched_rr_timeslice_ms": _read("/proc/sys/kernel/sched_rr_timeslice_ms"),
         "kernel.sched_rt_runtime_us": _read("/proc/sys/kernel/sched_rt_runtime_us"),
         "transparent_hugepage": _bracketed(_read("/sys/kernel/mm/transparent_hugepage/enabled")),
