@@ -53,6 +53,23 @@ def programs_dir() -> Path:
     raise OslensError("the benchmark programs (osb_*) are not built; run 'make' at the top of the oslens checkout", 2)
 
 
+def remove_stale_scratch(base: Path) -> None:
+    """Remove scratch directories left by runs that were killed (their pid no longer exists)."""
+    for d in base.glob("oslens-bench-*-*"):
+        try:
+            pid = int(d.name.split("-")[2])
+        except (IndexError, ValueError):
+            continue
+        if pid == os.getpid() or not d.is_dir() or d.stat().st_uid != os.geteuid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
 class Runner:
     def __init__(self, config: Config, scratch_root: str | None = None, progress=None):
         self.config = config
@@ -63,7 +80,8 @@ class Runner:
         base = scratch_root or os.environ.get("OSLENS_BENCH_DIR") or "/var/tmp"
         try:
             Path(base).mkdir(parents=True, exist_ok=True)
-            self.scratch = Path(tempfile.mkdtemp(prefix="oslens-bench-", dir=base))
+            remove_stale_scratch(Path(base))
+            self.scratch = Path(tempfile.mkdtemp(prefix=f"oslens-bench-{os.getpid()}-", dir=base))
         except OSError as err:
             raise OslensError(f"cannot create a scratch directory under {base}: {err.strerror}; "
                               "give a writable directory with --dir", 2)
@@ -208,7 +226,8 @@ def solved_timeslice(results: list[dict]) -> list[dict]:
                 "label": f"slice overhead solved from {short} and {long_} (the paper's equations)",
                 "sysctl": {}}
         if len(solutions) < 3:
-            out.append(dict(base, status="error", reason="too few paired repetitions to solve for the slice overhead"))
+            out.append(dict(base, status="unresolved", derived_from=[short, long_],
+                            reason="too few paired repetitions to solve for the slice overhead"))
             continue
         s = stats.summarize(solutions)
         if s["ci_low"] <= 0:
