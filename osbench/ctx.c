@@ -15,6 +15,7 @@
 struct pp {
     int to_partner[2], to_main[2];
     int threads, fp, cross, cpu_partner;
+    size_t ws;        /* working set each side reads between switches (lmbench lat_ctx -s), bytes */
     pthread_t thread;
     pid_t child;
 };
@@ -37,6 +38,23 @@ static void fp_touch_sse(void)
     fp_sink = a;
 }
 
+static volatile long ws_sink;
+static long *ws_alloc(size_t bytes)
+{
+    if (!bytes) return NULL;
+    long *a = malloc(bytes);
+    if (!a) osb_fail("malloc");
+    for (size_t i = 0; i < bytes / sizeof(long); i++) a[i] = (long)i;
+    return a;
+}
+static void ws_sum(const long *a, size_t bytes)
+{
+    long s = 0;
+    for (size_t i = 0; i < bytes / sizeof(long); i++) s += a[i];
+    ws_sink = s;
+}
+static long *main_ws;
+
 static int have_avx;
 static void fp_touch(void)
 {
@@ -46,9 +64,11 @@ static void fp_touch(void)
 static void partner_loop(int fp)
 {
     char c;
+    long *ws = ws_alloc(pp.ws);
     for (;;) {
         if (read(pp.to_partner[0], &c, 1) != 1 || c == 'q')
             return;
+        if (ws) ws_sum(ws, pp.ws);
         if (fp) fp_touch();
         if (write(pp.to_main[1], &c, 1) != 1)
             return;
@@ -70,6 +90,8 @@ static int setup_kind(struct osb_run *r, int threads, int fp, int cross)
     pp.threads = threads;
     pp.fp = fp;
     pp.cross = cross;
+    pp.ws = r->param > 0 ? (size_t)r->param * 1024 : 0;
+    main_ws = ws_alloc(pp.ws);
     __builtin_cpu_init();
     have_avx = __builtin_cpu_supports("avx");
     if (cross && osb_allowed_cpus() < 2) { osb_skip(r, "needs two CPUs, this process may use one"); return 1; }
@@ -107,6 +129,7 @@ static int b_pingpong(struct osb_run *r)
     char c = 'x';
     uint64_t t0 = osb_now();
     for (long i = 0; i < rounds; i++) {
+        if (main_ws) ws_sum(main_ws, pp.ws);
         if (pp.fp) fp_touch();
         if (write(pp.to_partner[1], &c, 1) != 1) return -1;
         if (read(pp.to_main[0], &c, 1) != 1) return -1;
@@ -131,6 +154,8 @@ KIND(s_process_fp_x, 0, 1, 1)
 static int ovh[2];
 static int s_overhead(struct osb_run *r)
 {
+    pp.ws = r->param > 0 ? (size_t)r->param * 1024 : 0;
+    main_ws = ws_alloc(pp.ws);
     if (pipe(ovh)) osb_fail("pipe");
     if (osb_pin(r->cpu_a) != 0) osb_fail("sched_setaffinity");
     return 0;
@@ -140,6 +165,7 @@ static int b_overhead(struct osb_run *r)
     char c = 'x';
     uint64_t t0 = osb_now();
     for (long i = 0; i < r->iters; i++) {
+        if (main_ws) ws_sum(main_ws, pp.ws);
         if (write(ovh[1], &c, 1) != 1) return -1;
         if (read(ovh[0], &c, 1) != 1) return -1;
     }

@@ -57,6 +57,11 @@ def _build() -> list[Benchmark]:
             name = f"ctx.{kind}.{where}"
             b.append(Benchmark(name, "ctx", name, f"switch: {klabel}, {wlabel}", T3, unit="switch",
                                preemption_expected=True))
+    b.append(Benchmark("ctx.process_64k.pinned", "ctx", "ctx.process.pinned",
+                       "switch: processes, each reads 64 KiB between switches (lat_ctx -s 64), one CPU", T3,
+                       param=64, unit="switch", preemption_expected=True))
+    b.append(Benchmark("ctx.pipe_overhead_64k", "ctx", "ctx.pipe_overhead",
+                       "pipe write + read + reading 64 KiB, no switch", T3, param=64, unit="pair"))
     for cname, label in [("fault.zero_fill.4MiB", "zero-fill fault, 4 MiB area"),
                          ("fault.zero_fill.64MiB", "zero-fill fault, 64 MiB area"),
                          ("fault.zero_fill.thp.64MiB", "zero-fill, 64 MiB, transparent huge pages")]:
