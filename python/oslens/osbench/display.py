@@ -65,7 +65,7 @@ def compare_table(cmp: dict, name_a: str, name_b: str) -> Table:
     for row in cmp["rows"]:
         a, b = row["a"], row["b"]
         verdict = row["verdict"] + (" (noisy run)" if row["noisy"] else "")
-        style = "" if not row["significant"] else ("red" if row["ratio"] > 1 else "green")
+        style = "" if not row["verdict"].startswith("B ") else ("red" if row["ratio"] > 1 else "green")
         t.add_row(row["name"],
                   f"{fmt_ns(a['median_ns'])} [{fmt_ns(a['ci_low_ns'])}, {fmt_ns(a['ci_high_ns'])}]",
                   f"{fmt_ns(b['median_ns'])} [{fmt_ns(b['ci_low_ns'])}, {fmt_ns(b['ci_high_ns'])}]",

@@ -124,6 +124,9 @@ def load(path: str) -> dict:
     return doc
 
 
+NEGLIGIBLE = 0.03  # a significant ratio within 1 +- 3% is reported as negligible
+
+
 def compare(a: dict, b: dict) -> dict:
     """Side by side, as the paper put Choices next to UNIX: for every benchmark both documents
     measured, both medians with their intervals, the ratio B/A with a bootstrap interval, and
@@ -136,6 +139,8 @@ def compare(a: dict, b: dict) -> dict:
         rc = stats.ratio_ci(x["samples_ns"], y["samples_ns"])
         if not rc["significant"]:
             verdict = "no significant difference"
+        elif abs(rc["ratio"] - 1) < NEGLIGIBLE:
+            verdict = f"negligible (under {NEGLIGIBLE:.0%})"
         elif rc["ratio"] > 1:
             verdict = "B slower"
         else:

@@ -38,3 +38,10 @@ def test_load_rejects_other_files(tmp_path):
 def test_machine_description_has_kernel_and_cpus():
     m = results.machine()
     assert m["kernel"] and m["cpus_online"] >= 1
+
+
+def test_compare_calls_a_tiny_significant_difference_negligible():
+    a = _doc([10.00, 10.01, 10.00, 10.01, 10.00, 10.01, 10.00])
+    b = _doc([10.10, 10.11, 10.10, 10.11, 10.10, 10.11, 10.10])
+    (row,) = results.compare(a, b)["rows"]
+    assert row["significant"] and row["verdict"].startswith("negligible")
