@@ -1,1 +1,124 @@
-pub fn placeholder() {}
+//! liboslens: the in-process recorder.
+//!
+//! The hot path is `record`: one relaxed load of the activation word, a thread-local pointer,
+//! a clock read, a 32-byte store and a commit store. No lock, no allocation, no system call.
+//! Everything else (a thread's first event, names, managers, fork, exit) takes the slow path.
+
+mod adapt;
+mod buffer;
+mod capi;
+mod clock;
+mod config;
+mod instruments;
+mod names;
+mod thread;
+
+pub use capi::*;
+
+use oslens_format::record::Record;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+/// Reasons recording is off; recording runs only while the word is zero.
+pub(crate) const UNINIT: u32 = 1;
+pub(crate) const NOT_TRACING: u32 = 2;
+pub(crate) const DISABLED: u32 = 4;
+pub(crate) const SUSPENDED: u32 = 8;
+pub(crate) const TRIGGERED: u32 = 16;
+pub(crate) static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
+
+pub(crate) static CONFIG: OnceLock<Option<config::Config>> = OnceLock::new();
+/// Trigger budget left, in record slots (u64::MAX = no trigger).
+pub(crate) static SLOTS_LEFT: AtomicU64 = AtomicU64::new(u64::MAX);
+pub(crate) static COUNTER_PERIOD_TICKS: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn config() -> Option<&'static config::Config> {
+    CONFIG.get().and_then(|c| c.as_ref())
+}
+
+/// Reads the environment once. Called by the library constructor and, for static links where
+/// the constructor may not be pulled in, by the first call that finds the recorder uninitialised.
+pub(crate) fn init() {
+    CONFIG.get_or_init(|| {
+        clock::init();
+        let cfg = config::Config::from_env();
+        let mut inactive = 0;
+        match &cfg {
+            None => inactive |= NOT_TRACING,
+            Some(c) => {
+                if !c.start_enabled {
+                    inactive |= DISABLED;
+                }
+                if let Some(limit) = c.limit_slots {
+                    SLOTS_LEFT.store(limit, Relaxed);
+                }
+                COUNTER_PERIOD_TICKS.store(period_ticks(c.counter_period_us), Relaxed);
+                thread::install_process_hooks();
+            }
+        }
+        INACTIVE.store(inactive, Relaxed);
+        cfg
+    });
+}
+
+fn period_ticks(period_us: u64) -> u64 {
+    if period_us == 0 {
+        return 0;
+    }
+    // Estimate the clock rate over a 200 µs spin: the period is a soft setting.
+    let (r0, n0) = clock::pair();
+    let (mut r1, mut n1) = (r0, n0);
+    while n1 - n0 < 200_000 {
+        (r1, n1) = clock::pair();
+    }
+    let ticks_per_ns = (r1 - r0) as f64 / (n1 - n0) as f64;
+    (period_us as f64 * 1000.0 * ticks_per_ns) as u64
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CONSTRUCTOR: extern "C" fn() = {
+    extern "C" fn constructor() {
+        init();
+    }
+    constructor
+};
+
+/// True when recording is on; initialises on first use.
+#[inline(always)]
+pub(crate) fn active() -> bool {
+    let word = INACTIVE.load(Relaxed);
+    if word == 0 {
+        return true;
+    }
+    if word & UNINIT != 0 {
+        init();
+        return INACTIVE.load(Relaxed) == 0;
+    }
+    false
+}
+
+/// Records one event on the calling thread (the public low-level entry point).
+#[inline(always)]
+pub fn record_raw(kind: u8, id: u32, a: u64, b: u64) {
+    if active() {
+        record_at(clock::now(), kind, id, a, b);
+    }
+}
+
+/// Records with a timestamp already read (so a caller that needed the time anyway reads it once).
+#[inline(always)]
+pub(crate) fn record_at(ts: u64, kind: u8, id: u32, a: u64, b: u64) {
+    if let Some(t) = thread::current() {
+        if t.take_slots(1) {
+            t.chunk.push(Record::new(ts, id, clock::cpu(), kind, a, b));
+        }
+    }
+}
+
+/// The id of a name of the given class, defining the name in the trace on first use.
+pub fn name_id(class: u64, name: &str) -> u32 {
+    let id = names::hash_name(name.as_bytes());
+    names::define(class, id, 0, name);
+    id
+}

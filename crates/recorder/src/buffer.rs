@@ -1,0 +1,162 @@
+//! A chunk being written: a memory-mapped file in the trace's raw/ folder. Records land in the
+//! page cache as they are written, so a crash, SIGKILL or abort loses nothing that was committed.
+//! One writer per chunk (its thread, or the names lock), so the hot path takes no lock.
+
+use crate::clock;
+use oslens_format::header::{offset, ChunkHeader, HEADER_SIZE, SOURCE_APP_THREAD};
+use oslens_format::record::{continuation_record, Record, RECORD_SIZE};
+use oslens_format::kinds;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct Chunk {
+    base: *mut u8,
+    map_len: usize,
+    records: *mut Record,
+    pub capacity: u64,
+    pub pos: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub seq: u32,
+}
+
+// SAFETY: a chunk has one writer at a time (its thread or the names lock holder).
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    /// Creates `raw/<stem>-<seq>.osl`, trying the next sequence number when the file exists
+    /// (an exec'd image reuses its pid and tid).
+    pub fn create(raw_dir: &str, stem: &str, mut seq: u32, capacity: u64, pid: u32, tid: u32, name: &str) -> Option<Chunk> {
+        let map_len = HEADER_SIZE + capacity as usize * RECORD_SIZE;
+        let fd = loop {
+            let path = CString::new(format!("{raw_dir}/{stem}-{seq}.osl")).ok()?;
+            // SAFETY: valid C string.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o644) };
+            if fd >= 0 {
+                break fd;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) || seq > 100_000 {
+                return None;
+            }
+            seq += 1;
+        };
+        // SAFETY: fd is ours; the mapping covers the file we just sized.
+        let base = unsafe {
+            if libc::ftruncate(fd, map_len as libc::off_t) != 0 {
+                libc::close(fd);
+                return None;
+            }
+            let p = libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            libc::close(fd);
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            p as *mut u8
+        };
+        let calib = clock::pair();
+        let header = ChunkHeader {
+            version: oslens_format::VERSION,
+            source: SOURCE_APP_THREAD,
+            clock: clock::clock_kind(),
+            pid,
+            tid,
+            // SAFETY: no preconditions.
+            ppid: unsafe { libc::getppid() } as u32,
+            cpu: clock::cpu() as u32,
+            capacity,
+            calib: [calib, (0, 0)],
+            seq,
+            name: name.to_string(),
+            ..Default::default()
+        };
+        let bytes = header.to_bytes();
+        // SAFETY: the mapping is at least HEADER_SIZE long.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, HEADER_SIZE) };
+        Some(Chunk { base, map_len, records: unsafe { base.add(HEADER_SIZE) } as *mut Record, capacity, pos: 0, pid, tid, seq })
+    }
+
+    fn header_u64(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: header fields are 8-byte aligned inside the page-aligned mapping.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+
+    #[inline(always)]
+    pub fn has_room(&self, slots: u64) -> bool {
+        self.pos + slots <= self.capacity
+    }
+
+    /// Writes one record; the caller checked `has_room`.
+    #[inline(always)]
+    pub fn push(&mut self, rec: Record) {
+        // SAFETY: pos < capacity (checked by the caller), inside the mapping.
+        unsafe { self.records.add(self.pos as usize).write(rec) };
+        self.pos += 1;
+        // Release: the record is visible before the count that covers it (free on x86).
+        self.header_u64(offset::COMMITTED).store(self.pos, Ordering::Release);
+    }
+
+    /// Writes a head record and continuation records carrying `payload`, committed together.
+    pub fn push_with_payload(&mut self, head: Record, payload: &[u8]) {
+        let start = self.pos;
+        // SAFETY: the caller checked room for 1 + ceil(len/30) slots.
+        unsafe {
+            self.records.add(start as usize).write(head);
+            for (i, part) in payload.chunks(oslens_format::record::CONT_PAYLOAD).enumerate() {
+                let raw = continuation_record(part);
+                std::ptr::copy_nonoverlapping(raw.as_ptr(), self.records.add(start as usize + 1 + i) as *mut u8, RECORD_SIZE);
+            }
+        }
+        self.pos = start + 1 + payload.len().div_ceil(oslens_format::record::CONT_PAYLOAD) as u64;
+        self.header_u64(offset::COMMITTED).store(self.pos, Ordering::Release);
+    }
+
+    pub fn count_drop(&self, slots: u64) {
+        let h = self.header_u64(offset::DROPPED_EVENTS);
+        h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let b = self.header_u64(offset::DROPPED_BYTES);
+        b.store(b.load(Ordering::Relaxed) + slots * RECORD_SIZE as u64, Ordering::Relaxed);
+    }
+
+    pub fn count_suppressed(&self) {
+        let h = self.header_u64(offset::SUPPRESSED_EVENTS);
+        h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    pub fn dropped_events(&self) -> u64 {
+        self.header_u64(offset::DROPPED_EVENTS).load(Ordering::Relaxed)
+    }
+
+    pub fn set_name(&self, name: &str) {
+        let n = name.len().min(offset::NAME_LEN - 1);
+        // SAFETY: the name field lies inside the header.
+        unsafe {
+            std::ptr::write_bytes(self.base.add(offset::NAME), 0, offset::NAME_LEN);
+            std::ptr::copy_nonoverlapping(name.as_ptr(), self.base.add(offset::NAME), n);
+        }
+    }
+
+    /// Writes a calibration pair record (when there is room) and the closing pair in the header.
+    pub fn write_clock_pair(&mut self) {
+        let (raw, ns) = clock::pair();
+        if self.has_room(1) {
+            self.push(Record::new(raw, 0, clock::cpu(), kinds::CLOCK_PAIR, ns, 0));
+        }
+        self.header_u64(offset::CALIB1_TSC).store(raw, Ordering::Relaxed);
+        self.header_u64(offset::CALIB1_NS).store(ns, Ordering::Relaxed);
+    }
+
+    pub fn sync_to_disk(&self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::msync(self.base as *mut libc::c_void, self.map_len, libc::MS_ASYNC) };
+    }
+
+    /// Marks the chunk closed and unmaps it.
+    pub fn close(mut self) {
+        self.write_clock_pair();
+        // SAFETY: CLOSED lies inside the header.
+        unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
+        // SAFETY: our own mapping, not used after this.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
+        self.base = std::ptr::null_mut();
+    }
+}

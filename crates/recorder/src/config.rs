@@ -1,0 +1,56 @@
+//! Settings read once from the environment at library load. `oslens record` sets them.
+
+use std::ffi::CString;
+
+pub enum OnFull {
+    /// Drop the event and count it (the default: recording never blocks the program).
+    Drop,
+    /// Pause the program to open a further chunk (recorded as a PAUSE event).
+    Block,
+}
+
+pub struct Config {
+    /// `<trace>/raw`, where chunks are created.
+    pub raw_dir: String,
+    pub trace_dir: CString,
+    pub buffer_records: u64,
+    pub on_full: OnFull,
+    pub start_enabled: bool,
+    /// Trigger: stop recording after this many record slots (events or bytes / 32).
+    pub limit_slots: Option<u64>,
+    /// Counters record their value at most this often (raw clock ticks; 0 = never periodically).
+    pub counter_period_us: u64,
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+impl Config {
+    /// `None` when OSLENS_TRACE is unset: every call stays a no-op.
+    pub fn from_env() -> Option<Config> {
+        let trace = std::env::var("OSLENS_TRACE").ok().filter(|t| !t.is_empty())?;
+        let raw_dir = format!("{trace}/raw");
+        let _ = std::fs::create_dir_all(&raw_dir);
+        let buffer_mb = env_u64("OSLENS_BUFFER_MB").unwrap_or(64).max(1);
+        let buffer_records = env_u64("OSLENS_BUFFER_RECORDS").unwrap_or(buffer_mb * 1024 * 1024 / 32).max(4);
+        let limit_events = env_u64("OSLENS_LIMIT_EVENTS");
+        let limit_bytes = env_u64("OSLENS_LIMIT_BYTES").map(|b| b / 32);
+        let limit_slots = match (limit_events, limit_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Some(Config {
+            raw_dir,
+            trace_dir: CString::new(trace).ok()?,
+            buffer_records,
+            on_full: match std::env::var("OSLENS_ON_FULL").as_deref() {
+                Ok("block") => OnFull::Block,
+                _ => OnFull::Drop,
+            },
+            start_enabled: std::env::var("OSLENS_ENABLE").map_or(true, |v| v != "0"),
+            limit_slots,
+            counter_period_us: env_u64("OSLENS_COUNTER_PERIOD_US").unwrap_or(1000),
+        })
+    }
+}

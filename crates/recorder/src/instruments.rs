@@ -1,0 +1,180 @@
+//! Managers, counters and timers (Kohr et al. 1994, section 3.2). Instruments are created once
+//! (slow path, registered for reset and for the final counter values) and used through raw
+//! pointers handed to C.
+
+use crate::{clock, names, record_at, COUNTER_PERIOD_TICKS};
+use oslens_format::kinds;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+pub struct Manager {
+    pub id: u32,
+    pub suspended: AtomicBool,
+    name: String,
+}
+
+pub struct Counter {
+    pub value: AtomicI64,
+    next_due: AtomicU64,
+    pub id: u32,
+    pub manager: &'static Manager,
+    name: String,
+}
+
+pub struct Timer {
+    started: AtomicU64,
+    pub total_ticks: AtomicU64,
+    pub id: u32,
+    pub manager: &'static Manager,
+    name: String,
+}
+
+/// The process-wide manager (id 0). Its suspension is part of the global activation word.
+pub static PROCESS_MANAGER: Manager = Manager { id: 0, suspended: AtomicBool::new(false), name: String::new() };
+
+/// Instrument ids are handed out in sequence, with the top bit set so they never equal a
+/// hashed region or phase id.
+static NEXT_ID: AtomicU32 = AtomicU32::new(0x8000_0001);
+
+#[derive(Clone, Copy)]
+enum Instrument {
+    Manager(&'static Manager),
+    Counter(&'static Counter),
+    Timer(&'static Timer),
+}
+
+static REGISTRY_LOCK: AtomicBool = AtomicBool::new(false);
+static mut REGISTRY: Vec<Instrument> = Vec::new();
+
+pub fn lock_registry() {
+    while REGISTRY_LOCK.compare_exchange_weak(false, true, std::sync::atomic::Ordering::Acquire, Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+}
+
+pub fn unlock_registry() {
+    REGISTRY_LOCK.store(false, std::sync::atomic::Ordering::Release);
+}
+
+fn registry() -> Vec<Instrument> {
+    lock_registry();
+    // SAFETY: REGISTRY is only touched with the lock held.
+    let copy = unsafe { (*std::ptr::addr_of!(REGISTRY)).clone() };
+    unlock_registry();
+    copy
+}
+
+fn register(i: Instrument) {
+    lock_registry();
+    // SAFETY: as above.
+    unsafe { (*std::ptr::addr_of_mut!(REGISTRY)).push(i) };
+    unlock_registry();
+}
+
+pub fn all_names() -> Vec<(u64, u32, u32, String)> {
+    registry()
+        .into_iter()
+        .map(|i| match i {
+            Instrument::Manager(m) => (kinds::NAME_MANAGER, m.id, 0, m.name.clone()),
+            Instrument::Counter(c) => (kinds::NAME_COUNTER, c.id, c.manager.id, c.name.clone()),
+            Instrument::Timer(t) => (kinds::NAME_TIMER, t.id, t.manager.id, t.name.clone()),
+        })
+        .collect()
+}
+
+pub fn new_manager(name: &str) -> &'static Manager {
+    let m: &'static Manager = Box::leak(Box::new(Manager { id: NEXT_ID.fetch_add(1, Relaxed), suspended: AtomicBool::new(false), name: name.into() }));
+    register(Instrument::Manager(m));
+    names::define(kinds::NAME_MANAGER, m.id, 0, name);
+    m
+}
+
+pub fn new_counter(name: &str, manager: &'static Manager) -> &'static Counter {
+    let c: &'static Counter = Box::leak(Box::new(Counter {
+        value: AtomicI64::new(0),
+        next_due: AtomicU64::new(0),
+        id: NEXT_ID.fetch_add(1, Relaxed),
+        manager,
+        name: name.into(),
+    }));
+    register(Instrument::Counter(c));
+    names::define(kinds::NAME_COUNTER, c.id, manager.id, name);
+    c
+}
+
+pub fn new_timer(name: &str, manager: &'static Manager) -> &'static Timer {
+    let t: &'static Timer = Box::leak(Box::new(Timer {
+        started: AtomicU64::new(0),
+        total_ticks: AtomicU64::new(0),
+        id: NEXT_ID.fetch_add(1, Relaxed),
+        manager,
+        name: name.into(),
+    }));
+    register(Instrument::Timer(t));
+    names::define(kinds::NAME_TIMER, t.id, manager.id, name);
+    t
+}
+
+impl Counter {
+    #[inline(always)]
+    pub fn count(&self, delta: i64) {
+        let value = self.value.fetch_add(delta, Relaxed).wrapping_add(delta);
+        let period = COUNTER_PERIOD_TICKS.load(Relaxed);
+        if period != 0 {
+            let now = clock::now();
+            if now >= self.next_due.load(Relaxed) {
+                self.next_due.store(now + period, Relaxed);
+                record_at(now, kinds::COUNTER, self.id, value as u64, kinds::COUNTER_PERIODIC);
+            }
+        }
+    }
+
+    pub fn record(&self, why: u64) {
+        record_at(clock::now(), kinds::COUNTER, self.id, self.value.load(Relaxed) as u64, why);
+    }
+}
+
+impl Timer {
+    #[inline(always)]
+    pub fn start(&self) {
+        let now = clock::now();
+        self.started.store(now, Relaxed);
+        record_at(now, kinds::TIMER_START, self.id, 0, 0);
+    }
+
+    #[inline(always)]
+    pub fn stop(&self) {
+        let now = clock::now();
+        let elapsed = now.saturating_sub(self.started.load(Relaxed));
+        self.total_ticks.fetch_add(elapsed, Relaxed);
+        record_at(now, kinds::TIMER_STOP, self.id, elapsed, 0);
+    }
+}
+
+fn belongs(manager_id: u32, target: Option<&Manager>) -> bool {
+    target.map_or(true, |m| m.id == manager_id)
+}
+
+/// Resets the instruments of one manager (None = all): counters to zero, timer totals to zero.
+pub fn reset(target: Option<&Manager>) {
+    for i in registry() {
+        match i {
+            Instrument::Counter(c) if belongs(c.manager.id, target) => {
+                c.value.store(0, Relaxed);
+                c.record(kinds::COUNTER_RESET);
+            }
+            Instrument::Timer(t) if belongs(t.manager.id, target) => t.total_ticks.store(0, Relaxed),
+            _ => {}
+        }
+    }
+}
+
+/// Records every counter's current value (at exit, and on osl_flush).
+pub fn record_all_counters(why: u64) {
+    for i in registry() {
+        if let Instrument::Counter(c) = i {
+            if crate::active() && !c.manager.suspended.load(Relaxed) {
+                c.record(why);
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Names of threads, instruments, regions, events and phases. They are written once per
+//! process into its own chunk (`raw/names-<pid>-<seq>.osl`) under a small lock; threads keep a
+//! cache of ids they have seen defined so the region hot path stays lock-free.
+
+use crate::buffer::Chunk;
+use crate::{clock, config, instruments, thread};
+use oslens_format::kinds;
+use oslens_format::record::{Record, CONT_PAYLOAD};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const NAMES_CAPACITY: u64 = 1 << 16;
+
+struct Names {
+    chunk: Option<Chunk>,
+    opened: bool,
+    defined: HashSet<(u64, u32)>,
+}
+
+static LOCK: AtomicBool = AtomicBool::new(false);
+static mut NAMES: Option<Names> = None;
+
+/// A spin lock rather than a Mutex: fork() hooks must be able to take and reset it.
+fn lock() {
+    while LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+}
+
+fn unlock() {
+    LOCK.store(false, Ordering::Release);
+}
+
+fn with_names<R>(f: impl FnOnce(&mut Names) -> R) -> R {
+    lock();
+    // SAFETY: NAMES is only touched with LOCK held.
+    let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new() }) };
+    let r = f(names);
+    unlock();
+    r
+}
+
+/// FNV-1a, with the top bit set aside for ids handed out in sequence (instruments).
+#[inline(always)]
+pub fn hash_name(name: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &c in name {
+        h = (h ^ c as u32).wrapping_mul(0x0100_0193);
+    }
+    h & 0x7fff_ffff
+}
+
+/// Hashes a C string in the same way, without computing its length first.
+#[inline(always)]
+pub unsafe fn hash_cstr(mut p: *const u8) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    while *p != 0 {
+        h = (h ^ *p as u32).wrapping_mul(0x0100_0193);
+        p = p.add(1);
+    }
+    h & 0x7fff_ffff
+}
+
+/// Writes a NAME record once per process (no-op when not tracing).
+pub fn define(class: u64, id: u32, manager: u32, name: &str) {
+    if config().is_none() {
+        return;
+    }
+    with_names(|names| {
+        if !names.opened {
+            open_chunk(names);
+        }
+        if names.defined.insert((class, id)) {
+            write_name(names, class, id, manager, name);
+        }
+    });
+}
+
+/// Region names: checks the thread's cache first, so a known region costs no lock.
+#[inline(always)]
+pub fn ensure_region_name(id: u32, name: *const u8) {
+    if let Some(t) = thread::current_if_exists() {
+        let slot = &mut t.seen[(id & 255) as usize];
+        if *slot == id {
+            return;
+        }
+        *slot = id;
+    }
+    define_region_slow(id, name);
+}
+
+#[cold]
+fn define_region_slow(id: u32, name: *const u8) {
+    // SAFETY: callers pass the NUL-terminated string the id was hashed from.
+    let name = unsafe { std::ffi::CStr::from_ptr(name as *const libc::c_char) }.to_string_lossy();
+    define(kinds::NAME_REGION, id, 0, &name);
+}
+
+fn write_name(names: &mut Names, class: u64, id: u32, manager: u32, name: &str) {
+    let Some(chunk) = names.chunk.as_mut() else { return };
+    let bytes = name.as_bytes();
+    let slots = 1 + bytes.len().div_ceil(CONT_PAYLOAD) as u64;
+    if !chunk.has_room(slots) {
+        chunk.count_drop(slots);
+        return;
+    }
+    let head = Record::new(clock::now(), id, clock::cpu(), kinds::NAME, class | (manager as u64) << 32, bytes.len() as u64);
+    chunk.push_with_payload(head, bytes);
+}
+
+/// A process's names chunk repeats the names of instruments that exist already (created
+/// before a fork, say), so every process's names are complete in its own chunk.
+fn open_chunk(names: &mut Names) {
+    names.opened = true;
+    let Some(cfg) = config() else { return };
+    // SAFETY: no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    names.chunk = Chunk::create(&cfg.raw_dir, &format!("names-{pid}"), 0, NAMES_CAPACITY, pid, 0, "names");
+    for (class, id, manager, name) in instruments::all_names() {
+        names.defined.insert((class, id));
+        write_name(names, class, id, manager, &name);
+    }
+}
+
+pub fn close_for_exit() {
+    with_names(|names| {
+        if let Some(c) = names.chunk.as_mut() {
+            c.write_clock_pair();
+            c.sync_to_disk();
+        }
+    });
+}
+
+pub fn lock_for_fork() {
+    instruments::lock_registry();
+    lock();
+}
+
+pub fn unlock_after_fork() {
+    unlock();
+    instruments::unlock_registry();
+}
+
+pub fn forget_after_fork() {
+    // SAFETY: the child is single-threaded here and LOCK is held (taken before the fork).
+    unsafe {
+        if let Some(names) = (*std::ptr::addr_of_mut!(NAMES)).as_mut() {
+            // The parent's mapping stays mapped but is never written by the child.
+            std::mem::forget(names.chunk.take());
+            names.opened = false;
+            names.defined.clear();
+        }
+    }
+    unlock();
+    instruments::unlock_registry();
+}
+
+/// Writes a name again even if the id was named before (a renamed thread).
+pub fn define_again(class: u64, id: u32, name: &str) {
+    if config().is_none() {
+        return;
+    }
+    with_names(|names| {
+        if !names.opened {
+            open_chunk(names);
+        }
+        names.defined.insert((class, id));
+        write_name(names, class, id, 0, name);
+    });
+}

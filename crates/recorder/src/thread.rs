@@ -1,0 +1,193 @@
+//! Per-thread state: the thread's chunk, its share of the trigger budget and a small cache of
+//! names it has already seen defined. Created on a thread's first event; closed by a pthread
+//! key destructor at thread exit, by the atexit hook for the exiting thread, and forgotten in a
+//! fork()ed child (which starts chunks of its own).
+
+use crate::buffer::Chunk;
+use crate::config::OnFull;
+use crate::{clock, config, instruments, names, INACTIVE, SLOTS_LEFT, TRIGGERED};
+use oslens_format::kinds;
+use oslens_format::record::Record;
+use std::cell::Cell;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Once;
+
+/// Trigger budget a thread takes from the shared pool at a time, so threads do not contend on
+/// one counter per event.
+const QUOTA_BATCH: u64 = 1024;
+
+pub struct ThreadState {
+    pub chunk: Chunk,
+    quota: u64,
+    pub seen: [u32; 256],
+}
+
+thread_local! {
+    static CURRENT: Cell<*mut ThreadState> = const { Cell::new(std::ptr::null_mut()) };
+    /// Set while the recorder creates this thread's chunk or after the thread closed it, so
+    /// instrumented code called from there (or from later destructors) does not recurse.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+static mut EXIT_KEY: libc::pthread_key_t = 0;
+static HOOKS: Once = Once::new();
+
+#[inline(always)]
+pub fn current() -> Option<&'static mut ThreadState> {
+    let p = CURRENT.with(|c| c.get());
+    if !p.is_null() {
+        // SAFETY: the state belongs to this thread and lives until its destructor runs.
+        return Some(unsafe { &mut *p });
+    }
+    create()
+}
+
+pub fn current_if_exists() -> Option<&'static mut ThreadState> {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: as above.
+    (!p.is_null()).then(|| unsafe { &mut *p })
+}
+
+#[cold]
+fn create() -> Option<&'static mut ThreadState> {
+    if BUSY.with(|b| b.replace(true)) {
+        return None;
+    }
+    let cfg = config()?;
+    // SAFETY: no preconditions.
+    let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+    let name = thread_name();
+    let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, cfg.buffer_records, pid, tid, &name);
+    let result = chunk.map(|chunk| {
+        let state = Box::into_raw(Box::new(ThreadState { chunk, quota: 0, seen: [u32::MAX; 256] }));
+        CURRENT.with(|c| c.set(state));
+        // SAFETY: the key was created in install_process_hooks.
+        unsafe { libc::pthread_setspecific(EXIT_KEY, state as *const libc::c_void) };
+        names::define(kinds::NAME_THREAD, tid, 0, &name);
+        // SAFETY: just created, owned by this thread.
+        unsafe { &mut *state }
+    });
+    BUSY.with(|b| b.set(false));
+    result
+}
+
+fn thread_name() -> String {
+    let mut buf = [0u8; 64];
+    // SAFETY: buffer of the stated length.
+    unsafe { libc::pthread_getname_np(libc::pthread_self(), buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    let end = buf.iter().position(|&c| c == 0).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+impl ThreadState {
+    /// Reserves `n` slots for one event: false when the event must be dropped (buffer full)
+    /// or suppressed (trigger reached). Both are counted.
+    #[inline(always)]
+    pub fn take_slots(&mut self, n: u64) -> bool {
+        if !self.chunk.has_room(n) && !self.make_room(n) {
+            self.chunk.count_drop(n);
+            return false;
+        }
+        if self.quota < n && !self.refill_quota(n) {
+            self.chunk.count_suppressed();
+            return false;
+        }
+        self.quota -= n;
+        true
+    }
+
+    #[cold]
+    fn refill_quota(&mut self, n: u64) -> bool {
+        let mut left = SLOTS_LEFT.load(Relaxed);
+        loop {
+            if left == u64::MAX {
+                self.quota = u64::MAX;
+                return true;
+            }
+            let want = QUOTA_BATCH.max(n).min(left);
+            if want < n {
+                INACTIVE.fetch_or(TRIGGERED, Relaxed);
+                return false;
+            }
+            match SLOTS_LEFT.compare_exchange_weak(left, left - want, Relaxed, Relaxed) {
+                Ok(_) => {
+                    self.quota += want;
+                    return true;
+                }
+                Err(now) => left = now,
+            }
+        }
+    }
+
+    /// In blocking mode, pauses the program to open the next chunk and records the pause.
+    #[cold]
+    fn make_room(&mut self, n: u64) -> bool {
+        let cfg = match config() {
+            Some(c) if matches!(c.on_full, OnFull::Block) => c,
+            _ => return false,
+        };
+        let start = clock::now();
+        let stem = format!("app-{}-{}", self.chunk.pid, self.chunk.tid);
+        let next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name()) {
+            Some(c) => c,
+            None => return false,
+        };
+        let old = std::mem::replace(&mut self.chunk, next);
+        old.close();
+        let end = clock::now();
+        self.chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_NEW_CHUNK));
+        true
+    }
+}
+
+/// Closes the calling thread's chunk (thread exit) and stops it from opening another.
+fn close_current() {
+    BUSY.with(|b| b.set(true));
+    let p = CURRENT.with(|c| c.replace(std::ptr::null_mut()));
+    if !p.is_null() {
+        // SAFETY: created by Box::into_raw in `create`, and only this thread holds it.
+        let state = unsafe { Box::from_raw(p) };
+        state.chunk.set_name(&thread_name());
+        state.chunk.close();
+    }
+}
+
+extern "C" fn on_thread_exit(_state: *mut libc::c_void) {
+    close_current();
+}
+
+extern "C" fn on_process_exit() {
+    instruments::record_all_counters(kinds::COUNTER_FINAL);
+    if let Some(t) = current_if_exists() {
+        t.chunk.set_name(&thread_name());
+        t.chunk.write_clock_pair();
+        t.chunk.sync_to_disk();
+    }
+    names::close_for_exit();
+}
+
+extern "C" fn before_fork() {
+    names::lock_for_fork();
+}
+
+extern "C" fn after_fork_parent() {
+    names::unlock_after_fork();
+}
+
+extern "C" fn after_fork_child() {
+    // The parent's chunks stay the parent's: the child opens its own on its first event.
+    CURRENT.with(|c| c.set(std::ptr::null_mut()));
+    BUSY.with(|b| b.set(false));
+    names::forget_after_fork();
+}
+
+pub fn install_process_hooks() {
+    HOOKS.call_once(|| {
+        // SAFETY: registering process-wide hooks once; the key outlives every thread.
+        unsafe {
+            libc::pthread_key_create(std::ptr::addr_of_mut!(EXIT_KEY), Some(on_thread_exit));
+            libc::atexit(on_process_exit);
+            libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child));
+        }
+    });
+}

@@ -1,0 +1,173 @@
+"""Reading the raw chunks of a trace directory (through the Rust reader in oslens._native) and
+turning raw clock values into CLOCK_MONOTONIC nanoseconds. This is the only module that reads
+raw files; the store imports from here, and everything after the store reads tables."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from oslens import _native
+from oslens.errors import OslensError
+
+RECORD_DTYPE = np.dtype(
+    [("ts", "<u8"), ("id", "<u4"), ("cpu", "<u2"), ("kind", "u1"), ("check", "u1"), ("a", "<u8"), ("b", "<u8")]
+)
+CLOCK_TSC = 1
+CLOCK_MONOTONIC_NS = 2
+SOURCE_APP_THREAD = 1
+SOURCE_KERNEL_CPU = 2
+
+# Record kinds (crates/format/src/kinds.rs is the reference).
+NAME, CONT, EVENT, REGION_BEGIN, REGION_END, COUNTER, TIMER_START, TIMER_STOP = 1, 2, 3, 4, 5, 6, 7, 8
+CONTROL, PAUSE, CLOCK_PAIR, ADAPT = 9, 10, 11, 12
+NAME_CLASSES = {1: "thread", 2: "manager", 3: "counter", 4: "timer", 5: "region", 6: "event", 7: "phase"}
+
+
+@dataclass
+class ChunkData:
+    path: Path
+    header: dict | None
+    records: np.ndarray
+    names: list
+    payloads: dict
+    damage: list = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.header["pid"] if self.header else _ids_from_name(self.path)[0]
+
+    @property
+    def tid(self) -> int:
+        return self.header["tid"] if self.header else _ids_from_name(self.path)[1]
+
+
+def _ids_from_name(path: Path) -> tuple[int, int]:
+    """app-<pid>-<tid>-<seq>.osl / names-<pid>-<seq>.osl: who wrote a chunk whose header is gone."""
+    parts = path.stem.split("-")
+    try:
+        if parts[0] == "app":
+            return int(parts[1]), int(parts[2])
+        if parts[0] == "names":
+            return int(parts[1]), 0
+    except (IndexError, ValueError):
+        pass
+    return 0, 0
+
+
+def is_trace_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "raw").is_dir() or (path / "meta.json").is_file())
+
+
+def require_trace_dir(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise OslensError(f"{p}: no such trace directory; record one with 'oslens record -o {p} -- CMD'", 2)
+    if not is_trace_dir(p):
+        raise OslensError(f"{p} is not an oslens trace (no raw/ folder or meta.json inside)", 2)
+    return p
+
+
+def read_chunk(path: Path) -> ChunkData:
+    raw = _native.read_chunk(str(path))
+    records = np.frombuffer(raw["records"], dtype=RECORD_DTYPE)
+    return ChunkData(
+        path=path,
+        header=raw["header"],
+        records=records,
+        names=raw["names"],
+        payloads=dict(raw["payloads"]),
+        damage=[{"file": path.name, "reason": r, "offset": o, "records_lost": n} for r, o, n in raw["damage"]],
+    )
+
+
+def chunk_paths(trace: Path) -> list[Path]:
+    return sorted((trace / "raw").glob("*.osl"))
+
+
+def read_chunks(trace: Path) -> list[ChunkData]:
+    return [read_chunk(p) for p in chunk_paths(trace)]
+
+
+def read_meta(trace: Path) -> dict:
+    try:
+        return json.loads((trace / "meta.json").read_text())
+    except FileNotFoundError:
+        return {}
+    except json.JSONDecodeError as err:
+        raise OslensError(f"{trace / 'meta.json'} is damaged ({err}); the raw chunks can still be read", 3)
+
+
+class ClockConverter:
+    """Maps raw TSC values to CLOCK_MONOTONIC ns by a least-squares line through every
+    calibration pair in the trace (chunk headers, CLOCK_PAIR records, and the pairs
+    `oslens record` took before and after the program). All TSC chunks of a machine share it:
+    an invariant TSC is synchronised across CPUs."""
+
+    def __init__(self, pairs: list[tuple[int, int]]):
+        pts = np.array(sorted({(r, n) for r, n in pairs if r and n}), dtype=np.float64)
+        if len(pts) >= 2 and np.ptp(pts[:, 0]) > 0:
+            r0, n0 = pts[0]
+            slope, intercept = np.polyfit(pts[:, 0] - r0, pts[:, 1] - n0, 1)
+            self.r0, self.n0, self.slope, self.intercept = r0, n0, slope, intercept
+        elif len(pts) == 1:
+            # One pair: assume the nominal rate recorded by `oslens record`, or 1 tick per ns.
+            self.r0, self.n0, self.slope, self.intercept = pts[0][0], pts[0][1], 1.0, 0.0
+        else:
+            self.r0 = self.n0 = self.intercept = 0.0
+            self.slope = 1.0
+        self.pair_count = len(pts)
+
+    def to_ns(self, raw: np.ndarray) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.uint64)
+        delta = raw.astype(np.int64) - np.int64(self.r0)
+        return (np.int64(self.n0) + np.rint(delta * self.slope + self.intercept).astype(np.int64)).astype(np.int64)
+
+    def ticks_to_ns(self, ticks: np.ndarray) -> np.ndarray:
+        return np.rint(np.asarray(ticks, dtype=np.float64) * self.slope).astype(np.int64)
+
+
+def clock_for(chunks: list[ChunkData], meta: dict) -> ClockConverter:
+    pairs = [tuple(p) for p in meta.get("clock_pairs", [])]
+    for c in chunks:
+        if c.header and c.header["clock"] == CLOCK_TSC:
+            pairs.extend(tuple(p) for p in c.header["calib"])
+        if c.header is None or c.header["clock"] == CLOCK_TSC:
+            cp = c.records[c.records["kind"] == CLOCK_PAIR]
+            pairs.extend(zip(cp["ts"].tolist(), cp["a"].tolist()))
+    return ClockConverter(pairs)
+
+
+def chunk_clock(chunk: ChunkData) -> int:
+    """The clock a chunk's timestamps count; a headless chunk of an app thread is assumed TSC
+    when the trace's other app chunks are (the importer passes that in), else monotonic."""
+    return chunk.header["clock"] if chunk.header else CLOCK_MONOTONIC_NS
+
+
+def name_table(chunks: list[ChunkData]) -> dict[int, dict[tuple[int, int], str]]:
+    """{pid: {(class, id): name}}; a later NAME for the same id wins (a renamed thread). A
+    fork()ed child inherits its parent's names for ids it never named itself."""
+    per_pid: dict[int, dict[tuple[int, int], str]] = {}
+    parents: dict[int, int] = {}
+    for c in chunks:
+        table = per_pid.setdefault(c.pid, {})
+        for ident, cls, _manager, name in c.names:
+            table[(cls, ident)] = name
+        if c.header and c.header.get("ppid"):
+            parents.setdefault(c.pid, c.header["ppid"])
+    resolved = {}
+    for pid, table in per_pid.items():
+        chain, p = [], parents.get(pid)
+        while p and p in per_pid and p not in chain and p != pid:
+            chain.append(p)
+            p = parents.get(p)
+        merged = {}
+        # farthest ancestor first, so nearer processes' names override theirs
+        for ancestor in reversed(chain):
+            merged.update(per_pid[ancestor])
+        merged.update(table)
+        resolved[pid] = merged
+    return resolved

@@ -1,0 +1,226 @@
+"""One recording session: the trace directory, the traced program and (when available) the
+kernel collector, started in an order that loses nothing: the program is held before exec
+until the collector is attached, then released."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import time
+from pathlib import Path
+
+from oslens import __version__, _native
+from oslens.capture import raw
+from oslens.errors import OslensError
+
+RAW_SCHEMA_VERSION = 1
+
+
+def default_trace_dir(command: list[str]) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("traces") / f"{Path(command[0]).name}-{stamp}"
+
+
+def machine_info() -> dict:
+    cpu_model = ""
+    flags = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and not cpu_model:
+                cpu_model = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "tsc_invariant": {"constant_tsc", "nonstop_tsc"} <= flags,
+    }
+
+
+def recorder_environment(trace: Path, options) -> dict:
+    env = dict(os.environ)
+    env["OSLENS_TRACE"] = str(trace.resolve())
+    env.pop("OSLENS_ENABLE", None)
+    if options.get("disabled"):
+        env["OSLENS_ENABLE"] = "0"
+    for key, var in (
+        ("buffer_mb", "OSLENS_BUFFER_MB"),
+        ("on_full", "OSLENS_ON_FULL"),
+        ("limit_events", "OSLENS_LIMIT_EVENTS"),
+        ("limit_bytes", "OSLENS_LIMIT_BYTES"),
+        ("counter_period_us", "OSLENS_COUNTER_PERIOD_US"),
+    ):
+        if options.get(key) is not None:
+            env[var] = str(options[key])
+    return env
+
+
+def _resolve_command(command: list[str]) -> None:
+    exe = command[0]
+    if "/" in exe:
+        if not os.path.exists(exe):
+            raise OslensError(f"cannot run {exe}: no such file", 127)
+        if not os.access(exe, os.X_OK):
+            raise OslensError(f"cannot run {exe}: not executable", 126)
+    elif shutil.which(exe) is None:
+        raise OslensError(f"cannot run {exe}: command not found in PATH", 127)
+
+
+class HeldChild:
+    """A forked child held before exec until `release()`, so a collector can attach to its pid
+    first. (subprocess.Popen cannot do this: it waits for the exec before returning.)"""
+
+    def __init__(self, command: list[str], env: dict):
+        gate_r, gate_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # child
+            try:
+                os.close(gate_w)
+                os.read(gate_r, 1)
+                os.close(gate_r)
+                os.execvpe(command[0], command, env)
+            except BaseException as err:  # exec failed: say why, exit like a shell would
+                os.write(2, f"oslens: cannot run {command[0]}: {err}\n".encode())
+            finally:
+                os._exit(127)
+        os.close(gate_r)
+        self._gate = gate_w
+        self.returncode = None
+
+    def release(self) -> None:
+        os.write(self._gate, b"g")
+        os.close(self._gate)
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> int:
+        """Exit status as subprocess reports it: negative for a signal."""
+        while True:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+                break
+            except InterruptedError:
+                continue
+        self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return self.returncode
+
+
+class Session:
+    def __init__(self, trace: Path, command: list[str], options: dict):
+        self.trace = trace
+        self.command = command
+        self.options = options
+        self.collector = None
+        self.child: HeldChild | None = None
+        self.clock_pairs: list[tuple[int, int]] = []
+        self.meta: dict = {}
+
+    def prepare(self) -> None:
+        _resolve_command(self.command)
+        if self.trace.exists() and any(self.trace.iterdir()):
+            if not self.options.get("force"):
+                raise OslensError(f"{self.trace} exists and is not empty; choose another -o or pass --force", 2)
+            shutil.rmtree(self.trace)
+        (self.trace / "raw").mkdir(parents=True, exist_ok=True)
+        self.clock_pairs.append(_native.clock_pair())
+        self.meta = {
+            "oslens_version": __version__,
+            "raw_schema_version": RAW_SCHEMA_VERSION,
+            "command": self.command,
+            "cwd": os.getcwd(),
+            "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "start_ns": time.monotonic_ns(),
+            "machine": machine_info(),
+            "settings": {k: v for k, v in self.options.items() if v is not None and k != "force"},
+        }
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        tmp = self.trace / "meta.json.tmp"
+        tmp.write_text(json.dumps(self.meta, indent=2, sort_keys=True))
+        tmp.replace(self.trace / "meta.json")
+
+    def run(self) -> int:
+        """Runs the program to completion; returns its exit status (128+N when killed by signal N)."""
+        env = recorder_environment(self.trace, self.options)
+        self.child = HeldChild(self.command, env)
+        self.meta["pid"] = self.child.pid
+        self.collector = self._start_collector(self.child.pid)
+        previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        try:
+            self.child.release()
+            status = self.child.wait()
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        self.meta["end_ns"] = time.monotonic_ns()
+        self.clock_pairs.append(_native.clock_pair())
+        return self._exit_status(status)
+
+    def _forward(self, signum, _frame):
+        if self.child:
+            self.child.send_signal(signum)
+
+    def _start_collector(self, pid: int):
+        if self.options.get("no_kernel"):
+            self.meta["kernel"] = {"tier": "application events only", "reason": "--no-kernel was given"}
+            return None
+        try:
+            from oslens.capture import kernel
+        except ImportError:
+            self.meta["kernel"] = {"tier": "application events only", "reason": "the kernel collector is not built"}
+            return None
+        return kernel.start(self.trace, pid, self.options, self.meta)
+
+    def _exit_status(self, status: int) -> int:
+        if status < 0:
+            sig = -status
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            self.meta["exit"] = {"signal": sig, "signal_name": name, "code": 128 + sig}
+            return 128 + sig
+        self.meta["exit"] = {"code": status}
+        return status
+
+    def finish(self) -> dict:
+        """Stops the collector and writes meta.json with per-thread counts and losses."""
+        if self.collector is not None:
+            self.meta["kernel"] = self.collector.stop()
+        chunks = raw.read_chunks(self.trace)
+        self.meta["clock_pairs"] = [list(p) for p in self.clock_pairs]
+        self.meta["clock"] = "tsc" if any(c.header and c.header["clock"] == raw.CLOCK_TSC for c in chunks) else "monotonic"
+        threads, damage = [], []
+        for c in chunks:
+            damage.extend(c.damage)
+            h = c.header
+            if h is None or h["source"] != raw.SOURCE_APP_THREAD or h["tid"] == 0:
+                continue
+            threads.append(
+                {
+                    "pid": h["pid"],
+                    "tid": h["tid"],
+                    "name": h["name"],
+                    "chunk": c.path.name,
+                    "records": int(len(c.records)),
+                    "dropped_events": h["dropped_events"],
+                    "dropped_bytes": h["dropped_bytes"],
+                    "suppressed_events": h["suppressed_events"],
+                }
+            )
+        self.meta["threads"] = threads
+        self.meta["lost_events"] = sum(t["dropped_events"] for t in threads)
+        self.meta["damage"] = damage
+        self._write_meta()
+        return self.meta

@@ -1,0 +1,83 @@
+"""`oslens record -- CMD`: run a program with recording on and keep its trace."""
+
+import sys
+from pathlib import Path
+
+from oslens.capture.session import Session, default_trace_dir
+from oslens.errors import OslensError
+
+NAME = "record"
+HELP = "run a program with oslens recording on (application and kernel events, one clock)"
+
+
+def add_arguments(parser):
+    parser.add_argument("-o", "--output", help="trace directory (default: traces/<program>-<time>)")
+    parser.add_argument("-f", "--force", action="store_true", help="replace an existing trace directory")
+    parser.add_argument("--events", help="kernel event sets, comma separated (sched,syscalls,faults,io,irq)")
+    parser.add_argument("--system-wide", action="store_true", help="keep kernel events of every task")
+    parser.add_argument("--sample", type=int, metavar="HZ", help="sample instruction pointers at HZ")
+    parser.add_argument("--no-kernel", action="store_true", help="record application events only")
+    parser.add_argument("--no-import", action="store_true", help="do not import the trace into tables afterwards")
+    parser.add_argument("--buffer-mb", type=int, help="per-thread buffer size in MiB (default 64)")
+    parser.add_argument("--on-full", choices=["drop", "block"], help="when a buffer fills: drop and count (default) or pause to open another")
+    parser.add_argument("--limit-events", type=int, help="stop recording after this many events")
+    parser.add_argument("--limit-bytes", type=int, help="stop recording after this many bytes of records")
+    parser.add_argument("--disabled", action="store_true", help="start with recording off (the program calls osl_enable)")
+    parser.add_argument("--counter-period-us", type=int, help="record counter values at most this often (default 1000)")
+    parser.add_argument("command", nargs="+", metavar="-- CMD", help="the program and its arguments")
+
+
+def run(args):
+    command = args.command
+    if not command:
+        raise OslensError("no program given: use 'oslens record [options] -- PROGRAM ARGS'", 2)
+    trace = Path(args.output) if args.output else default_trace_dir(command)
+    options = {
+        "force": args.force,
+        "events": args.events,
+        "system_wide": args.system_wide or None,
+        "sample_hz": args.sample,
+        "no_kernel": args.no_kernel or None,
+        "buffer_mb": args.buffer_mb,
+        "on_full": args.on_full,
+        "limit_events": args.limit_events,
+        "limit_bytes": args.limit_bytes,
+        "disabled": args.disabled or None,
+        "counter_period_us": args.counter_period_us,
+    }
+    session = Session(trace, command, options)
+    session.prepare()
+    status = session.run()
+    meta = session.finish()
+    _summarise(trace, meta)
+    if not args.no_import:
+        _import(trace)
+    return status
+
+
+def _summarise(trace: Path, meta: dict) -> None:
+    threads = meta["threads"]
+    records = sum(t["records"] for t in threads)
+    pids = {t["pid"] for t in threads}
+    line = f"oslens: {records} records from {len(threads)} threads in {len(pids)} processes -> {trace}"
+    if meta["lost_events"]:
+        line += f" ({meta['lost_events']} events lost: buffers full)"
+    print(line, file=sys.stderr)
+    kernel = meta.get("kernel") or {}
+    if kernel.get("tier"):
+        print(f"oslens: kernel events: {kernel['tier']}" + (f" ({kernel['reason']})" if kernel.get("reason") else ""), file=sys.stderr)
+    exit_info = meta.get("exit", {})
+    if "signal" in exit_info:
+        print(f"oslens: the program was killed by {exit_info['signal_name']}; events committed before are kept", file=sys.stderr)
+    for d in meta["damage"]:
+        print(f"oslens: warning: {d['file']}: {d['reason']}", file=sys.stderr)
+
+
+def _import(trace: Path) -> None:
+    try:
+        from oslens import store
+    except ImportError:
+        return
+    importer = getattr(store, "import_trace", None)
+    if importer is not None:
+        importer(trace)

@@ -1,0 +1,134 @@
+/* Programs with known numbers of events, for the recorder's end-to-end tests.
+ * Usage: recorder_cases MODE [ARGS]; see each mode below. */
+#include <oslens.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static osl_counter_t *shared_counter;
+static osl_timer_t *shared_timer;
+static int per_thread;
+
+static void *worker(void *arg) {
+    char name[32];
+    snprintf(name, sizeof name, "worker-%ld", (long)arg);
+    osl_thread_name(name);
+    const char payload[20] = "0123456789abcdefghi";
+    for (int i = 0; i < per_thread; i++) {
+        osl_region_begin("step");
+        osl_count(shared_counter, 1);
+        osl_timer_start(shared_timer);
+        osl_event(7, payload, sizeof payload);
+        osl_timer_stop(shared_timer);
+        osl_region_end("step");
+    }
+    return NULL;
+}
+
+/* threads N M: N threads, each M x (region step, count, timer, 20-byte event 7). */
+static int mode_threads(int n, int m) {
+    per_thread = m;
+    shared_counter = osl_counter("iterations", NULL);
+    shared_timer = osl_timer("event-timer", NULL);
+    osl_event_name(7, "payload-event");
+    pthread_t t[64];
+    for (long i = 0; i < n; i++) pthread_create(&t[i], NULL, worker, (void *)i);
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+    printf("counter=%lld\n", (long long)osl_counter_value(shared_counter));
+    return 0;
+}
+
+/* fork M: parent M events id 1, child M events id 2 (and one region), both named. */
+static int mode_fork(int m) {
+    osl_event_name(1, "parent-event");
+    osl_event_name(2, "child-event");
+    for (int i = 0; i < m; i++) osl_event(1, NULL, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        osl_region_begin("child-work");
+        for (int i = 0; i < m; i++) osl_event(2, NULL, 0);
+        osl_region_end("child-work");
+        exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WEXITSTATUS(status);
+}
+
+/* managers: counter under manager m counts 10, suspended 5, resumed 3 (=13); reset then 2;
+ * events: 5 recorded, 5 under global suspend (not recorded), 5 recorded. */
+static int mode_managers(void) {
+    osl_manager_t *m = osl_manager("io-instruments");
+    osl_counter_t *c = osl_counter("bytes", m);
+    osl_count(c, 10);
+    osl_suspend(m);
+    osl_count(c, 5);
+    osl_resume(m);
+    osl_count(c, 3);
+    printf("before-reset=%lld\n", (long long)osl_counter_value(c));
+    osl_counter_record(c);
+    osl_reset(m);
+    osl_count(c, 2);
+    printf("after-reset=%lld\n", (long long)osl_counter_value(c));
+    for (int i = 0; i < 5; i++) osl_event(1, NULL, 0);
+    osl_suspend(NULL);
+    for (int i = 0; i < 5; i++) osl_event(1, NULL, 0);
+    osl_resume(NULL);
+    for (int i = 0; i < 5; i++) osl_event(1, NULL, 0);
+    return 0;
+}
+
+/* flood N: N events of id 3 with an 8-byte payload (the loop index). */
+static int mode_flood(long n) {
+    for (long i = 0; i < n; i++) osl_event(3, &i, sizeof i);
+    printf("dropped=%llu\n", (unsigned long long)osl_dropped());
+    return 0;
+}
+
+/* die M SIGNAL: M events id 4, then kill itself (9 = SIGKILL, 6 = abort). */
+static int mode_die(long m, int sig) {
+    for (long i = 0; i < m; i++) osl_event(4, &i, sizeof i);
+    if (sig == 6) abort();
+    kill(getpid(), sig);
+    pause();
+    return 0;
+}
+
+/* enable: starts disabled (OSLENS_ENABLE=0); 4 events before osl_enable, 3 after. */
+static int mode_enable(void) {
+    for (int i = 0; i < 4; i++) osl_event(5, NULL, 0);
+    printf("enabled-before=%d\n", osl_enabled());
+    osl_enable();
+    for (int i = 0; i < 3; i++) osl_event(5, NULL, 0);
+    return 0;
+}
+
+/* nested: regions outer > inner x3, for pairing and depth. */
+static int mode_nested(void) {
+    osl_region_begin("outer");
+    for (int i = 0; i < 3; i++) {
+        osl_region_begin("inner");
+        usleep(1000);
+        osl_region_end("inner");
+    }
+    osl_region_end("outer");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *mode = argv[1];
+    if (!strcmp(mode, "threads")) return mode_threads(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(mode, "fork")) return mode_fork(atoi(argv[2]));
+    if (!strcmp(mode, "managers")) return mode_managers();
+    if (!strcmp(mode, "flood")) return mode_flood(atol(argv[2]));
+    if (!strcmp(mode, "die")) return mode_die(atol(argv[2]), atoi(argv[3]));
+    if (!strcmp(mode, "enable")) return mode_enable();
+    if (!strcmp(mode, "nested")) return mode_nested();
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+}
