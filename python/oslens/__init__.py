@@ -4,3 +4,17 @@ Layers (data flows one way): capture -> store -> analysis -> control -> presenta
 """
 
 __version__ = "0.1.0"
+
+
+def open(trace):  # noqa: A001 - the natural name: oslens.open(TRACE)
+    """A DuckDB connection with the trace's tables as views (imports the trace on first use)."""
+    from oslens.store import open_trace
+
+    return open_trace(trace)
+
+
+def adapt(phase: str) -> int:
+    """The kernel adaptation call: switch this thread to the plan's policy for `phase`."""
+    from oslens.control.adapt import adapt as _adapt
+
+    return _adapt(phase)

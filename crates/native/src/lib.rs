@@ -2,6 +2,8 @@
 //! continuation records, salvage); Python receives the valid records as one bytes object of
 //! 32-byte records that numpy views without copying (`oslens.capture.raw.RECORD_DTYPE`).
 
+mod recorder_api;
+
 use oslens_format::header::{ChunkHeader, HEADER_SIZE};
 use oslens_format::record::{continuation_records, Record, CONT_PAYLOAD};
 use oslens_format::{kinds, read_chunk as read_chunk_file};
@@ -144,6 +146,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_chunk, m)?)?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
+    recorder_api::register(m)?;
     m.add("HEADER_SIZE", HEADER_SIZE)?;
     m.add("RECORD_SIZE", 32)?;
     m.add("CONT_PAYLOAD", CONT_PAYLOAD)?;

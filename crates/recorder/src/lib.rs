@@ -9,6 +9,7 @@ mod buffer;
 mod capi;
 mod clock;
 mod config;
+mod funcs;
 mod instruments;
 mod names;
 mod thread;

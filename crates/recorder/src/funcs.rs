@@ -1,0 +1,1 @@
+//! Function entry/exit hooks for -finstrument-functions (owned by auto-instrumentation).
