@@ -60,7 +60,12 @@ def recorder_environment(trace: Path, options) -> dict:
     ):
         if options.get(key) is not None:
             env[var] = str(options[key])
-    return env
+    try:
+        from oslens.capture import preload
+    except ImportError:
+        return env
+    # Auto-instrumentation: LD_PRELOAD of the pthread/fork/exec wrappers, Python tracing.
+    return preload.environment(env, options)
 
 
 def _resolve_command(command: list[str]) -> None:
@@ -144,7 +149,7 @@ class Session:
             "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "start_ns": time.monotonic_ns(),
             "machine": machine_info(),
-            "settings": {k: v for k, v in self.options.items() if v is not None and k != "force"},
+            "settings": {k: v for k, v in self.options.items() if v is not None and k not in ("force", "command")},
         }
         self._write_meta()
 

@@ -24,6 +24,9 @@ def add_arguments(parser):
     parser.add_argument("--limit-bytes", type=int, help="stop recording after this many bytes of records")
     parser.add_argument("--disabled", action="store_true", help="start with recording off (the program calls osl_enable)")
     parser.add_argument("--counter-period-us", type=int, help="record counter values at most this often (default 1000)")
+    parser.add_argument("--preload", dest="preload", action="store_true", default=None, help="trace pthread locks, barriers, condition variables, fork and exec through LD_PRELOAD (default for dynamically linked programs)")
+    parser.add_argument("--no-preload", dest="preload", action="store_false", help="do not preload the synchronisation wrappers")
+    parser.add_argument("--trace-python", metavar="FILTER", help="trace Python function calls whose qualified name matches FILTER (a glob; '*' for all)")
     parser.add_argument("command", nargs="+", metavar="-- CMD", help="the program and its arguments")
 
 
@@ -44,6 +47,9 @@ def run(args):
         "limit_bytes": args.limit_bytes,
         "disabled": args.disabled or None,
         "counter_period_us": args.counter_period_us,
+        "preload": args.preload,
+        "trace_python": args.trace_python,
+        "command": command,
     }
     session = Session(trace, command, options)
     session.prepare()
