@@ -455,3 +455,50 @@ def test_sigint_restores_everything(work, probe):
     assert proc.returncode == 128 + signal.SIGINT
     assert probe_pids(probe) == []
     before.assert_restored()
+
+
+@needs_root
+def test_record_keeps_changes_and_adapt_events(work, probe):
+    before = Before()
+    trace = work / "trace"
+    plan = plan_file(work, "record", f'[global]\nsched_rr_timeslice_ms = {9 if before.rr != "9" else 11}\n'
+                                     '[phase.compute]\nclass = "batch"\nslice_ms = 5\n')
+    r = subprocess.run(OSLENS + ["tune", "-q", "--plan", str(plan), "--record", "-o", str(trace), "--",
+                                 str(probe), "compute", "io"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert phase(lines(r.stdout), "compute")["slice_ns"] == 5_000_000
+    events = [json.loads(line) for line in (trace / "control.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in events] == ["global", "phase", "restore"]
+    assert events[0]["what"] == "sched_rr_timeslice_ms" and events[2]["value"] == before.rr and events[2]["ok"]
+    assert json.loads((trace / "plan.json").read_text())["phases"]["compute"]["slice_ns"] == 5_000_000
+    dump = subprocess.run(OSLENS + ["dump", str(trace)], capture_output=True, text=True)
+    if dump.returncode == 0:  # the raw-record dump of the recorder, where present
+        adapts = [line for line in dump.stdout.splitlines() if " adapt " in line]
+        assert [a.split(" adapt ")[1].split()[0] for a in adapts] == ["compute", "io"]
+    before.assert_restored()
+
+
+def test_tune_on_a_fake_cgroup_v2_machine(tmp_path):
+    """The whole tune path against a machine we do not have: memory on cgroup v2, sched_ext."""
+    from oslens.control import fakesys
+    root = fakesys.make(tmp_path / "root", cgroup="v2", sched_ext="enabled", cpufreq=True)
+    env = dict(os.environ, OSLENS_SYSROOT=str(root), OSLENS_STATE_DIR=str(tmp_path / "state"))
+    plan = tmp_path / "v2.toml"
+    plan.write_text('[global]\nmemory_max = "64M"\nthp = "never"\nreadahead_kb = { vda = 512 }\n'
+                    '[phase.default]\nclass = "ext"\n')
+    check = subprocess.run(OSLENS + ["config", "check", str(plan)], capture_output=True, text=True, env=env)
+    assert check.returncode == 0, check.stderr
+    cg = root / "sys/fs/cgroup/user.slice"
+    r = subprocess.run(OSLENS + ["tune", "--plan", str(plan), "--", "sh", "-c",
+                                 f"for f in {cg}/oslens-*/memory.max {cg}/oslens-*/cgroup.procs "
+                                 f"{root}/sys/kernel/mm/transparent_hugepage/enabled "
+                                 f"{root}/sys/block/vda/queue/read_ahead_kb; do cat $f; echo; done"],
+                       capture_output=True, text=True, env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    values = r.stdout.split()
+    assert values[0] == str(64 << 20) and values[1].isdigit() and values[2:] == ["never", "512"]
+    assert fakesys.read(root, "/sys/block/vda/queue/read_ahead_kb") == "128"
+    assert "[madvise]" in fakesys.read(root, "/sys/kernel/mm/transparent_hugepage/enabled") or \
+        fakesys.read(root, "/sys/kernel/mm/transparent_hugepage/enabled") == "madvise"
+    assert not list(cg.glob("oslens-*"))
+    assert os.listdir(tmp_path / "state") == []

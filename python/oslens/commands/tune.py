@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from oslens.control import apply, config, journal, kernel, plan as planmod
+from oslens.control.sysfs import default_root as sysroot
 from oslens.errors import OslensError
 
 NAME = "tune"
@@ -91,7 +92,7 @@ class Runner:
         else:
             raise _Interrupted(signum)
 
-    def spawn(self, argv, env, cgroup, default_phase) -> int:
+    def spawn(self, argv, env, cgroup, default_phase, fake=False) -> int:
         """fork + exec with the run's cgroup and default phase applied in the child."""
         parent = os.getpid()
         rfd, wfd = os.pipe2(os.O_CLOEXEC)
@@ -105,7 +106,7 @@ class Runner:
                 if os.getppid() != parent:
                     os._exit(137)
                 if cgroup is not None:
-                    apply.join_cgroup(cgroup)
+                    apply.join_cgroup(cgroup, create=fake)
                 err, _bits = apply.apply_task(default_phase) if default_phase else (0, 0)
                 if err:
                     os.write(2, f"oslens: warning: the default phase was applied only in part: "
@@ -163,7 +164,9 @@ def run(args):
         raise OslensError("no program given: use 'oslens tune --plan PLAN -- PROGRAM ARGS'", 2)
     recover_stale(args.quiet)
 
-    machine = config.discover()
+    root = sysroot()
+    fake = root != Path("/")
+    machine = config.discover(root)
     base = baseline()
     plan = planmod.load(args.plan, machine, base["nice"])
     if plan.errors:
@@ -195,7 +198,7 @@ def run(args):
     status = 0
     usage = None
     try:
-        gstate = apply.apply_globals(plan.globals, jr, "/", os.getpid())
+        gstate = apply.apply_globals(plan.globals, jr, root, os.getpid())
         for c in gstate.changes:
             events.append({"t_ns": time.monotonic_ns(), "kind": "global", **c})
             if c["old"] is not None:
@@ -210,7 +213,7 @@ def run(args):
             argv = [sys.executable, "-m", "oslens.cli", "record", "--no-import", "-o", str(trace), "--", *command]
         default = resolved["phases"].get("default")
         events.append({"t_ns": time.monotonic_ns(), "kind": "phase", "phase": "default", "policy": default})
-        runner.spawn(argv, env, gstate.cgroup, default)
+        runner.spawn(argv, env, gstate.cgroup, default, fake)
         status = runner.wait()
         if gstate.cgroup is not None:
             usage = apply.cgroup_usage(gstate.cgroup, gstate.cgroup_version)

@@ -150,8 +150,8 @@ def apply_globals(settings: dict, journal: Journal, root: Path | str = "/", pid:
     return state
 
 
-def join_cgroup(cg: Path, pid: int | None = None) -> None:
-    sysfs.write(cg / "cgroup.procs", str(pid if pid is not None else os.getpid()))
+def join_cgroup(cg: Path, pid: int | None = None, create: bool = False) -> None:
+    sysfs.write(cg / "cgroup.procs", str(pid if pid is not None else os.getpid()), create=create)
 
 
 def cgroup_usage(cg: Path, version: int) -> dict:
