@@ -23,7 +23,8 @@ native:
 	@if [ -f $(CARGO_OUT)/liboslens_preload.so ]; then install -m 755 $(CARGO_OUT)/liboslens_preload.so $(VENV)/lib/; fi
 	install -m 644 $(CARGO_OUT)/liboslens.a $(VENV)/lib/liboslens.a
 	install -m 644 crates/recorder/include/oslens.h $(VENV)/include/oslens.h
-	gfortran -c crates/recorder/fortran/oslens.f90 -J $(VENV)/include -o $(VENV)/lib/oslens_fortran.o
+	gfortran -O2 -fPIC -c crates/recorder/fortran/oslens.f90 -J $(VENV)/include -o target/oslens_fortran.o
+	ar rcs $(VENV)/lib/liboslens_fortran.a target/oslens_fortran.o
 	@for bin in $(CARGO_OUT)/oslens-*; do [ -x "$$bin" ] && [ -f "$$bin" ] && install -m 755 "$$bin" $(VENV)/bin/ || true; done
 	install -m 755 $(CARGO_OUT)/liboslens_native.so python/oslens/_native.abi3.so
 	@sed -e 's|@PREFIX@|$(abspath $(VENV))|' crates/recorder/oslens.pc.in > $(VENV)/lib/pkgconfig/oslens.pc

@@ -1,5 +1,5 @@
 ! oslens: the recorder's C API for Fortran programs (iso_c_binding).
-! Build with:  gfortran -I$(oslens flags --cflags | sed 's/-I//') prog.f90 $(oslens flags --libs)
+! Build with:  gfortran $(oslens flags --cflags) prog.f90 $(oslens flags --fortran --libs)
 ! Strings are passed NUL-terminated: use osl_str("name") or trim(name)//c_null_char.
 module oslens
   use iso_c_binding

@@ -96,6 +96,12 @@ pub(crate) fn active() -> bool {
         init();
         return INACTIVE.load(Relaxed) == 0;
     }
+    if word == TRIGGERED {
+        // Past the trigger the user asked for: not a loss, but counted so the trace says so.
+        if let Some(t) = thread::current_if_exists() {
+            t.chunk.count_suppressed();
+        }
+    }
     false
 }
 

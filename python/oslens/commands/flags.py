@@ -10,6 +10,7 @@ def add_arguments(parser):
     parser.add_argument("--cflags", action="store_true", help="include path for oslens.h (and the Fortran module)")
     parser.add_argument("--libs", action="store_true", help="link flags for liboslens, with an rpath")
     parser.add_argument("--static", action="store_true", help="link flags for the static liboslens.a")
+    parser.add_argument("--fortran", action="store_true", help="also link the Fortran module's helpers (liboslens_fortran.a)")
 
 
 def run(args):
@@ -19,6 +20,8 @@ def run(args):
     if args.libs:
         lib = paths.library_dir()
         parts.append(f"-L{lib} -Wl,-rpath,{lib} -loslens")
+    if args.fortran:
+        parts.append(f"-L{paths.library_dir()} -loslens_fortran")
     if args.static:
         parts.append(f"{paths.library_dir() / 'liboslens.a'} -lpthread -ldl -lm")
     print(" ".join(parts))

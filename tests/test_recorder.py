@@ -1,0 +1,237 @@
+"""End-to-end tests of the in-process recorder: C programs with known numbers of events,
+recorded with `oslens record`, read back with `oslens dump`."""
+
+import collections
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import dump, meta, run_oslens
+
+
+def kinds_of(records, **match):
+    out = collections.Counter()
+    for r in records:
+        if all(r.get(k) == v for k, v in match.items()):
+            out[r["kind"]] += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def cases(compile_c):
+    return compile_c("recorder_cases.c")
+
+
+def record(tmp_path, program, *args, env=None, extra=(), check=True):
+    trace = tmp_path / "trace"
+    proc = run_oslens("record", "--no-kernel", "-f", "-o", trace, *extra, "--", program, *args, env=env, check=check)
+    return trace, proc
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_exact_counts_per_instrument_across_threads(tmp_path, cases, threads):
+    per_thread = 500
+    trace, proc = record(tmp_path, cases, "threads", threads, per_thread)
+    assert f"counter={threads * per_thread}" in proc.stdout
+    records = dump(trace)
+    workers = {r["tid"] for r in records if r["thread"].startswith("worker-")}
+    assert len(workers) == threads
+    for tid in workers:
+        mine = kinds_of(records, tid=tid)
+        assert mine["region_begin"] == per_thread
+        assert mine["region_end"] == per_thread
+        assert mine["timer_start"] == per_thread
+        assert mine["timer_stop"] == per_thread
+        assert mine["event"] == per_thread
+    events = [r for r in records if r["kind"] == "event"]
+    assert {r["name"] for r in events} == {"payload-event"}
+    assert {r["payload"] for r in events} == {b"0123456789abcdefghi\0".hex()}
+    regions = {r["name"] for r in records if r["kind"].startswith("region")}
+    assert regions == {"step"}
+    # The final counter value is recorded at exit, exactly.
+    finals = [r for r in records if r["kind"] == "counter" and r["b"] == 3]
+    assert [r["value"] for r in finals] == [threads * per_thread]
+    # Every record carries a CPU and a thread id; thread names are kept in meta.json.
+    assert all(r["cpu"] < os.cpu_count() for r in records)
+    names = {t["name"] for t in meta(trace)["threads"]}
+    assert {f"worker-{i}" for i in range(threads)} <= names
+
+
+def test_timestamps_are_monotonic_per_thread(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "threads", 2, 200)
+    by_thread = collections.defaultdict(list)
+    for r in dump(trace):
+        by_thread[r["tid"]].append(r["ts"])
+    for ts in by_thread.values():
+        assert ts == sorted(ts)
+
+
+def test_forked_child_records_into_its_own_buffers(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "fork", 25)
+    records = dump(trace)
+    pids = {r["pid"] for r in records if r["kind"] == "event"}
+    assert len(pids) == 2
+    parent = next(r["pid"] for r in records if r["name"] == "parent-event")
+    child = next(r["pid"] for r in records if r["name"] == "child-event")
+    assert parent != child
+    assert kinds_of(records, pid=parent, name="parent-event")["event"] == 25
+    assert kinds_of(records, pid=child, name="child-event")["event"] == 25
+    assert kinds_of(records, pid=parent, name="child-event")["event"] == 0
+    assert kinds_of(records, pid=child, name="child-work") == {"region_begin": 1, "region_end": 1}
+    files = sorted(p.name for p in (trace / "raw").iterdir())
+    assert any(f.startswith(f"app-{child}-") for f in files)
+
+
+def test_suspend_resume_reset(tmp_path, cases):
+    trace, proc = record(tmp_path, cases, "managers")
+    assert "before-reset=13" in proc.stdout
+    assert "after-reset=2" in proc.stdout
+    records = dump(trace)
+    assert kinds_of(records, kind="event")["event"] == 10
+    counter_values = [(r["value"], r["b"]) for r in records if r["kind"] == "counter" and r["name"] == "bytes"]
+    # asked (13), reset (0), final (2)
+    assert (13, 2) in counter_values
+    assert (0, 4) in counter_values
+    assert counter_values[-1] == (2, 3)
+    controls = [r["value"] for r in records if r["kind"] == "control"]
+    assert controls.count(1) == 2 and controls.count(2) == 2 and controls.count(3) == 1
+
+
+def test_disabled_at_start_by_environment_then_enabled_by_api(tmp_path, cases):
+    trace, proc = record(tmp_path, cases, "enable", extra=("--disabled",))
+    assert "enabled-before=0" in proc.stdout
+    assert kinds_of(dump(trace), kind="event")["event"] == 3
+
+
+def test_trigger_stops_after_n_events(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "flood", 1000, extra=("--limit-events", "300"))
+    records = dump(trace)
+    assert kinds_of(records, kind="event")["event"] == 300
+    thread = next(t for t in meta(trace)["threads"] if t["records"])
+    assert thread["suppressed_events"] == 700
+    assert thread["dropped_events"] == 0
+
+
+def test_trigger_by_bytes(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "flood", 1000, extra=("--limit-bytes", str(32 * 100)))
+    assert kinds_of(dump(trace), kind="event")["event"] == 100
+
+
+def test_full_buffer_drops_and_counts_exactly(tmp_path, cases):
+    env = dict(os.environ, OSLENS_BUFFER_RECORDS="100")
+    trace, proc = record(tmp_path, cases, "flood", 250, env=env)
+    assert "dropped=150" in proc.stdout
+    assert kinds_of(dump(trace), kind="event")["event"] == 100
+    m = meta(trace)
+    assert m["lost_events"] == 150
+    assert sum(t["dropped_bytes"] for t in m["threads"]) == 150 * 32
+    assert "150 events lost" in proc.stderr
+
+
+def test_blocking_mode_opens_more_chunks_and_loses_nothing(tmp_path, cases):
+    env = dict(os.environ, OSLENS_BUFFER_RECORDS="100")
+    trace, proc = record(tmp_path, cases, "flood", 250, env=env, extra=("--on-full", "block"))
+    assert "dropped=0" in proc.stdout
+    records = dump(trace)
+    payloads = [int.from_bytes(bytes.fromhex(r["payload"]), "little") for r in records if r["kind"] == "event"]
+    assert payloads == list(range(250))
+    assert kinds_of(records, kind="pause")["pause"] == 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT])
+def test_killed_program_keeps_every_committed_event(tmp_path, cases, sig):
+    trace, proc = record(tmp_path, cases, "die", 5000, int(sig), check=False)
+    assert proc.returncode == 128 + sig
+    assert f"killed by {signal.Signals(sig).name}" in proc.stderr
+    records = dump(trace)
+    payloads = [int.from_bytes(bytes.fromhex(r["payload"]), "little") for r in records if r["kind"] == "event"]
+    assert payloads == list(range(5000))
+    assert meta(trace)["exit"]["signal"] == sig
+
+
+def test_exit_status_is_kept(tmp_path):
+    trace = tmp_path / "t"
+    proc = run_oslens("record", "--no-kernel", "-o", trace, "--", "sh", "-c", "exit 7", check=False)
+    assert proc.returncode == 7
+    assert meta(trace)["exit"] == {"code": 7}
+
+
+def test_missing_program_is_one_line_error(tmp_path):
+    proc = run_oslens("record", "--no-kernel", "-o", tmp_path / "t", "--", "/nonexistent/prog", check=False)
+    assert proc.returncode == 127
+    assert proc.stderr.strip().splitlines() == ["oslens: error: cannot run /nonexistent/prog: no such file"]
+
+
+def test_not_a_trace_is_one_line_error(tmp_path):
+    proc = run_oslens("dump", tmp_path, check=False)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "is not an oslens trace" in proc.stderr
+
+
+def test_corrupt_chunk_is_salvaged_with_a_warning(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "flood", 100)
+    chunk = next(p for p in (trace / "raw").iterdir() if p.name.startswith("app-"))
+    data = bytearray(chunk.read_bytes())
+    data[4096 + 10 * 32 + 5] ^= 0xFF  # one record's bytes flipped
+    chunk.write_bytes(bytes(data))
+    events = [r for r in dump(trace) if r["kind"] == "event"]
+    assert len(events) == 99
+    # A truncated chunk: only the intact prefix survives, no crash.
+    chunk.write_bytes(bytes(data[: 4096 + 40 * 32 + 3]))
+    events = [r for r in dump(trace) if r["kind"] == "event"]
+    assert len(events) == 39
+
+
+def test_garbage_file_in_raw_does_not_crash(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "flood", 10)
+    (trace / "raw" / "app-1-1-0.osl").write_bytes(b"not a chunk at all" * 10)
+    events = [r for r in dump(trace) if r["kind"] == "event"]
+    assert len(events) == 10
+
+
+def test_no_op_without_oslens_record(cases):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
+    proc = subprocess.run([str(cases), "threads", "2", "100"], capture_output=True, text=True, env=env, check=True)
+    # Counting is recording: without a trace nothing is counted or written.
+    assert "counter=0" in proc.stdout
+
+
+def test_nested_regions_keep_order(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "nested")
+    seq = [(r["kind"], r["name"]) for r in dump(trace) if r["kind"].startswith("region")]
+    assert seq == [("region_begin", "outer")] + [("region_begin", "inner"), ("region_end", "inner")] * 3 + [("region_end", "outer")]
+
+
+def test_cxx_raii_region_and_static_link(tmp_path, compile_c):
+    prog = compile_c("recorder_cxx.cc", "-lstdc++", compiler="g++", static=True)
+    trace, _ = record(tmp_path, prog)
+    seq = [(r["kind"], r["name"]) for r in dump(trace) if r["kind"].startswith("region")]
+    assert seq == [("region_begin", "cxx-scope"), ("region_end", "cxx-scope")] * 4
+
+
+def test_fortran_module(tmp_path, build_dir):
+    if subprocess.run(["which", "gfortran"], capture_output=True).returncode != 0:
+        pytest.skip("gfortran is not installed (make setup installs it)")
+    from conftest import C_DIR, oslens_flags
+
+    out = build_dir / "fortran_case"
+    subprocess.run(["gfortran", "-O2", "-o", str(out), str(C_DIR / "recorder_fortran.f90"), *oslens_flags("--cflags"), *oslens_flags("--fortran"), *oslens_flags("--libs")], check=True)
+    trace, proc = record(tmp_path, out)
+    assert proc.stdout.split() == ["count=", "42"]
+    records = dump(trace)
+    assert kinds_of(records, name="fortran-loop") == {"region_begin": 1, "region_end": 1}
+    assert [r["value"] for r in records if r["kind"] == "counter" and r["b"] == 3] == [42]
+
+
+def test_flags_and_pkg_config():
+    cflags = run_oslens("flags", "--cflags").stdout.split()
+    libs = run_oslens("flags", "--libs").stdout.split()
+    assert any(f.startswith("-I") and os.path.exists(os.path.join(f[2:], "oslens.h")) for f in cflags)
+    assert "-loslens" in libs
+    pc = subprocess.run(["pkg-config", "--cflags", "--libs", "oslens"], capture_output=True, text=True,
+                        env=dict(os.environ, PKG_CONFIG_PATH=os.path.join(cflags[0][2:], "..", "lib", "pkgconfig")))
+    assert pc.returncode == 0 and "-loslens" in pc.stdout
