@@ -40,6 +40,26 @@ pub const COND_SIGNAL: u8 = 39;
 /// Function entry / exit (-finstrument-functions): a = function address, b = call site.
 pub const FUNC_ENTRY: u8 = 40;
 pub const FUNC_EXIT: u8 = 41;
+/// Threads, semaphores and processes (the preload library).
+/// THREAD_CREATE (creator): a = pthread_t of the new thread, b = 0 or the error number.
+pub const THREAD_CREATE: u8 = 42;
+/// THREAD_START (first record of the new thread): a = creator's tid, b = its own pthread_t.
+pub const THREAD_START: u8 = 43;
+/// THREAD_JOIN_ENTER / EXIT: a = pthread_t joined; on exit b = 0 or the error number.
+pub const THREAD_JOIN_ENTER: u8 = 44;
+pub const THREAD_JOIN_EXIT: u8 = 45;
+/// SEM_WAIT_ENTER / EXIT, SEM_POST: a = semaphore address; on exit b = 0 or the error number
+/// (a failed sem_trywait/timedwait is not an acquisition).
+pub const SEM_WAIT_ENTER: u8 = 46;
+pub const SEM_WAIT_EXIT: u8 = 47;
+pub const SEM_POST: u8 = 48;
+/// fork / posix_spawn. Parent: a = child pid, b = 0 fork, 1 spawn; child: a = 0, b = parent pid.
+pub const PROCESS_FORK: u8 = 49;
+/// exec*: id = name id (NAME_COMMAND) of the program; a = 0 before the call, the error number
+/// when it returned (failed).
+pub const PROCESS_EXEC: u8 = 50;
+/// exit / _exit: a = exit status.
+pub const PROCESS_EXIT: u8 = 51;
 
 /// First kernel kind; the collector defines the rest in this range.
 pub const KERNEL_FIRST: u8 = 64;
@@ -52,6 +72,10 @@ pub const NAME_TIMER: u64 = 4;
 pub const NAME_REGION: u64 = 5;
 pub const NAME_EVENT: u64 = 6;
 pub const NAME_PHASE: u64 = 7;
+/// Function names known when recording (Python functions): FUNC_ENTRY/EXIT id.
+pub const NAME_FUNCTION: u64 = 8;
+/// Programs started by exec (PROCESS_EXEC id).
+pub const NAME_COMMAND: u64 = 9;
 
 /// Why a counter value was recorded.
 pub const COUNTER_PERIODIC: u64 = 1;
@@ -95,6 +119,16 @@ pub fn kind_name(kind: u8) -> &'static str {
         COND_SIGNAL => "cond_signal",
         FUNC_ENTRY => "func_entry",
         FUNC_EXIT => "func_exit",
+        THREAD_CREATE => "thread_create",
+        THREAD_START => "thread_start",
+        THREAD_JOIN_ENTER => "thread_join_enter",
+        THREAD_JOIN_EXIT => "thread_join_exit",
+        SEM_WAIT_ENTER => "sem_wait_enter",
+        SEM_WAIT_EXIT => "sem_wait_exit",
+        SEM_POST => "sem_post",
+        PROCESS_FORK => "process_fork",
+        PROCESS_EXEC => "process_exec",
+        PROCESS_EXIT => "process_exit",
         _ => crate::kinds::kernel_kind_name(kind),
     }
 }
