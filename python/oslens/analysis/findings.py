@@ -44,38 +44,61 @@ def _pct(x: float) -> str:
     return f"{100.0 * x:.1f}%"
 
 
-def preemption_delays(con, prog) -> dict[int, tuple[int, int]]:
-    """For each task: (times it preempted a program thread, total time those threads then
-    stayed runnable before they ran again)."""
+def preemption_counts(con, prog) -> dict[int, int]:
+    """For each task, how many times it took a CPU from a still-runnable program thread
+    (program threads included)."""
     if not common.table_exists(con, "switches") or not prog.tids:
         return {}
     tids = ",".join(str(t) for t in prog.tids)
     rows = con.execute(
-        f"""SELECT prev_tid, ts, next_tid FROM switches
-            WHERE prev_tid IN ({tids}) AND next_tid NOT IN ({tids})
-              AND upper(substr(CAST(prev_state AS VARCHAR), 1, 1)) IN ('R', '0')"""
+        f"""SELECT next_tid, count(*) FROM switches
+            WHERE prev_tid IN ({tids}) AND next_tid <> prev_tid
+              AND upper(substr(CAST(prev_state AS VARCHAR), 1, 1)) IN ('R', '0')
+            GROUP BY next_tid"""
     ).fetchall()
+    return {int(t): int(n) for t, n in rows}
+
+
+def runnable_wait_holders(con, prog) -> dict[int, int]:
+    """For each task: the time program threads spent runnable, waiting for the CPU they last ran
+    on, while that task held it (summed over the waiting threads)."""
+    if not common.table_exists(con, "cpu_slices") or not prog.tids or not prog.window:
+        return {}
     tls = states.timelines(con, prog)
-    out: dict[int, list[int]] = {}
-    by_thread: dict[int, list[tuple[int, int]]] = {}
-    for p, ts, n in rows:
-        by_thread.setdefault(int(p), []).append((int(ts), int(n)))
-    for p, lst in by_thread.items():
-        tl = tls.get(p)
-        if tl is None:
+    lo, hi = prog.window
+    per_cpu: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for c in prog.cpus:
+        r = con.execute(
+            "SELECT start_ns, end_ns, tid FROM cpu_slices WHERE cpu = ? AND end_ns > ? AND start_ns < ? ORDER BY start_ns",
+            [c, lo, hi],
+        ).fetchall()
+        a = np.array(r, dtype=np.int64).reshape(-1, 3)
+        per_cpu[c] = (a[:, 0], a[:, 1], a[:, 2])
+    out: dict[int, int] = {}
+    for tid in prog.tids:
+        ps, pe = common.merge_intervals(*tls[tid].intervals(states.PREEMPTED))
+        if len(ps) == 0:
             continue
-        s, e = tl.intervals(states.PREEMPTED)
-        ms, me = common.merge_intervals(s, e)
-        ts = np.array([x[0] for x in lst], np.int64)
-        i = np.searchsorted(ms, ts, side="right") - 1
-        for k, (t, n) in enumerate(lst):
-            d = 0
-            if i[k] >= 0 and ms[i[k]] <= t < me[i[k]]:
-                d = int(me[i[k]] - t)
-            acc = out.setdefault(n, [0, 0])
-            acc[0] += 1
-            acc[1] += d
-    return {k: (v[0], v[1]) for k, v in out.items()}
+        r = con.execute("SELECT start_ns, end_ns, cpu FROM cpu_slices WHERE tid = ? ORDER BY start_ns", [tid]).fetchall()
+        if not r:
+            continue
+        mine = np.array(r, dtype=np.int64).reshape(-1, 3)
+        before = np.searchsorted(mine[:, 1], ps, side="right") - 1
+        cpu_of = np.where(before >= 0, mine[np.maximum(before, 0), 2], mine[0, 2])
+        for s_, e_, c in zip(ps.tolist(), pe.tolist(), cpu_of.tolist()):
+            if c not in per_cpu:
+                continue
+            S, E, T = per_cpu[c]
+            j0 = int(np.searchsorted(E, s_, side="right"))
+            j1 = int(np.searchsorted(S, e_, side="left"))
+            for j in range(j0, j1):
+                t = int(T[j])
+                if t == tid:
+                    continue
+                ov = min(int(E[j]), e_) - max(int(S[j]), s_)
+                if ov > 0:
+                    out[t] = out.get(t, 0) + ov
+    return out
 
 
 def _innermost_region(con, tid: int, t: int) -> str | None:
@@ -145,29 +168,31 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
     if st["scheduling"]:
         tk = tables.get("tasks") or tasks_mod.task_cpu(con)
         info = {r["tid"]: r for r in tk.to_pylist()}
-        delays = preemption_delays(con, prog)
+        counts = preemption_counts(con, prog)
+        holders = runnable_wait_holders(con, prog)
         host = common.same_host(con)
         cands = []
         names = {}
-        if delays and common.table_exists(con, "switches"):
-            ids = ",".join(str(t) for t in delays)
+        if counts or holders:
+            ids = ",".join(str(t) for t in set(counts) | set(holders))
             for tid, pid, comm in con.execute(
                 f"SELECT next_tid, any_value(next_pid), mode(next_comm) FROM switches WHERE next_tid IN ({ids}) GROUP BY 1"
             ).fetchall():
                 names[int(tid)] = (pid, comm)
-        for tid, (n, delay) in delays.items():
-            if tid == 0:
+        for tid, n in counts.items():
+            stolen = holders.get(tid, 0)
+            if tid == 0 or tid in prog.tidset:
                 continue
             pid, comm = names.get(tid, (None, None))
             r = info.get(tid)
             kind, desc = common.classify_task(tid, pid, comm, prog, host)
             cpu_ns = r["cpu_ns"] if r else 0
-            cands.append((n, delay, tid, pid, comm or "?", kind, desc, cpu_ns))
+            cands.append((n, stolen, tid, pid, comm or "?", kind, desc, cpu_ns))
         cands.sort(key=lambda c: (-c[0], -c[1], c[2]))
         shown = 0
-        for n, delay, tid, pid, comm, kind, desc, cpu_ns in cands:
+        for n, stolen, tid, pid, comm, kind, desc, cpu_ns in cands:
             rate = n / secs
-            share = delay / total_thread_ns
+            share = stolen / total_thread_ns
             if n < 10 or (rate < 20 and share < 0.01):
                 continue
             if shown >= 3 and kind != "oslens":
@@ -182,9 +207,9 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
                 f"{comm} [{tid}]",
                 f"{comm} (pid {pid if pid is not None else '?'}, {kind}) keeps preempting the program",
                 f"{comm} [{tid}] ({desc}) preempted program threads {n} times ({rate:.0f} per second) while "
-                f"using only {fmt(cpu_ns)} of CPU on the program's CPUs ({fmt(per)} per preemption); after "
-                f"those preemptions program threads waited {fmt(delay)} runnable ({_pct(share)} of their "
-                f"time).{extra}",
+                f"using only {fmt(cpu_ns)} of CPU on the program's CPUs ({fmt(per)} per preemption); each "
+                f"preemption also costs the program a context switch and its warm cache. Program threads spent "
+                f"{fmt(stolen)} runnable waiting for CPUs it held ({_pct(share)} of their time).{extra}",
                 n,
             )
         # CPU hogs
@@ -207,14 +232,20 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
         # overall preemption
         pre = sum(r["preempted_ns"] for r in bdr)
         if pre / total_thread_ns >= 0.05:
-            top = ", ".join(f"{c[4]} [{c[2]}] ({c[0]}×)" for c in cands[:3]) or "other program threads"
+            ranked = sorted(holders.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+            parts = []
+            for tid, held in ranked:
+                label = (f"{prog.names.get(tid, tid)} [{tid}] (a program thread)" if tid in prog.tidset
+                         else "idle" if tid == 0 else f"{names.get(tid, (None, '?'))[1]} [{tid}]")
+                parts.append(f"{label} {fmt(held)} ({counts.get(tid, 0)} preemptions)")
+            top = "; ".join(parts) or "unknown tasks"
             add(
                 "warning",
                 "preemption",
                 "",
                 f"Program threads were runnable but off-CPU {_pct(pre / total_thread_ns)} of the time",
                 f"Program threads spent {fmt(pre)} runnable waiting for a CPU out of {fmt(total_thread_ns)} "
-                f"of thread time; the tasks that took their CPUs most often: {top}.",
+                f"of thread time. The tasks that held their CPUs meanwhile: {top}.",
                 pre,
             )
 
