@@ -79,7 +79,7 @@ def kernel_status(con) -> dict:
     recorder said so). Returns {"scheduling": bool, "syscalls": bool, "faults": bool,
     "block_io": bool, "reason": str | None, "collector": str | None}."""
     m = meta(con)
-    collector = _meta_first(m, ["kernel.collector", "collector", "collector.mode", "kernel.mode", "kernel_collector"])
+    collector = _meta_first(m, ["kernel.tier", "kernel.collector", "collector", "collector.mode", "kernel.mode", "kernel_collector"])
     reason = _meta_first(
         m,
         ["kernel.reason", "kernel.error", "collector.reason", "collector.error", "kernel.status", "collector.status"],
@@ -96,7 +96,8 @@ def kernel_status(con) -> dict:
     if not sched:
         if reason:
             st["reason"] = f"the kernel collector recorded no scheduling events ({reason})"
-        elif collector and collector.lower() in ("none", "off", "disabled", "app", "app-only"):
+        elif collector and (collector.lower() in ("none", "off", "disabled", "app", "app-only")
+                            or "only" in collector.lower()):
             st["reason"] = f"the kernel collector did not run (collector: {collector})"
         elif collector:
             st["reason"] = f"the kernel collector ({collector}) recorded no scheduling events"
@@ -370,7 +371,7 @@ def classify_task(tid: int, pid: int | None, comm: str | None, prog: Program | N
 
 def same_host(con) -> bool:
     m = meta(con)
-    host = _meta_first(m, ["hostname", "host", "machine.hostname", "system.hostname"])
+    host = _meta_first(m, ["machine.hostname", "hostname", "host", "system.hostname"])
     return bool(host) and host == socket.gethostname() and os.path.isdir("/proc")
 
 

@@ -50,3 +50,15 @@ def write_parquet(tables: dict[str, pa.Table], directory: Path) -> list[Path]:
         pq.write_table(table, p)
         out.append(p)
     return out
+
+
+def register_views(con, trace_dir: Path) -> list[str]:
+    """Makes the report tables written by `oslens report` (TRACE/analysis/report_*.parquet)
+    queryable on `con` as views named report_<name>; returns the view names."""
+    names = []
+    for p in sorted((Path(trace_dir) / "analysis").glob("report_*.parquet")):
+        name = p.stem
+        path = str(p).replace("'", "''")
+        con.execute(f"CREATE OR REPLACE VIEW \"{name}\" AS SELECT * FROM read_parquet('{path}')")
+        names.append(name)
+    return names

@@ -177,3 +177,16 @@ def test_html_app_only_renders_reasons_in_chromium(tmp_path):
     for sid in ["tasks", "switches", "io", "transitions"]:
         assert re.search(rf'<section id="{sid}"[^>]*data-available="0"[^>]*data-rendered="none"', dom), sid
     assert dom.count('class="missing"') == 4
+
+
+def test_report_tables_are_queryable_as_views(tmp_path):
+    import duckdb
+
+    from oslens.analysis import suite
+
+    tables = suite.run_all(reference_trace())
+    suite.write_parquet(tables, tmp_path / "analysis")
+    con = duckdb.connect()
+    names = suite.register_views(con, tmp_path)
+    assert "report_breakdown" in names and "report_transitions" in names
+    assert con.execute("SELECT sum(count) FROM report_transitions").fetchone()[0] == 10
