@@ -78,13 +78,14 @@ pub extern "C" fn osl_define_name(class: u64, name: *const c_char) -> u32 {
     crate::name_id(class, &name)
 }
 
-/// Records a function entry or exit by name id (a = 0): for callers that know the name when
-/// recording (the Python tracer). `exit` = 0 entry, 1 exit.
+/// Records a function entry or exit by name id: for callers that know the name when recording
+/// (the Python tracer). id = a = the NAME_FUNCTION id, b = 0 (no call site: how the importer
+/// tells these from native addresses). `exit` = 0 entry, 1 exit.
 #[no_mangle]
 pub extern "C" fn osl_func_named(id: u32, exit: u32) {
     if active() {
         let kind = if exit == 0 { kinds::FUNC_ENTRY } else { kinds::FUNC_EXIT };
-        record_at(clock::now(), kind, id, 0, 0);
+        record_at(clock::now(), kind, id, id as u64, 0);
     }
 }
 

@@ -1,0 +1,127 @@
+"""The traced program's environment for auto-instrumentation (called by `oslens record`).
+
+- `--preload` (default: on for dynamically linked programs): LD_PRELOAD of liboslens.so and
+  liboslens_preload.so, the pthread / semaphore / thread / fork / exec / exit wrappers. liboslens
+  is preloaded too so that its `__cyg_profile_func_enter/exit` take precedence over glibc's
+  no-op ones: a program built with -finstrument-functions is traced without linking -loslens.
+- `--trace-python FILTER`: a `sitecustomize` directory prepended to PYTHONPATH that starts the
+  Python function tracer (oslens.instrument) for functions whose qualified name matches FILTER.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+from oslens import paths
+from oslens.errors import OslensError
+
+PRELOAD_LIB = "liboslens_preload.so"
+PYSITE = Path(__file__).resolve().parent / "pysite"
+
+
+def _find_library(name: str) -> Path | None:
+    for d in (paths.library_dir(), paths.REPO_ROOT / "target" / "release"):
+        p = d / name
+        if p.is_file():
+            return p
+    return None
+
+
+def preload_library() -> Path | None:
+    """liboslens_preload.so: installed beside liboslens.so, or in the cargo build folder."""
+    return _find_library(PRELOAD_LIB)
+
+
+def recorder_library() -> Path | None:
+    lib = paths.liboslens()
+    return lib if lib.is_file() else _find_library("liboslens.so")
+
+
+def resolve_program(exe: str, env: dict | None = None) -> Path | None:
+    if "/" in exe:
+        return Path(exe)
+    found = shutil.which(exe, path=(env or os.environ).get("PATH"))
+    return Path(found) if found else None
+
+
+def _interpreter_of_script(path: Path) -> Path | None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].split()
+    if not words:
+        return None
+    interp = Path(os.fsdecode(words[0]))
+    if interp.name == "env" and len(words) > 1:  # #!/usr/bin/env python3
+        return resolve_program(os.fsdecode(words[1]))
+    return interp
+
+
+def is_dynamic(path: Path, _depth: int = 0) -> bool | None:
+    """True when the ELF has a PT_INTERP or PT_DYNAMIC segment (LD_PRELOAD applies), False for
+    a static executable, None when it is not an ELF file we can read. Scripts are judged by
+    their interpreter."""
+    try:
+        with open(path, "rb") as f:
+            ident = f.read(64)
+            if ident[:2] == b"#!" and _depth < 4:
+                interp = _interpreter_of_script(path)
+                return is_dynamic(interp, _depth + 1) if interp else None
+            if len(ident) < 64 or ident[:4] != b"\x7fELF":
+                return None
+            is64 = ident[4] == 2
+            endian = "<" if ident[5] == 1 else ">"
+            if is64:
+                phoff, = struct.unpack_from(endian + "Q", ident, 32)
+                phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
+            else:
+                phoff, = struct.unpack_from(endian + "I", ident, 28)
+                phentsize, phnum = struct.unpack_from(endian + "HH", ident, 42)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return None
+    for i in range(phnum):
+        p_type, = struct.unpack_from(endian + "I", table, i * phentsize)
+        if p_type in (2, 3):  # PT_DYNAMIC, PT_INTERP
+            return True
+    return False
+
+
+def _prepend_path_list(value: str | None, entries: list[str], sep: str) -> str:
+    existing = [e for e in (value or "").replace(" ", sep if sep == ":" else " ").split(sep) if e] if value else []
+    out = list(entries) + [e for e in existing if e not in entries]
+    return sep.join(out)
+
+
+def environment(env: dict, options: dict) -> dict:
+    env = dict(env)
+    command = options.get("command") or []
+    want = options.get("preload")
+    if want is None and command:
+        exe = resolve_program(command[0], env)
+        want = bool(exe and is_dynamic(exe))
+    if want:
+        lib, rec = preload_library(), recorder_library()
+        if lib is None or rec is None:
+            missing = PRELOAD_LIB if lib is None else "liboslens.so"
+            if options.get("preload"):
+                raise OslensError(f"--preload needs {missing}, which is not built; run 'make' first", 2)
+        else:
+            ours = [str(rec), str(lib)]
+            theirs = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e not in ours]
+            env["LD_PRELOAD"] = " ".join(ours + theirs)
+    pattern = options.get("trace_python")
+    if pattern:
+        env["OSLENS_PYTHON_FILTER"] = pattern
+    # The sitecustomize hook also makes `import oslens` work in any Python 3 the program runs.
+    env["PYTHONPATH"] = os.pathsep.join([str(PYSITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(PYSITE)])
+    env["OSLENS_PYTHON_PACKAGE"] = str(paths.PACKAGE_DIR.parent)
+    return env
