@@ -56,7 +56,7 @@ def _oslens(*args, timeout=600, **kw):
 
 def _record(trace: Path, water_args, prefix=()):
     r = subprocess.run(
-        [*prefix, sys.executable, "-m", "oslens.cli", "record", "-f", "-o", str(trace), "--", str(WATER), *water_args],
+        [*prefix, sys.executable, "-m", "oslens.cli", "record", "-f", "-o", str(trace), "--", str(WATER), *map(str, water_args)],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )
     assert r.returncode == 0, f"oslens record failed ({r.returncode}): {r.stderr[-3000:]}"

@@ -603,9 +603,8 @@ static void *child_main(void *arg)
 {
     struct worker *w = arg;
     char name[32];
-    snprintf(name, sizeof name, "water child %d", w->id);
+    snprintf(name, sizeof name, "water child %d", w->id); /* fits the kernel's 15-character comm */
     osl_thread_name(name);
-    snprintf(name, sizeof name, "water-child-%d", w->id);
     pthread_setname_np(pthread_self(), name);
     MDMAIN(w);
     return NULL;

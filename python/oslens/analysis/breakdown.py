@@ -86,6 +86,10 @@ def event_counts(con) -> dict[int, int]:
 
 
 def pause_ns(con) -> dict[int, int]:
+    """Time the recorder itself stopped each thread (the `pauses` table, or app_events of kind
+    'pause' whose value is the duration in ns)."""
+    if common.table_exists(con, "pauses") and "duration_ns" in common.columns(con, "pauses"):
+        return _per_tid(con, "SELECT tid, sum(duration_ns) FROM pauses GROUP BY tid")
     if not common.table_exists(con, "app_events"):
         return {}
     return _per_tid(con, "SELECT tid, sum(value) FROM app_events WHERE kind = 'pause' GROUP BY tid")

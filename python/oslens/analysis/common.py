@@ -338,8 +338,20 @@ def _proc_kind(pid: int, comm: str | None) -> str | None:
     return None
 
 
+def task_parents(con) -> dict[int, int]:
+    """Parent of each task the kernel collector saw being created or running (`tasks`)."""
+    if not common_has(con, "tasks", "parent_tid"):
+        return {}
+    return {int(t): int(p) for t, p in con.execute(
+        "SELECT tid, any_value(parent_tid) FROM tasks WHERE parent_tid IS NOT NULL GROUP BY tid").fetchall()}
+
+
+def common_has(con, table: str, column: str) -> bool:
+    return column in columns(con, table)
+
+
 def classify_task(tid: int, pid: int | None, comm: str | None, prog: Program | None,
-                  same_host: bool = False) -> tuple[str, str]:
+                  same_host: bool = False, parents: dict[int, int] | None = None) -> tuple[str, str]:
     """(kind, description) of a task: 'idle', 'program', 'oslens', 'kernel thread', 'daemon'
     or 'other process'. Kinds come from the task's name (and, when the trace was recorded on
     this machine and the task still runs under that name, from /proc)."""
@@ -358,6 +370,13 @@ def classify_task(tid: int, pid: int | None, comm: str | None, prog: Program | N
     base = comm.split("/")[0]
     if base in DAEMONS:
         return "daemon", DAEMONS[base]
+    parent = (parents or {}).get(tid)
+    if parent is None and pid is not None and pid != tid:
+        parent = (parents or {}).get(pid)
+    if parent == 2 or tid == 2:
+        return "kernel thread", "kernel thread (a child of kthreadd)"
+    if parent == 1:
+        return "daemon", "background service (a child of init)"
     if same_host:
         kind = _proc_kind(pid if pid is not None else tid, comm)
         if kind == "kernel thread":

@@ -171,6 +171,7 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
         counts = preemption_counts(con, prog)
         holders = runnable_wait_holders(con, prog)
         host = common.same_host(con)
+        parents = common.task_parents(con)
         cands = []
         names = {}
         if counts or holders:
@@ -185,7 +186,7 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
                 continue
             pid, comm = names.get(tid, (None, None))
             r = info.get(tid)
-            kind, desc = common.classify_task(tid, pid, comm, prog, host)
+            kind, desc = common.classify_task(tid, pid, comm, prog, host, parents)
             cpu_ns = r["cpu_ns"] if r else 0
             cands.append((n, stolen, tid, pid, comm or "?", kind, desc, cpu_ns))
         cands.sort(key=lambda c: (-c[0], -c[1], c[2]))
@@ -347,11 +348,14 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
         )
 
     # ---- lost records
-    if common.row_count(con, "lost"):
-        lost = con.execute(
-            "SELECT CAST(source AS VARCHAR), CAST(\"where\" AS VARCHAR), sum(count) FROM lost GROUP BY 1, 2 "
-            "ORDER BY 3 DESC"
-        ).fetchall()
+    lost = []
+    for tname in ("lost", "kernel_lost"):
+        if common.row_count(con, tname):
+            lost += con.execute(
+                f"SELECT CAST(source AS VARCHAR), CAST(\"where\" AS VARCHAR), sum(count) FROM {tname} GROUP BY 1, 2"
+            ).fetchall()
+    lost.sort(key=lambda r: -(r[2] or 0))
+    if lost:
         total = sum(int(n or 0) for _, _, n in lost)
         if total:
             parts = "; ".join(f"{n} from {s} ({w})" for s, w, n in lost[:5])

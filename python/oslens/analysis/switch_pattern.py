@@ -144,6 +144,7 @@ def cpu_occupancy(con, bins: int = 400) -> pa.Table:
     edges = _edges(prog.window, bins)
     cpus = ",".join(str(c) for c in prog.cpus)
     host = common.same_host(con)
+    parents = common.task_parents(con)
     rows = con.execute(
         f"""SELECT cpu, tid, pid, comm, greatest(start_ns, ?), least(end_ns, ?) FROM cpu_slices
             WHERE cpu IN ({cpus}) AND end_ns > ? AND start_ns < ?""",
@@ -155,7 +156,7 @@ def cpu_occupancy(con, bins: int = 400) -> pa.Table:
         key = (tid, pid, comm)
         k = kind_cache.get(key)
         if k is None:
-            k = common.classify_task(int(tid), None if pid is None else int(pid), comm, prog, host)[0]
+            k = common.classify_task(int(tid), None if pid is None else int(pid), comm, prog, host, parents)[0]
             kind_cache[key] = k
         lst = per.setdefault((int(c), k), ([], []))
         lst[0].append(s)

@@ -23,6 +23,9 @@ SCHEMAS = {
     "samples": "ts BIGINT, pid BIGINT, tid BIGINT, cpu BIGINT, ip UBIGINT, in_kernel BOOLEAN",
     "lost": 'source VARCHAR, "where" VARCHAR, count BIGINT',
     "sync": "kind VARCHAR, object VARCHAR, pid BIGINT, tid BIGINT, request_ns BIGINT, acquire_ns BIGINT, release_ns BIGINT",
+    "tasks": "pid BIGINT, tid BIGINT, comm VARCHAR, parent_tid BIGINT, start_ns BIGINT, end_ns BIGINT",
+    "pauses": "pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, duration_ns BIGINT, reason VARCHAR",
+    "kernel_lost": 'source VARCHAR, "where" VARCHAR, count BIGINT',
 }
 
 KERNEL_TABLES = ["switches", "cpu_slices", "wakeups", "syscalls", "faults", "block_io", "samples"]

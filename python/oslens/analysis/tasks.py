@@ -41,11 +41,12 @@ def task_cpu(con) -> pa.Table:
     pre = preemptions_by_task(con, prog)
     total = (hi - lo) * len(prog.cpus)
     host = common.same_host(con)
+    parents = common.task_parents(con)
     out = []
     for tid, pid, comm, cpu_ns, n in rows:
         tid = int(tid)
         pid = int(pid) if pid is not None else None
-        kind, desc = common.classify_task(tid, pid, comm, prog, host)
+        kind, desc = common.classify_task(tid, pid, comm, prog, host, parents)
         if kind == "program":
             comm = prog.names.get(tid, comm)
         out.append(

@@ -300,3 +300,26 @@ def test_missing_tables_are_empty():
     assert out["breakdown"].num_rows == 1
     for name in ["tasks", "phases", "sync", "region_stats", "switch_timeline", "io_requests", "transitions"]:
         assert out[name].num_rows == 0, name
+
+
+def test_classify_from_task_parents():
+    con = make_con({"tasks": [(77, 77, "weirdkthread", 2, 0, 10), (78, 78, "mydaemon", 1, 0, 10)]})
+    parents = common.task_parents(con)
+    assert common.classify_task(77, 77, "weirdkthread", None, parents=parents)[0] == "kernel thread"
+    assert common.classify_task(78, 78, "mydaemon", None, parents=parents)[0] == "daemon"
+    assert common.classify_task(79, 79, "mydaemon", None, parents=parents)[0] == "other process"
+
+
+def test_pauses_count_as_instrumentation():
+    con = reference_trace()
+    con.execute("INSERT INTO pauses VALUES (100, 100, 0, 300000, 300000, 'new chunk')")
+    bd = by_tid(breakdown.time_breakdown(con))
+    assert bd[100]["instrumentation_ns"] == 300_000
+    assert bd[100]["computation_ns"] == 10 * MS - 300_000
+
+
+def test_kernel_lost_counts_in_findings():
+    con = make_con({"threads": [(1, 1, "a", None, 0, 10, True)], "kernel_lost": [("ringbuf", "cpu 0", 7)],
+                    "lost": [("app", "thread 1", 3)]})
+    f = {x["code"]: x for x in findings.findings(con).to_pylist()}
+    assert f["lost"]["value"] == 10

@@ -25,6 +25,7 @@ OTHER = "(other tasks)"
 
 def _labels(con, prog) -> dict[int, tuple[str, str]]:
     host = common.same_host(con)
+    parents = common.task_parents(con)
     rows = con.execute(
         """SELECT tid, any_value(pid), mode(comm) FROM (
                SELECT prev_tid AS tid, prev_pid AS pid, prev_comm AS comm FROM switches
@@ -33,7 +34,7 @@ def _labels(con, prog) -> dict[int, tuple[str, str]]:
     out = {}
     for tid, pid, comm in rows:
         tid = int(tid)
-        kind, _ = common.classify_task(tid, None if pid is None else int(pid), comm, prog, host)
+        kind, _ = common.classify_task(tid, None if pid is None else int(pid), comm, prog, host, parents)
         if tid == 0:
             label = "idle"
         elif kind == "program":

@@ -87,9 +87,18 @@ def header_info(con, trace: str) -> dict:
     counts = {t: common.row_count(con, t) for t in
               ["app_events", "regions", "switches", "cpu_slices", "syscalls", "faults", "block_io", "sync", "samples"]}
     lost = 0
-    if common.row_count(con, "lost"):
-        lost = int(con.execute("SELECT coalesce(sum(count), 0) FROM lost").fetchone()[0])
+    for tname in ("lost", "kernel_lost"):
+        if common.row_count(con, tname):
+            lost += int(con.execute(f"SELECT coalesce(sum(count), 0) FROM {tname}").fetchone()[0])
     command = m.get("command") or m.get("argv") or m.get("cmdline") or ""
+    if command.startswith("["):
+        try:
+            import json
+            import shlex
+
+            command = shlex.join(json.loads(command))
+        except (ValueError, TypeError):
+            pass
     return {
         "trace": trace,
         "command": command,
