@@ -323,3 +323,22 @@ def test_kernel_lost_counts_in_findings():
                     "lost": [("app", "thread 1", 3)]})
     f = {x["code"]: x for x in findings.findings(con).to_pylist()}
     assert f["lost"]["value"] == 10
+
+
+def test_phases_expand_a_dominant_phase():
+    t = MS
+    regions = [
+        (1, 1, "main", 0, 100 * t, 100 * t, 0),
+        (1, 1, "INIT", 0, 5 * t, 5 * t, 1),
+        (1, 1, "WorkStart", 5 * t, 100 * t, 95 * t, 1),
+        (1, 1, "MDMAIN", 5 * t, 100 * t, 95 * t, 2),
+        (1, 1, "SETUP", 5 * t, 10 * t, 5 * t, 3),
+        (1, 1, "STEP", 10 * t, 50 * t, 40 * t, 3),
+        (1, 1, "INTERF", 10 * t, 40 * t, 30 * t, 4),
+        (1, 1, "STEP", 50 * t, 100 * t, 50 * t, 3),
+    ]
+    con = make_con({"threads": [(1, 1, "main", None, 0, 100 * t, True)], "regions": regions})
+    ph = [(r["name"], r["depth"], r["duration_ns"]) for r in phases_table.phase_durations(con).to_pylist()]
+    assert ph == [("INIT", 1, 5 * t), ("SETUP", 3, 5 * t), ("STEP", 3, 40 * t), ("STEP", 3, 50 * t)]
+    summ = {r["name"]: r for r in phases_table.phase_summary(con).to_pylist()}
+    assert summ["STEP"]["count"] == 2 and summ["STEP"]["total_ns"] == 90 * t
