@@ -1,1 +1,59 @@
-"""oslens store layer."""
+"""The trace store: raw chunks imported once into Parquet tables (TRACE/tables/*.parquet), opened
+through DuckDB with every table as a view. docs/trace-schema.md documents the tables.
+
+    import oslens
+    con = oslens.open("traces/app-...")          # == oslens.store.open_trace
+    con.sql("SELECT name, sum(duration_ns) FROM regions GROUP BY 1").df()   # pandas
+    con.sql("SELECT * FROM switches").pl()                                   # polars
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oslens.store.importer import import_trace, is_current, tables_dir
+from oslens.store.schema import SCHEMA_VERSION, SCHEMAS, TABLES
+
+__all__ = ["import_trace", "open_trace", "table_paths", "SCHEMA_VERSION", "SCHEMAS", "TABLES"]
+
+
+def table_paths(trace) -> dict[str, Path]:
+    """{table name: Parquet file} of an imported trace (for pandas, polars, Spark, Dask...)."""
+    d = tables_dir(Path(trace))
+    return {p.stem: p for p in sorted(d.glob("*.parquet"))}
+
+
+def _sql_string(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def open_trace(trace, quiet: bool = False):
+    """A DuckDB connection whose views are the trace's tables, importing the trace first when it
+    has not been imported (or was imported by another schema version). A trace in a folder that
+    cannot be written is imported into memory instead."""
+    import duckdb
+
+    from oslens.capture import raw
+    from oslens.errors import OslensError
+    from oslens.store import importer, salvage
+
+    trace = raw.require_trace_dir(trace)
+    con = duckdb.connect(":memory:")
+    if not is_current(trace):
+        try:
+            import_trace(trace, quiet=quiet)
+        except OslensError:
+            if tables_dir(trace).is_dir() and importer.read_manifest(trace):
+                pass  # fall through to the (older) tables on disk
+            else:
+                losses = salvage.Losses()
+                tables = importer.build_tables(trace, losses)
+                salvage.warn(trace, losses)
+                for name, table in tables.items():
+                    if not name.startswith("_"):
+                        con.register(f"_arrow_{name}", table)
+                        con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "_arrow_{name}"')
+                return con
+    for name, path in table_paths(trace).items():
+        con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({_sql_string(str(path.resolve()))})')
+    return con

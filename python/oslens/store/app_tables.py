@@ -1,0 +1,473 @@
+"""Application tables from the recorder's per-thread chunks: app_events, regions, counters,
+timers, sync, functions, pauses, adapt and the application side of threads.
+
+Everything here is vectorised over all records of all threads at once: the records of every
+thread are laid end to end (thread by thread, chunk by chunk in sequence order), so a thread's
+records are one contiguous, time-ordered run and per-thread work is grouped numpy arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from oslens import _native
+from oslens.capture import raw
+from oslens.store import pairing, schema
+
+# Record kinds of the auto-instrumentation (crates/format/src/kinds.rs).
+LOCK_REQUEST, LOCK_ACQUIRE, LOCK_RELEASE = 32, 33, 34
+BARRIER_ENTER, BARRIER_EXIT = 35, 36
+COND_WAIT_ENTER, COND_WAIT_EXIT, COND_SIGNAL = 37, 38, 39
+FUNC_ENTRY, FUNC_EXIT = 40, 41
+SYNC_KINDS = (LOCK_REQUEST, LOCK_ACQUIRE, LOCK_RELEASE, BARRIER_ENTER, BARRIER_EXIT, COND_WAIT_ENTER, COND_WAIT_EXIT,
+              COND_SIGNAL)
+
+NAME_ANY = 0  # lookup class for sync objects: an id named in any class
+NO_NAME = 255
+
+# Which name class names the `id` of each kind.
+CLASS_OF_KIND = np.full(256, NO_NAME, dtype=np.uint64)
+for _k, _c in {raw.REGION_BEGIN: 5, raw.REGION_END: 5, raw.COUNTER: 3, raw.TIMER_START: 4, raw.TIMER_STOP: 4,
+               raw.EVENT: 6, raw.CONTROL: 2, raw.ADAPT: 7}.items():
+    CLASS_OF_KIND[_k] = _c
+for _k in SYNC_KINDS:
+    CLASS_OF_KIND[_k] = NAME_ANY
+
+COUNTER_REASONS = {1: "periodic", 2: "asked", 3: "final", 4: "reset"}
+PAUSE_REASONS = {1: "new chunk", 2: "flush"}
+KIND_NAMES = [_native.kind_name(k) if k else "empty" for k in range(256)]
+
+
+@dataclass
+class AppThread:
+    pid: int
+    tid: int
+    name: str = ""
+    ppid: int = 0
+    chunks: list = field(default_factory=list)
+    records: int = 0
+    dropped_events: int = 0
+    closed: bool = True
+
+
+@dataclass
+class Columns:
+    """All application records, end to end; per-record arrays share one index."""
+
+    ts: np.ndarray  # CLOCK_MONOTONIC ns
+    w1: np.ndarray  # the record's second word: id | cpu << 32 | kind << 48 | check << 56
+    a: np.ndarray
+    b: np.ndarray
+    g: np.ndarray  # thread index (int32)
+    payloads: dict  # global record index -> bytes (payloads longer than 8 bytes)
+    tsc: np.ndarray  # per thread: whether its raw values count TSC ticks
+
+    @property
+    def ident(self) -> np.ndarray:
+        return self.w1.view(np.uint32)[0::2]
+
+    @property
+    def cpu(self) -> np.ndarray:
+        return self.w1.view(np.uint16)[2::4]
+
+    @property
+    def kind(self) -> np.ndarray:
+        return self.w1.view(np.uint8)[6::8]
+
+
+def chunk_order_key(c: raw.ChunkData):
+    parts = c.path.stem.split("-")
+    seq = c.header["seq"] if c.header else (int(parts[-1]) if parts[-1].isdigit() else 0)
+    return (c.pid, c.tid, seq, c.path.name)
+
+
+def is_app_chunk(c: raw.ChunkData) -> bool:
+    if c.header is not None:
+        return c.header["source"] == raw.SOURCE_APP_THREAD and c.header["tid"] != 0
+    return c.path.name.startswith("app-")
+
+
+def to_ns_into(out: np.ndarray, raw_ts: np.ndarray, clock: raw.ClockConverter) -> None:
+    """clock.to_ns(raw_ts) written into `out`, with fewer temporaries (same arithmetic)."""
+    d = raw_ts.view(np.int64) - np.int64(clock.r0)
+    f = d.astype(np.float64)
+    del d
+    f *= clock.slope
+    f += clock.intercept
+    np.rint(f, out=f)
+    out[:] = f
+    out += np.int64(clock.n0)
+
+
+def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_tsc: bool):
+    """Lays the app chunks' records end to end. Returns (threads, Columns)."""
+    app = sorted((c for c in chunks if is_app_chunk(c)), key=chunk_order_key)
+    threads: list[AppThread] = []
+    index: dict[tuple[int, int], int] = {}
+    for c in app:
+        key = (c.pid, c.tid)
+        if key not in index:
+            index[key] = len(threads)
+            threads.append(AppThread(pid=c.pid, tid=c.tid))
+        t = threads[index[key]]
+        t.chunks.append(c)
+        h = c.header
+        if h:
+            t.name = h.get("name") or t.name
+            t.ppid = h.get("ppid") or t.ppid
+            t.dropped_events += int(h.get("dropped_events") or 0)
+            t.closed = t.closed and bool(h.get("closed", True))
+        else:
+            t.closed = False
+        t.records += len(c.records)
+    # chunks were sorted by (pid, tid, seq), so threads appear in that order and are contiguous
+    total = sum(t.records for t in threads)
+    ts = np.empty(total, np.int64)
+    w1 = np.empty(total, np.uint64)
+    a = np.empty(total, np.uint64)
+    b = np.empty(total, np.uint64)
+    tsc_of = np.zeros(len(threads), dtype=bool)
+    payloads = {}
+    pos = 0
+    for gi, t in enumerate(threads):
+        for c in t.chunks:
+            n = len(c.records)
+            if n == 0:
+                continue
+            w = c.records.view(np.uint64).reshape(n, 4)
+            s, e = pos, pos + n
+            tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_clock_tsc
+            tsc_of[gi] |= tsc
+            if tsc:
+                to_ns_into(ts[s:e], w[:, 0], clock)
+            else:
+                ts[s:e] = w[:, 0]
+            w1[s:e] = w[:, 1]
+            a[s:e] = w[:, 2]
+            b[s:e] = w[:, 3]
+            for i, p in c.payloads.items():
+                payloads[s + int(i)] = p
+            pos = e
+    lengths = [t.records for t in threads]
+    g = np.repeat(np.arange(len(threads), dtype=np.int32), lengths) if threads else np.zeros(0, np.int32)
+    return threads, Columns(ts, w1, a, b, g, payloads, tsc_of)
+
+
+KIND_ID_MASK = np.uint64(0x00FF_0000_FFFF_FFFF)  # kind << 48 | id, out of a record's second word
+KINDS_OF_CLASS: dict[int, list[int]] = {}
+for _k in range(256):
+    if CLASS_OF_KIND[_k] != NO_NAME:
+        KINDS_OF_CLASS.setdefault(int(CLASS_OF_KIND[_k]), []).append(_k)
+
+
+class NameLookup:
+    """Resolves each record's (kind, id) to an index into one dictionary of names, per process,
+    with one hash lookup per record (pyarrow's index_in)."""
+
+    def __init__(self, names: dict[int, dict[tuple[int, int], str]]):
+        self.values: list[str] = []
+        where: dict[str, int] = {}
+        self.per_pid: dict[int, tuple[pa.Array, pa.Array]] = {}
+        for pid, table in names.items():
+            entries: dict[int, int] = {}
+            for (cls, ident), name in table.items():
+                if name not in where:
+                    where[name] = len(self.values)
+                    self.values.append(name)
+                for k in KINDS_OF_CLASS.get(int(cls), []):
+                    entries[(k << 48) | int(ident)] = where[name]
+                for k in KINDS_OF_CLASS[NAME_ANY]:
+                    key = (k << 48) | int(ident)
+                    if key not in entries or cls == 8:
+                        entries[key] = where[name]
+            keys = sorted(entries)
+            self.per_pid[pid] = (pa.array(keys, pa.uint64()), pa.array([entries[k] for k in keys], pa.int32()))
+
+    def lookup(self, pid: int, w1: np.ndarray) -> pa.Array:
+        """Int32 dictionary indices (null where the program named nothing) for records' word 1."""
+        if pid not in self.per_pid or len(w1) == 0:
+            return pa.nulls(len(w1), pa.int32())
+        keys, vals = self.per_pid[pid]
+        pos = pc.index_in(pa.array(w1 & KIND_ID_MASK), value_set=keys)
+        return pc.take(vals, pos)
+
+    def dictionary(self) -> pa.Array:
+        return pa.array(self.values, type=pa.string())
+
+
+def _dict_array(indices: np.ndarray, dictionary: pa.Array) -> pa.DictionaryArray:
+    mask = indices < 0
+    idx = pa.array(indices, type=pa.int32(), mask=mask if mask.any() else None)
+    return pa.DictionaryArray.from_arrays(idx, dictionary)
+
+
+def _small_dict(codes: np.ndarray, labels: dict[int, str], default=None) -> pa.DictionaryArray:
+    """A dictionary column from small integer codes and their labels (unknown codes -> str(code))."""
+    if len(codes) == 0:
+        return pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))
+    uniq = np.unique(codes)
+    names = [labels.get(int(u), default if default is not None else str(int(u))) for u in uniq]
+    idx = np.searchsorted(uniq, codes).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(idx), pa.array(names, pa.string()))
+
+
+def _payload_array(kind: np.ndarray, a: np.ndarray, b: np.ndarray, payloads: dict) -> pa.Array:
+    """EVENT payloads: the first 8 bytes live in `b`, longer ones in `payloads` (keyed by record
+    index); null for other kinds."""
+    n = len(kind)
+    is_ev = kind == raw.EVENT
+    ev = np.flatnonzero(is_ev)
+    if len(ev) == 0:
+        return pa.nulls(n, pa.binary())
+    lens = a[ev].astype(np.int64)
+    is_long = lens > 8
+    # the short payloads, in row order: the first `len` bytes of b
+    short_lens = np.where(is_long, 0, lens)
+    bv = np.ascontiguousarray(b[ev]).view(np.uint8).reshape(-1, 8)
+    if (short_lens == 8).all():
+        data = bv.reshape(-1)
+    else:
+        data = bv[np.arange(8)[None, :] < short_lens[:, None]]
+    if is_long.any():
+        ends = np.cumsum(short_lens)
+        pieces, prev = [], 0
+        for j in np.flatnonzero(is_long).tolist():
+            cut = int(ends[j])
+            pieces.append(data[prev:cut])
+            p = payloads.get(int(ev[j])) or int(b[ev[j]]).to_bytes(8, "little")
+            p = p[: int(lens[j])]
+            lens[j] = len(p)
+            pieces.append(np.frombuffer(p, dtype=np.uint8))
+            prev = cut
+        pieces.append(data[prev:])
+        data = np.concatenate(pieces)
+    row_lens = np.zeros(n, dtype=np.int64)
+    row_lens[ev] = lens
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(row_lens, out=offsets[1:])
+    validity = pa.py_buffer(np.packbits(is_ev, bitorder="little"))
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets.astype(np.int32)),
+                                                      pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _indexed(g: np.ndarray, values: np.ndarray, typ=pa.int64()) -> pa.DictionaryArray:
+    """A per-record column that only depends on the thread: thread index -> value, encoded."""
+    return pa.DictionaryArray.from_arrays(pa.array(g, pa.int32()), pa.array(values, typ))
+
+
+KIND_LABELS = pa.array([n if n not in ("unknown",) else f"kind{k}" for k, n in enumerate(KIND_NAMES)], pa.string())
+CPU_LABELS = pa.array(np.arange(65536, dtype=np.int64))
+
+
+def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict) -> dict:
+    """Returns {"threads": [AppThread], "extent": (start, end) per thread, table name: pa.Table}."""
+    app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
+                  for c in chunks)
+    threads, col = collect(chunks, clock, app_tsc)
+    lookup = NameLookup(names)
+    n = len(col.ts)
+    t_pid = np.array([t.pid for t in threads], dtype=np.int64)
+    t_tid = np.array([t.tid for t in threads], dtype=np.int64)
+    kind = np.ascontiguousarray(col.kind)
+    counts = np.bincount(kind, minlength=256)
+
+    # values: a, with raw clock ticks (timer stops, pauses) converted to ns on TSC threads
+    value = col.a.view(np.int64)
+    if (counts[raw.TIMER_STOP] or counts[raw.PAUSE]) and col.tsc.any():
+        ticks = np.flatnonzero(((kind == raw.TIMER_STOP) | (kind == raw.PAUSE)) & col.tsc[col.g])
+        value = value.copy()
+        value[ticks] = clock.ticks_to_ns(col.a[ticks])
+
+    # instrument names: records are grouped by pid (threads sorted by pid)
+    parts = []
+    if n:
+        pid_first = np.flatnonzero(np.diff(t_pid, prepend=-1) != 0)
+        bounds = np.concatenate([[0], np.cumsum([t.records for t in threads])]).astype(np.int64)
+        for j, tg in enumerate(pid_first.tolist()):
+            tg_end = pid_first[j + 1] if j + 1 < len(pid_first) else len(threads)
+            s, e = int(bounds[tg]), int(bounds[tg_end])
+            parts.append(lookup.lookup(int(t_pid[tg]), col.w1[s:e]))
+    name_arr = pa.concat_arrays(parts) if parts else pa.array([], pa.int32())
+    name_idx = pc.fill_null(name_arr, -1).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int32)
+    dictionary = lookup.dictionary()
+
+    # thread extent: first and last record of each thread, and the chunks' calibration pairs
+    extent_start = np.full(len(threads), np.iinfo(np.int64).max, dtype=np.int64)
+    extent_end = np.full(len(threads), np.iinfo(np.int64).min, dtype=np.int64)
+    if n:
+        starts = np.flatnonzero(pairing.group_starts(col.g))
+        extent_start[col.g[starts]] = np.minimum.reduceat(col.ts, starts)
+        extent_end[col.g[starts]] = np.maximum.reduceat(col.ts, starts)
+    end_ns = meta.get("end_ns")
+    for i, t in enumerate(threads):
+        # the calibration pairs in chunk headers: taken when the thread's chunk opened / closed
+        for c in t.chunks:
+            if c.header:
+                (_, ns0), (_, ns1) = c.header["calib"]
+                if ns0:
+                    extent_start[i] = min(int(extent_start[i]), int(ns0))
+                if ns1:
+                    extent_end[i] = max(int(extent_end[i]), int(ns1))
+        if not t.closed and end_ns and extent_end[i] != np.iinfo(np.int64).min:
+            extent_end[i] = max(int(extent_end[i]), int(end_ns))
+
+    out: dict = {"threads": threads, "extent": (extent_start, extent_end)}
+
+    # ------------------------------------------------------------ app_events: every record
+    # (CLOCK_PAIR records included: value = the CLOCK_MONOTONIC ns read with the raw clock)
+    events = pa.table({
+        "ts": col.ts,
+        "pid": _indexed(col.g, t_pid),
+        "tid": _indexed(col.g, t_tid),
+        "cpu": pa.DictionaryArray.from_arrays(pa.array(col.cpu.astype(np.int32)), CPU_LABELS),
+        "instrument": pa.DictionaryArray.from_arrays(name_arr, dictionary),
+        "kind": pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int16)), KIND_LABELS),
+        "value": value,
+        "payload": _payload_array(kind, col.a, col.b, col.payloads),
+        "id": pa.array(np.ascontiguousarray(col.ident)),
+    })
+    drop = counts[raw.NAME] + counts[raw.CONT] + counts[0]
+    if drop:
+        events = events.filter(pa.array((kind != raw.NAME) & (kind != raw.CONT) & (kind != 0)))
+    out["app_events"] = events
+
+    # ------------------------------------------------------------ regions and functions
+    out["regions"], out["unmatched_region_ends"] = _nested(col, kind, t_pid, t_tid, name_idx, dictionary,
+                                                           extent_end, raw.REGION_BEGIN, raw.REGION_END, "regions")
+    out["functions"], out["unmatched_function_exits"] = _nested(col, kind, t_pid, t_tid, name_idx, dictionary,
+                                                                extent_end, FUNC_ENTRY, FUNC_EXIT, "functions")
+
+    # ------------------------------------------------------------ counters, timers, pauses, adapt
+    def rows_of(k):
+        if not counts[k]:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(kind == k)
+
+    ci = rows_of(raw.COUNTER)
+    out["counters"] = pa.table({
+        "ts": col.ts[ci], "pid": t_pid[col.g[ci]], "tid": t_tid[col.g[ci]],
+        "name": _dict_array(name_idx[ci], dictionary), "value": value[ci], "reason": _small_dict(col.b[ci], COUNTER_REASONS),
+    })
+    ti = rows_of(raw.TIMER_STOP)
+    out["timers"] = pa.table({
+        "pid": t_pid[col.g[ti]], "tid": t_tid[col.g[ti]], "name": _dict_array(name_idx[ti], dictionary),
+        "start_ns": col.ts[ti] - value[ti], "stop_ns": col.ts[ti], "elapsed_ns": value[ti],
+    })
+    pi = rows_of(raw.PAUSE)
+    out["pauses"] = pa.table({
+        "pid": t_pid[col.g[pi]], "tid": t_tid[col.g[pi]], "start_ns": col.ts[pi] - value[pi], "end_ns": col.ts[pi],
+        "duration_ns": value[pi], "reason": _small_dict(col.b[pi], PAUSE_REASONS),
+    })
+    ai = rows_of(raw.ADAPT)
+    out["adapt"] = pa.table({
+        "ts": col.ts[ai], "pid": t_pid[col.g[ai]], "tid": t_tid[col.g[ai]],
+        "phase": _dict_array(name_idx[ai], dictionary), "error": col.a[ai].view(np.int64),
+        "policy": col.b[ai].view(np.int64),
+    })
+    out["sync"] = _sync(col, kind, counts, t_pid, t_tid, name_idx, dictionary)
+    return out
+
+
+def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, begin_kind, end_kind, table):
+    idx = np.flatnonzero((kind == begin_kind) | (kind == end_kind))
+    if len(idx) == 0:
+        return schema.empty(table), 0
+    is_begin = kind[idx] == begin_kind
+    g = col.g[idx]
+    key = col.ident[idx] if table == "regions" else col.a[idx]
+    match, depth, unmatched_ends = pairing.pair_nested(g, key, is_begin)
+    bsel = np.flatnonzero(is_begin)
+    bi = idx[bsel]
+    m = match[bsel]
+    complete = m >= 0
+    bg = g[bsel]
+    begin_ns = col.ts[bi]
+    end_ns = col.ts[idx[np.maximum(m, 0)]]
+    if not complete.all():
+        end_ns = np.where(complete, end_ns, np.maximum(thread_end[bg], begin_ns))
+    cols = {"pid": _indexed(bg, t_pid), "tid": _indexed(bg, t_tid)}
+    if table == "regions":
+        cols.update({
+            "name": _dict_array(name_idx[bi], dictionary), "begin_ns": begin_ns, "end_ns": end_ns,
+            "duration_ns": end_ns - begin_ns, "depth": depth[bsel], "complete": complete,
+            "id": col.ident[bi],
+        })
+    else:
+        cols.update({
+            "address": col.a[bi], "call_site": col.b[bi], "name": pa.nulls(len(bi), pa.string()),
+            "begin_ns": begin_ns, "end_ns": end_ns, "duration_ns": end_ns - begin_ns, "depth": depth[bsel],
+            "complete": complete,
+        })
+    return pa.table(cols), unmatched_ends
+
+
+def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.Table:
+    if not counts[LOCK_REQUEST:COND_WAIT_EXIT + 1].any():
+        return schema.empty("sync")
+    idx = np.flatnonzero((kind >= LOCK_REQUEST) & (kind <= COND_WAIT_EXIT))
+    g, addr = col.g[idx], col.a[idx]
+    # group by (thread, object), keeping the recorded order inside a group
+    codes = pc.dictionary_encode(pa.array(addr)).indices.to_numpy()
+    nobj = int(codes.max()) + 1
+    order = pairing._stable_order(g.astype(np.int64) * nobj + codes)
+    o = idx[order]
+    grp = g[order].astype(np.int64) * nobj + codes[order]
+    nxt = pairing.next_in_group(grp)
+    prv = np.full(len(o), -1, dtype=np.int64)
+    has_next = nxt >= 0
+    prv[nxt[has_next]] = np.flatnonzero(has_next)
+    k = kind[o]
+    ts = col.ts[o]
+    nk = np.where(nxt >= 0, k[np.maximum(nxt, 0)], 0)
+    pk = np.where(prv >= 0, k[np.maximum(prv, 0)], 0)
+    nts = ts[np.maximum(nxt, 0)]
+    pts = ts[np.maximum(prv, 0)]
+    parts = []
+
+    def part(label, sel, request, acquire, acquire_ok, release, release_ok):
+        rec = o[sel]
+        gg = col.g[rec]
+        nrows = len(sel)
+        parts.append(pa.table({
+            "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nrows, np.int32)), pa.array([label])),
+            "object": _object_names(name_idx[rec], col.a[rec], dictionary),
+            "pid": t_pid[gg], "tid": t_tid[gg], "request_ns": request,
+            "acquire_ns": pa.nulls(nrows, pa.int64()) if acquire is None else pa.array(acquire, mask=~acquire_ok),
+            "release_ns": pa.nulls(nrows, pa.int64()) if release is None else pa.array(release, mask=~release_ok),
+            "address": col.a[rec],
+        }))
+
+    # locks: one row per acquisition; a request that never acquired (the thread ended waiting)
+    acq = np.flatnonzero(k == LOCK_ACQUIRE)
+    if len(acq):
+        req = np.where(pk[acq] == LOCK_REQUEST, pts[acq], ts[acq])
+        part("mutex", acq, req, ts[acq], np.ones(len(acq), bool), nts[acq], nk[acq] == LOCK_RELEASE)
+    stuck = np.flatnonzero((k == LOCK_REQUEST) & (nk != LOCK_ACQUIRE))
+    if len(stuck):
+        part("mutex", stuck, ts[stuck], None, None, None, None)
+    for enter, exit_, label in ((BARRIER_ENTER, BARRIER_EXIT, "barrier"), (COND_WAIT_ENTER, COND_WAIT_EXIT, "cond")):
+        ent = np.flatnonzero(k == enter)
+        if len(ent):
+            done = nk[ent] == exit_
+            if label == "barrier":
+                part(label, ent, ts[ent], nts[ent], done, nts[ent], done)
+            else:
+                part(label, ent, ts[ent], nts[ent], done, None, None)
+    t = pa.concat_tables(parts, promote_options="permissive")
+    return t.sort_by([("request_ns", "ascending"), ("tid", "ascending")])
+
+
+def _object_names(name_idx: np.ndarray, addr: np.ndarray, dictionary: pa.Array) -> pa.Array:
+    """The object's name where the program named it, else its address in hex."""
+    unnamed = name_idx < 0
+    uniq, inv = np.unique(addr[unnamed], return_inverse=True)
+    hexes = pa.array([f"0x{int(a):x}" for a in uniq.tolist()], pa.string())
+    idx = name_idx.copy()
+    idx[unnamed] = len(dictionary) + inv.reshape(-1)
+    return pa.DictionaryArray.from_arrays(pa.array(idx), pa.concat_arrays([dictionary, hexes]))

@@ -1,0 +1,292 @@
+"""Importing a trace: raw chunks -> Parquet tables in TRACE/tables/, once.
+
+TRACE/tables/manifest.json records the schema version, the raw files the tables were built from
+(name, size, mtime) and per-table row counts; a trace whose manifest is current is not imported
+again unless forced. Tables are written to a temporary folder and swapped in whole, so a crash
+during import never leaves half a set of tables.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from oslens import __version__
+from oslens.capture import raw
+from oslens.errors import OslensError
+from oslens.store import app_tables, salvage, schema, threads
+
+TABLES_DIR = "tables"
+MANIFEST = "manifest.json"
+PROGRESS_BYTES = 256 << 20  # show a progress bar when the raw records exceed this
+# Modules that may add to or amend the tables after they are built (compensation, symbol
+# names): each exposes extend(tables: dict[str, pa.Table], context: dict) -> None.
+EXTENSIONS = ("oslens.store.compensation", "oslens.store.symbols")
+
+
+def tables_dir(trace: Path) -> Path:
+    return Path(trace) / TABLES_DIR
+
+
+def fingerprint(trace: Path) -> list:
+    out = []
+    for p in [trace / "meta.json", *raw.chunk_paths(trace)]:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        out.append([p.name, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def read_manifest(trace: Path) -> dict | None:
+    try:
+        return json.loads((tables_dir(trace) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_current(trace: Path) -> bool:
+    m = read_manifest(trace)
+    if not m or m.get("schema_version") != schema.SCHEMA_VERSION:
+        return False
+    if m.get("fingerprint") != fingerprint(trace):
+        return False
+    return all((tables_dir(trace) / f"{t}.parquet").is_file() for t in m.get("tables", {}))
+
+
+# ---------------------------------------------------------------- meta
+
+
+def _flatten(prefix: str, value, out: dict) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, (list, tuple)):
+        out[prefix] = json.dumps(value)
+    elif value is None:
+        out[prefix] = None
+    elif isinstance(value, bool):
+        out[prefix] = "true" if value else "false"
+    else:
+        out[prefix] = str(value)
+
+
+def meta_table(meta: dict, extra: dict) -> pa.Table:
+    flat: dict = {}
+    _flatten("", {k: v for k, v in meta.items() if k not in ("threads", "damage")}, flat)
+    machine = meta.get("machine") or {}
+    if machine.get("hostname"):
+        flat.setdefault("hostname", str(machine["hostname"]))
+    for k, v in extra.items():
+        flat[k] = None if v is None else str(v)
+    keys = sorted(flat)
+    return pa.table({"key": pa.array(keys, pa.string()), "value": pa.array([flat[k] for k in keys], pa.string())})
+
+
+# ---------------------------------------------------------------- kernel tables
+
+
+def kernel_tables(kernel_chunks: list, meta: dict, losses: salvage.Losses) -> dict[str, pa.Table]:
+    out: dict[str, pa.Table] = {}
+    try:
+        mod = importlib.import_module("oslens.store.kernel_tables")
+    except ImportError:
+        mod = None
+    if mod is not None and kernel_chunks:
+        try:
+            built = mod.build_kernel_tables(kernel_chunks, meta) or {}
+            out.update(built)
+        except Exception as err:  # the rest of the trace still imports
+            losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
+                       f"kernel tables could not be built ({type(err).__name__}: {err})")
+    elif kernel_chunks:
+        losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
+                   "this oslens cannot decode kernel records (oslens.store.kernel_tables is missing)")
+    return {name: schema.conform(name, out.get(name)) for name in schema.KERNEL_SCHEMAS}
+
+
+def is_kernel_chunk(c: raw.ChunkData) -> bool:
+    if c.header is not None:
+        return c.header["source"] == raw.SOURCE_KERNEL_CPU
+    return c.path.name.startswith("kernel-")
+
+
+# ---------------------------------------------------------------- building
+
+
+class _Progress:
+    """A rich progress bar on stderr for long imports; silent otherwise."""
+
+    def __init__(self, total_bytes: int, enabled: bool):
+        self.bar = None
+        if enabled and total_bytes >= PROGRESS_BYTES:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("import {task.description}"), BarColumn(), TimeElapsedColumn(),
+                                console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("reading", total=100)
+
+    def step(self, what: str, done: float) -> None:
+        if self.bar:
+            self.bar.update(self.task, description=what, completed=done)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.stop()
+
+
+def _committed_bytes(paths: list[Path]) -> int:
+    total = 0
+    for p in paths:
+        try:
+            total += min(p.stat().st_blocks * 512, p.stat().st_size)
+        except OSError:
+            pass
+    return total
+
+
+def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None = None) -> dict[str, pa.Table]:
+    progress = progress or _Progress(0, False)
+    t0 = time.perf_counter()
+    try:
+        meta = raw.read_meta(trace)
+    except OslensError as err:
+        meta = {}
+        losses.add("damage", "meta.json", None, f"meta.json unreadable, imported without it ({err})")
+    paths = raw.chunk_paths(trace)
+    chunks = []
+    for i, p in enumerate(paths):
+        try:
+            chunks.append(raw.read_chunk(p))
+        except OSError as err:
+            losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({err})")
+        progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
+    salvage.missing_chunks(losses, trace, [p.name for p in paths], meta)
+    for c in chunks:
+        salvage.chunk_damage(losses, c)
+    clock = raw.clock_for(chunks, meta)
+    names = raw.name_table(chunks)
+    progress.step("building application tables", 45)
+    app = app_tables.build(chunks, meta, clock, names)
+    progress.step("building kernel tables", 65)
+    kernel = kernel_tables([c for c in chunks if is_kernel_chunk(c)], meta, losses)
+    for t in app["threads"]:
+        if t.dropped_events:
+            losses.add("app", f"thread {t.tid} ({t.name or '?'}) of process {t.pid}", t.dropped_events,
+                       "buffer full: events dropped by the recorder")
+    kl = kernel.get("kernel_lost")
+    if kl is not None and kl.num_rows:
+        for r in kl.to_pylist():
+            if r.get("count"):
+                losses.add("kernel", str(r.get("where") or r.get("source") or "kernel"), r["count"],
+                           str(r.get("source") or "kernel collector lost records"))
+    if app["unmatched_region_ends"]:
+        losses.add("app", "regions", 0, f"{app['unmatched_region_ends']} region end(s) with no begin were ignored")
+    tables: dict[str, pa.Table] = {}
+    tables["threads"] = threads.build(app["threads"], app["extent"], names, meta, kernel.get("tasks"))
+    for name in ("app_events", "regions", "counters", "timers", "sync", "functions", "pauses", "adapt"):
+        tables[name] = schema.conform(name, app[name])
+    tables.update(kernel)
+    events = sum(len(c.records) for c in chunks)
+    extra = {
+        "schema_version": schema.SCHEMA_VERSION,
+        "store.oslens_version": __version__,
+        "store.imported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "store.records": events,
+        "store.chunks": len(chunks),
+        "clock.fit_pairs": clock.pair_count,
+        "clock.ns_per_tick": repr(float(clock.slope)),
+    }
+    context = {"trace": trace, "meta": meta, "chunks": chunks, "clock": clock, "names": names, "losses": losses}
+    for modname in EXTENSIONS:
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError:
+            continue
+        mod.extend(tables, context)
+    tables["lost"] = losses.table()
+    tables["meta"] = meta_table(meta, extra)
+    tables["_records"] = events  # type: ignore[assignment]
+    tables["_build_s"] = time.perf_counter() - t0  # type: ignore[assignment]
+    return tables
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write_table(path: Path, table: pa.Table) -> None:
+    dict_cols = [c for c in table.column_names if c in schema.DICTIONARY_COLUMNS]
+    pq.write_table(table, path, compression="lz4", use_dictionary=dict_cols or False, write_statistics=True,
+                   row_group_size=1 << 22)
+
+
+def write_tables(trace: Path, tables: dict, progress: _Progress | None = None) -> dict:
+    progress = progress or _Progress(0, False)
+    final = tables_dir(trace)
+    tmp = trace / f".{TABLES_DIR}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    rows = {}
+    names = [n for n in tables if not n.startswith("_")]
+    for i, name in enumerate(names):
+        write_table(tmp / f"{name}.parquet", tables[name])
+        rows[name] = tables[name].num_rows
+        progress.step(f"writing {name}", 70 + 30.0 * (i + 1) / len(names))
+    manifest = {
+        "schema_version": schema.SCHEMA_VERSION,
+        "oslens_version": __version__,
+        "imported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "records": tables.get("_records", 0),
+        "tables": rows,
+        "fingerprint": fingerprint(trace),
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    old = trace / f".{TABLES_DIR}.old-{os.getpid()}"
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+    return manifest
+
+
+def import_trace(trace, force: bool = False, quiet: bool = False) -> Path:
+    """Imports TRACE's raw chunks into TRACE/tables/*.parquet (unless already current).
+    Returns the tables folder. Damage is salvaged, recorded in `lost` and reported in one
+    warning line on stderr; a directory that is not a trace raises OslensError (exit 2)."""
+    trace = raw.require_trace_dir(trace)
+    if not force and is_current(trace):
+        return tables_dir(trace)
+    t0 = time.perf_counter()
+    paths = raw.chunk_paths(trace)
+    progress = _Progress(_committed_bytes(paths), enabled=not quiet and sys.stderr.isatty())
+    losses = salvage.Losses()
+    try:
+        tables = build_tables(trace, losses, progress)
+        try:
+            manifest = write_tables(trace, tables, progress)
+        except OSError as err:
+            raise OslensError(f"cannot write the tables into {trace} ({err.strerror or err}); "
+                              "copy the trace somewhere writable, or use oslens.store.open_trace which "
+                              "keeps them in memory", 1) from err
+    finally:
+        progress.close()
+    salvage.warn(trace, losses)
+    if not quiet:
+        dt = time.perf_counter() - t0
+        n = manifest["records"]
+        print(f"oslens: imported {n:,} records into {len(manifest['tables'])} tables in {dt:.2f} s "
+              f"-> {tables_dir(trace)}", file=sys.stderr)
+    return tables_dir(trace)

@@ -1,0 +1,107 @@
+"""Synthetic raw traces written with oslens._native.write_chunk: for tests and bench/import.
+
+`write_trace` lays down a trace directory whose every table has a known answer: each thread
+repeats one pattern of records (nested regions, a counter, an event with a payload, a timer,
+a lock acquisition) on a TSC clock with a known rate.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from oslens import _native
+from oslens.capture import raw
+
+TSC_PER_NS = 2.5
+TSC0, NS0 = 1_000_000_000, 5_000_000_000  # raw TSC and CLOCK_MONOTONIC ns of the origin
+OUTER, INNER, ITER_COUNTER, EV, TIMER, LOCK_NAME = 0x1111, 0x2222, 3, 4, 5, 6
+LOCK_ADDR = 0x7F00_0000_1000
+PAYLOAD = b"payload!"  # 8 bytes: kept in the record itself
+# one iteration of a thread: (offset in ns from the iteration start, kind, id, a, b)
+PATTERN = [
+    (0, raw.REGION_BEGIN, OUTER, 0, 0),
+    (10, raw.REGION_BEGIN, INNER, 0, 0),
+    (20, raw.COUNTER, ITER_COUNTER, None, 1),  # a = iteration number
+    (30, raw.EVENT, EV, len(PAYLOAD), int.from_bytes(PAYLOAD, "little")),
+    (40, raw.TIMER_START, TIMER, 0, 0),
+    (60, raw.TIMER_STOP, TIMER, int(20 * TSC_PER_NS), 0),
+    (70, raw.REGION_END, INNER, 0, 0),
+    (80, 32, 0, LOCK_ADDR, 0),  # lock request
+    (85, 33, 0, LOCK_ADDR, 0),  # acquire
+    (95, 34, 0, LOCK_ADDR, 0),  # release
+    (100, raw.REGION_END, OUTER, 0, 0),
+]
+PERIOD_NS = 200
+NAMES = [(OUTER, 5, 0, "outer"), (INNER, 5, 0, "inner"), (ITER_COUNTER, 3, 0, "iterations"), (EV, 6, 0, "ev"),
+         (TIMER, 4, 0, "t"), (LOCK_NAME, 8, 0, "the-lock")]
+
+
+def tsc(ns):
+    return (np.asarray(ns, dtype=np.float64) - NS0) * TSC_PER_NS + TSC0
+
+
+def thread_records(t: int, iterations: int, start_ns: int) -> np.ndarray:
+    """The records of thread number t as a structured array (ts, id, cpu, kind, a, b)."""
+    k = len(PATTERN)
+    n = iterations * k
+    rec = np.zeros(n, dtype=[("ts", "<u8"), ("id", "<u4"), ("cpu", "<u2"), ("kind", "u1"), ("a", "<u8"), ("b", "<u8")])
+    it = np.repeat(np.arange(iterations, dtype=np.int64), k)
+    off = np.tile(np.array([p[0] for p in PATTERN], dtype=np.int64), iterations)
+    ns = start_ns + it * PERIOD_NS + off
+    rec["ts"] = np.rint(tsc(ns)).astype(np.uint64)
+    rec["id"] = np.tile(np.array([p[2] for p in PATTERN], dtype=np.uint32), iterations)
+    rec["cpu"] = t % 2
+    rec["kind"] = np.tile(np.array([p[1] for p in PATTERN], dtype=np.uint8), iterations)
+    a = np.tile(np.array([0 if p[3] is None else p[3] for p in PATTERN], dtype=np.uint64), iterations)
+    counter_pos = [i for i, p in enumerate(PATTERN) if p[3] is None][0]
+    a[counter_pos::k] = np.arange(iterations, dtype=np.uint64)
+    rec["a"] = a
+    rec["b"] = np.tile(np.array([p[4] for p in PATTERN], dtype=np.uint64), iterations)
+    return rec
+
+
+def ns_of(t: int, iteration: int, offset: int, start_ns: int) -> int:
+    """The CLOCK_MONOTONIC time the importer must give a record (exact: the rate is exact)."""
+    return start_ns + iteration * PERIOD_NS + offset
+
+
+def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int = 1 << 20, pid: int = 1000,
+                meta_extra: dict | None = None) -> dict:
+    """Writes a trace directory; returns what the importer must find."""
+    path = Path(path)
+    (path / "raw").mkdir(parents=True, exist_ok=True)
+    starts = {}
+    meta_threads = []
+    end_ns = NS0
+    calib_pair = (int(tsc(NS0)), NS0)
+    for t in range(threads):
+        tid = pid + t
+        start_ns = NS0 + 1000 + t * 7
+        starts[tid] = start_ns
+        rec = thread_records(t, iterations, start_ns)
+        seq = 0
+        for s in range(0, max(len(rec), 1), chunk_records):
+            part = rec[s:s + chunk_records]
+            name = f"app-{pid}-{tid}-{seq}.osl"
+            first_ns, last_ns = (ns_of(t, 0, 0, start_ns), ns_of(t, iterations - 1, PERIOD_NS - 1, start_ns))
+            header = {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": pid, "tid": tid,
+                      "ppid": 1, "seq": seq, "name": "main" if t == 0 else f"worker-{t}",
+                      "calib": [(int(tsc(first_ns)), first_ns), (int(tsc(last_ns)), last_ns)], "closed": True}
+            n = _native.write_chunk(str(path / "raw" / name), header, part.tolist())
+            meta_threads.append({"pid": pid, "tid": tid, "name": header["name"], "chunk": name, "records": int(n),
+                                 "dropped_events": 0})
+            seq += 1
+        end_ns = max(end_ns, ns_of(t, iterations - 1, PERIOD_NS - 1, start_ns))
+    _native.write_chunk(str(path / "raw" / f"names-{pid}-0.osl"),
+                        {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": pid, "tid": 0,
+                         "calib": [calib_pair, (int(tsc(end_ns)), end_ns)]}, [], names=NAMES)
+    meta = {"command": ["synthetic"], "pid": pid, "start_ns": NS0, "end_ns": end_ns + 1,
+            "clock_pairs": [list(calib_pair), [int(tsc(end_ns)), end_ns]], "machine": {"hostname": "synthetic"},
+            "threads": meta_threads, "damage": []}
+    meta.update(meta_extra or {})
+    (path / "meta.json").write_text(json.dumps(meta))
+    return {"threads": threads, "iterations": iterations, "pid": pid, "starts": starts,
+            "records": threads * iterations * len(PATTERN)}
