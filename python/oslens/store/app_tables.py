@@ -58,25 +58,22 @@ class AppThread:
 class Columns:
     """All application records, end to end; per-record arrays share one index."""
 
-    ts: np.ndarray  # CLOCK_MONOTONIC ns
-    w1: np.ndarray  # the record's second word: id | cpu << 32 | kind << 48 | check << 56
-    a: np.ndarray
-    b: np.ndarray
-    g: np.ndarray  # thread index (int32)
+    ts: np.ndarray  # int64 CLOCK_MONOTONIC ns
+    kind: np.ndarray  # uint8
+    ident: np.ndarray  # uint32
+    cpu: np.ndarray  # int16 (a dictionary index)
+    value: np.ndarray  # int64: a, with raw clock ticks (timer stop, pause) converted to ns
+    b: np.ndarray  # uint64
+    name: np.ndarray  # int32 index into the names dictionary, -1 where unnamed
+    name_parts: list  # the same as pyarrow Int32 arrays with nulls, one per chunk
+    g: np.ndarray  # int32 thread index
     payloads: dict  # global record index -> bytes (payloads longer than 8 bytes)
-    tsc: np.ndarray  # per thread: whether its raw values count TSC ticks
+    counts: np.ndarray  # records per kind
 
     @property
-    def ident(self) -> np.ndarray:
-        return self.w1.view(np.uint32)[0::2]
-
-    @property
-    def cpu(self) -> np.ndarray:
-        return self.w1.view(np.uint16)[2::4]
-
-    @property
-    def kind(self) -> np.ndarray:
-        return self.w1.view(np.uint8)[6::8]
+    def a(self) -> np.ndarray:
+        """The raw `a` word (equal to value except for converted ticks)."""
+        return self.value.view(np.uint64)
 
 
 def chunk_order_key(c: raw.ChunkData):
@@ -91,20 +88,31 @@ def is_app_chunk(c: raw.ChunkData) -> bool:
     return c.path.name.startswith("app-")
 
 
-def to_ns_into(out: np.ndarray, raw_ts: np.ndarray, clock: raw.ClockConverter) -> None:
-    """clock.to_ns(raw_ts) written into `out`, with fewer temporaries (same arithmetic)."""
-    d = raw_ts.view(np.int64) - np.int64(clock.r0)
-    f = d.astype(np.float64)
-    del d
-    f *= clock.slope
+class _Scratch:
+    """Reused temporaries (a fresh large array costs page faults on every use)."""
+
+    def __init__(self):
+        self.f = np.empty(0, np.float64)
+
+    def floats(self, n):
+        if len(self.f) < n:
+            self.f = np.empty(n, np.float64)
+        return self.f[:n]
+
+
+def to_ns_into(out: np.ndarray, raw_ts: np.ndarray, clock: raw.ClockConverter, scratch: _Scratch) -> None:
+    """clock.to_ns(raw_ts) written into `out` (the same arithmetic, fewer temporaries)."""
+    np.subtract(raw_ts.view(np.int64), np.int64(clock.r0), out=out)
+    f = scratch.floats(len(out))
+    np.multiply(out, clock.slope, out=f)
     f += clock.intercept
     np.rint(f, out=f)
     out[:] = f
     out += np.int64(clock.n0)
 
 
-def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_tsc: bool):
-    """Lays the app chunks' records end to end. Returns (threads, Columns)."""
+def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_tsc: bool, lookup: "NameLookup"):
+    """Lays the app chunks' records end to end, one column per field. Returns (threads, Columns)."""
     app = sorted((c for c in chunks if is_app_chunk(c)), key=chunk_order_key)
     threads: list[AppThread] = []
     index: dict[tuple[int, int], int] = {}
@@ -127,34 +135,50 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
     # chunks were sorted by (pid, tid, seq), so threads appear in that order and are contiguous
     total = sum(t.records for t in threads)
     ts = np.empty(total, np.int64)
-    w1 = np.empty(total, np.uint64)
-    a = np.empty(total, np.uint64)
+    kind = np.empty(total, np.uint8)
+    ident = np.empty(total, np.uint32)
+    cpu = np.empty(total, np.int16)
+    value = np.empty(total, np.int64)
     b = np.empty(total, np.uint64)
-    tsc_of = np.zeros(len(threads), dtype=bool)
+    name = np.empty(total, np.int32)
+    name_parts = []
     payloads = {}
+    scratch = _Scratch()
     pos = 0
-    for gi, t in enumerate(threads):
+    for t in threads:
         for c in t.chunks:
-            n = len(c.records)
+            r = c.records
+            n = len(r)
             if n == 0:
                 continue
-            w = c.records.view(np.uint64).reshape(n, 4)
             s, e = pos, pos + n
+            w = r.view(np.uint64).reshape(n, 4)
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_clock_tsc
-            tsc_of[gi] |= tsc
             if tsc:
-                to_ns_into(ts[s:e], w[:, 0], clock)
+                to_ns_into(ts[s:e], w[:, 0], clock, scratch)
             else:
                 ts[s:e] = w[:, 0]
-            w1[s:e] = w[:, 1]
-            a[s:e] = w[:, 2]
+            k = kind[s:e]
+            k[:] = r["kind"]
+            ident[s:e] = r["id"]
+            cpu[s:e] = r["cpu"]
+            v = value[s:e]
+            v[:] = w[:, 2]
             b[s:e] = w[:, 3]
+            if tsc:
+                ticks = np.flatnonzero((k == raw.TIMER_STOP) | (k == raw.PAUSE))
+                if len(ticks):
+                    v[ticks] = clock.ticks_to_ns(v[ticks])
+            part = lookup.lookup(t.pid, w[:, 1])
+            name_parts.append(part)
+            name[s:e] = pc.fill_null(part, -1).to_numpy(zero_copy_only=False)
             for i, p in c.payloads.items():
                 payloads[s + int(i)] = p
             pos = e
     lengths = [t.records for t in threads]
     g = np.repeat(np.arange(len(threads), dtype=np.int32), lengths) if threads else np.zeros(0, np.int32)
-    return threads, Columns(ts, w1, a, b, g, payloads, tsc_of)
+    counts = np.bincount(kind, minlength=256) if total else np.zeros(256, np.int64)
+    return threads, Columns(ts, kind, ident, cpu, value, b, name, name_parts, g, payloads, counts)
 
 
 KIND_ID_MASK = np.uint64(0x00FF_0000_FFFF_FFFF)  # kind << 48 | id, out of a record's second word
@@ -262,39 +286,19 @@ def _indexed(g: np.ndarray, values: np.ndarray, typ=pa.int64()) -> pa.Dictionary
 
 
 KIND_LABELS = pa.array([n if n not in ("unknown",) else f"kind{k}" for k, n in enumerate(KIND_NAMES)], pa.string())
-CPU_LABELS = pa.array(np.arange(65536, dtype=np.int64))
+CPU_LABELS = pa.array(np.arange(32768, dtype=np.int64))
 
 
 def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict) -> dict:
     """Returns {"threads": [AppThread], "extent": (start, end) per thread, table name: pa.Table}."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
-    threads, col = collect(chunks, clock, app_tsc)
     lookup = NameLookup(names)
+    threads, col = collect(chunks, clock, app_tsc, lookup)
     n = len(col.ts)
     t_pid = np.array([t.pid for t in threads], dtype=np.int64)
     t_tid = np.array([t.tid for t in threads], dtype=np.int64)
-    kind = np.ascontiguousarray(col.kind)
-    counts = np.bincount(kind, minlength=256)
-
-    # values: a, with raw clock ticks (timer stops, pauses) converted to ns on TSC threads
-    value = col.a.view(np.int64)
-    if (counts[raw.TIMER_STOP] or counts[raw.PAUSE]) and col.tsc.any():
-        ticks = np.flatnonzero(((kind == raw.TIMER_STOP) | (kind == raw.PAUSE)) & col.tsc[col.g])
-        value = value.copy()
-        value[ticks] = clock.ticks_to_ns(col.a[ticks])
-
-    # instrument names: records are grouped by pid (threads sorted by pid)
-    parts = []
-    if n:
-        pid_first = np.flatnonzero(np.diff(t_pid, prepend=-1) != 0)
-        bounds = np.concatenate([[0], np.cumsum([t.records for t in threads])]).astype(np.int64)
-        for j, tg in enumerate(pid_first.tolist()):
-            tg_end = pid_first[j + 1] if j + 1 < len(pid_first) else len(threads)
-            s, e = int(bounds[tg]), int(bounds[tg_end])
-            parts.append(lookup.lookup(int(t_pid[tg]), col.w1[s:e]))
-    name_arr = pa.concat_arrays(parts) if parts else pa.array([], pa.int32())
-    name_idx = pc.fill_null(name_arr, -1).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int32)
+    kind, counts, value, name_idx = col.kind, col.counts, col.value, col.name
     dictionary = lookup.dictionary()
 
     # thread extent: first and last record of each thread, and the chunks' calibration pairs
@@ -325,12 +329,14 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         "ts": col.ts,
         "pid": _indexed(col.g, t_pid),
         "tid": _indexed(col.g, t_tid),
-        "cpu": pa.DictionaryArray.from_arrays(pa.array(col.cpu.astype(np.int32)), CPU_LABELS),
-        "instrument": pa.DictionaryArray.from_arrays(name_arr, dictionary),
-        "kind": pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int16)), KIND_LABELS),
+        "cpu": pa.DictionaryArray.from_arrays(pa.array(col.cpu), CPU_LABELS[:int(col.cpu.max()) + 1 if n else 1]),
+        "instrument": pa.chunked_array([pa.DictionaryArray.from_arrays(p, dictionary) for p in col.name_parts],
+                                       pa.dictionary(pa.int32(), pa.string())),
+        "kind": pa.DictionaryArray.from_arrays(pa.array(kind.view(np.int8) if not counts[128:].any()
+                                                        else kind.astype(np.int16)), KIND_LABELS),
         "value": value,
         "payload": _payload_array(kind, col.a, col.b, col.payloads),
-        "id": pa.array(np.ascontiguousarray(col.ident)),
+        "id": col.ident,
     })
     drop = counts[raw.NAME] + counts[raw.CONT] + counts[0]
     if drop:

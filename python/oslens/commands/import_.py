@@ -1,0 +1,24 @@
+"""`oslens import TRACE`: convert a trace's raw chunks into Parquet tables (TRACE/tables/), once.
+`oslens record` runs it automatically (unless --no-import), and every command that reads tables
+runs it on first use."""
+
+from oslens.errors import OslensError
+
+NAME = "import"
+HELP = "import a trace's raw chunks into Parquet tables (done automatically after recording)"
+
+
+def add_arguments(parser):
+    parser.add_argument("trace", help="trace directory")
+    parser.add_argument("--force", action="store_true", help="import again even when the tables are current")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary line")
+
+
+def run(args):
+    from oslens import store
+
+    try:
+        store.import_trace(args.trace, force=args.force, quiet=args.quiet)
+    except MemoryError:
+        raise OslensError(f"{args.trace}: not enough memory to import this trace in one go", 1)
+    return 0
