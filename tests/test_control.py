@@ -463,7 +463,7 @@ def test_record_keeps_changes_and_adapt_events(work, probe):
     trace = work / "trace"
     plan = plan_file(work, "record", f'[global]\nsched_rr_timeslice_ms = {9 if before.rr != "9" else 11}\n'
                                      '[phase.compute]\nclass = "batch"\nslice_ms = 5\n')
-    r = subprocess.run(OSLENS + ["tune", "-q", "--plan", str(plan), "--record", "-o", str(trace), "--",
+    r = subprocess.run(OSLENS + ["tune", "-q", "--plan", str(plan), "--record", "--no-kernel", "-o", str(trace), "--",
                                  str(probe), "compute", "io"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert phase(lines(r.stdout), "compute")["slice_ns"] == 5_000_000

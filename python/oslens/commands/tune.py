@@ -31,6 +31,7 @@ def add_arguments(parser):
     parser.add_argument("--plan", required=True, help="the plan (TOML); check it with 'oslens config check PLAN'")
     parser.add_argument("--record", action="store_true", help="record the run (via 'oslens record') into -o DIR")
     parser.add_argument("-o", "--output", help="trace directory when recording (default: traces/tune-<time>)")
+    parser.add_argument("--no-kernel", action="store_true", help="when recording, record application events only")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
     parser.add_argument("command", nargs="*", metavar="-- CMD", help="the program and its arguments")
 
@@ -208,9 +209,9 @@ def run(args):
         env = dict(os.environ)
         env["OSLENS_PLAN"] = str(plan_file)
         argv = command
-        if trace is not None:
-            env["OSLENS_TRACE"] = str(trace)
-            argv = [sys.executable, "-m", "oslens.cli", "record", "--no-import", "-o", str(trace), "--", *command]
+        if trace is not None:  # `oslens record` sets OSLENS_TRACE for the program itself
+            argv = [sys.executable, "-m", "oslens.cli", "record", "--no-import", "-o", str(trace),
+                    *(["--no-kernel"] if args.no_kernel else []), "--", *command]
         default = resolved["phases"].get("default")
         events.append({"t_ns": time.monotonic_ns(), "kind": "phase", "phase": "default", "policy": default})
         runner.spawn(argv, env, gstate.cgroup, default, fake)

@@ -125,6 +125,8 @@ class Journal:
             self._save()
             raise OslensError(f"cannot set {what} to {value} ({path}: {e.strerror}); "
                               "check the value and that you are root", 1) from e
+        entry["set"] = read_value(path, bracketed)  # what the kernel made of it (e.g. rounded)
+        self._save()
         return old
 
     def make_cgroup(self, path: Path, what: str, plain_dir: bool = False) -> None:
@@ -148,7 +150,7 @@ class Journal:
         restored); the journal file is removed only when everything was restored."""
         problems = restore_entries(self.entries)
         self.restored = True
-        if problems:
+        if not all(e.get("done") for e in self.entries):
             self._save()  # the next oslens run retries what is left
         else:
             self.discard()
@@ -197,6 +199,13 @@ def restore_entries(entries: list[dict]) -> list[str]:
             path = Path(e["path"])
             try:
                 current = read_value(path, e.get("bracketed", False))
+                ours = e.get("set") or e["new"]
+                if current != e["old"] and current not in (ours, None):
+                    # someone else changed it after oslens did: putting ours back would undo theirs
+                    e["done"] = True
+                    problems.append(f"{e['what']} was changed by another program while oslens had it "
+                                    f"(now {current}, oslens set {ours}, it was {e['old']}); left as it is")
+                    continue
                 if current != e["old"]:
                     sysfs.write(path, e["old"])
                 e["done"] = True
@@ -249,8 +258,8 @@ def recover(directory: Path | None = None) -> tuple[list[str], list[str]]:
                     done.append(f"restored {e['what']} to {e['old']} (left changed by oslens tune pid {doc.get('pid')})")
                 else:
                     done.append(f"removed cgroup {e['path']} (left by oslens tune pid {doc.get('pid')})")
-        if errs:
-            problems.extend(errs)
+        problems.extend(errs)
+        if not all(e.get("done") for e in entries):
             doc["entries"] = entries
             try:
                 path.write_text(json.dumps(doc, indent=1))

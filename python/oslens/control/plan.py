@@ -305,7 +305,7 @@ def load(path: str | Path, machine: dict, baseline_nice: int = 0) -> Plan:
     try:
         text = Path(path).read_text()
     except OSError as e:
-        plan.errors.append(f"{path}: cannot read the plan ({e.strerror}); check the path")
+        plan.errors.append(f"cannot read the plan ({e.strerror}); check the path")
         return plan
     return loads(text, machine, str(path), baseline_nice)
 
@@ -315,7 +315,7 @@ def loads(text: str, machine: dict, name: str = "<plan>", baseline_nice: int = 0
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        plan.errors.append(f"{name}: not valid TOML ({e}); fix the syntax")
+        plan.errors.append(f"not valid TOML ({e}); fix the syntax")
         return plan
     c = _Checker(plan, machine)
     for key in doc:
@@ -351,7 +351,7 @@ def loads(text: str, machine: dict, name: str = "<plan>", baseline_nice: int = 0
             if isinstance(ph, dict) and all(k in plan.phases[name] or k not in ph for k in ("class", "priority", "slice_ms")):
                 c.phase_combination(name, merged)
     if not plan.phases and not plan.globals and not plan.errors:
-        plan.errors.append(f"{name}: the plan sets nothing; add a [phase.default] or [global] table")
+        plan.errors.append("the plan sets nothing; add a [phase.default] or [global] table")
     if not plan.errors:
         c.privilege(plan.phases, baseline_nice)
     return plan

@@ -87,3 +87,15 @@ def test_restore_is_idempotent_and_ignores_unchanged(tmp_path):
     j.set_file(rr, "100", "sched_rr_timeslice_ms")
     assert j.restore() == [] and j.restore() == []
     assert rr.read_text() == "100"
+
+
+def test_a_value_changed_by_someone_else_is_left_alone(tmp_path):
+    root = fakesys.make(tmp_path / "root")
+    j = journal.Journal(tmp_path / "state")
+    rr = root / "proc/sys/kernel/sched_rr_timeslice_ms"
+    j.set_file(rr, "10", "sched_rr_timeslice_ms")
+    rr.write_text("25")  # another program's change
+    assert j.restore() == ["sched_rr_timeslice_ms was changed by another program while oslens had it "
+                           "(now 25, oslens set 10, it was 100); left as it is"]
+    assert rr.read_text() == "25"
+    assert not j.path.exists()
