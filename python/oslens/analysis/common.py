@@ -145,20 +145,42 @@ def _extent_per_tid(con) -> dict[int, tuple[int, int]]:
     if table_exists(con, "app_events"):
         parts.append("SELECT tid, min(ts) AS lo, max(ts) AS hi FROM app_events GROUP BY tid")
     if table_exists(con, "regions"):
-        parts.append("SELECT tid, min(begin_ns), max(coalesce(end_ns, begin_ns)) FROM regions GROUP BY tid")
+        parts.append("SELECT tid, min(begin_ns) AS lo, max(coalesce(end_ns, begin_ns)) AS hi FROM regions GROUP BY tid")
     if table_exists(con, "cpu_slices"):
-        parts.append("SELECT tid, min(start_ns), max(end_ns) FROM cpu_slices WHERE tid <> 0 GROUP BY tid")
+        parts.append("SELECT tid, min(start_ns) AS lo, max(end_ns) AS hi FROM cpu_slices WHERE tid <> 0 GROUP BY tid")
     if table_exists(con, "sync"):
-        parts.append("SELECT tid, min(request_ns), max(coalesce(release_ns, acquire_ns, request_ns)) FROM sync GROUP BY tid")
+        parts.append(
+            "SELECT tid, min(request_ns) AS lo, max(coalesce(release_ns, acquire_ns, request_ns)) AS hi FROM sync GROUP BY tid"
+        )
     if not parts:
         return {}
     sql = "SELECT tid, min(lo), max(hi) FROM (" + " UNION ALL ".join(parts) + ") GROUP BY tid"
     return {int(t): (int(a), int(b)) for t, a, b in con.execute(sql).fetchall() if a is not None}
 
 
+_PROGRAM_CACHE: dict[int, tuple[object, tuple, "Program"]] = {}
+
+
+def _fingerprint(con) -> tuple:
+    return tuple(row_count(con, t) for t in ("threads", "app_events", "regions", "cpu_slices", "sync"))
+
+
 def program(con) -> Program:
     """Who the program is: the traced threads (threads.is_traced), or, without a threads
-    table, every thread that recorded application events."""
+    table, every thread that recorded application events. Computed once per connection (and
+    again when the tables it reads change size)."""
+    fp = _fingerprint(con)
+    hit = _PROGRAM_CACHE.get(id(con))
+    if hit is not None and hit[0] is con and hit[1] == fp:
+        return hit[2]
+    prog = _program(con)
+    if len(_PROGRAM_CACHE) > 8:
+        _PROGRAM_CACHE.clear()
+    _PROGRAM_CACHE[id(con)] = (con, fp, prog)
+    return prog
+
+
+def _program(con) -> Program:
     extent = _extent_per_tid(con)
     names: dict[int, str] = {}
     pid_of: dict[int, int] = {}

@@ -65,39 +65,54 @@ def runnable_wait_holders(con, prog) -> dict[int, int]:
     if not common.table_exists(con, "cpu_slices") or not prog.tids or not prog.window:
         return {}
     tls = states.timelines(con, prog)
+    # every preempted interval of every program thread, with the CPU it waits for
+    w_s, w_e, w_cpu, w_tid = [], [], [], []
+    for tid in prog.tids:
+        tl = tls[tid]
+        ps, pe = common.merge_intervals(*tl.intervals(states.PREEMPTED))
+        if len(ps) == 0 or tl.slice_start is None or len(tl.slice_start) == 0:
+            continue
+        order = np.argsort(tl.slice_end, kind="stable")
+        ends, cpus = tl.slice_end[order], tl.slice_cpu[order]
+        before = np.searchsorted(ends, ps, side="right") - 1
+        first_cpu = tl.slice_cpu[np.argmin(tl.slice_start)]
+        w_s.append(ps)
+        w_e.append(pe)
+        w_cpu.append(np.where(before >= 0, cpus[np.maximum(before, 0)], first_cpu))
+        w_tid.append(np.full(len(ps), tid, np.int64))
+    if not w_s:
+        return {}
+    w_s, w_e = np.concatenate(w_s), np.concatenate(w_e)
+    w_cpu, w_tid = np.concatenate(w_cpu), np.concatenate(w_tid)
     lo, hi = prog.window
-    per_cpu: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for c in prog.cpus:
-        r = con.execute(
+    out: dict[int, int] = {}
+    for c in np.unique(w_cpu).tolist():
+        t = con.execute(
             "SELECT start_ns, end_ns, tid FROM cpu_slices WHERE cpu = ? AND end_ns > ? AND start_ns < ? ORDER BY start_ns",
             [c, lo, hi],
-        ).fetchall()
-        a = np.array(r, dtype=np.int64).reshape(-1, 3)
-        per_cpu[c] = (a[:, 0], a[:, 1], a[:, 2])
-    out: dict[int, int] = {}
-    for tid in prog.tids:
-        ps, pe = common.merge_intervals(*tls[tid].intervals(states.PREEMPTED))
-        if len(ps) == 0:
+        ).fetch_arrow_table()
+        if t.num_rows == 0:
             continue
-        r = con.execute("SELECT start_ns, end_ns, cpu FROM cpu_slices WHERE tid = ? ORDER BY start_ns", [tid]).fetchall()
-        if not r:
+        S = t.column(0).to_numpy().astype(np.int64)
+        E = t.column(1).to_numpy().astype(np.int64)
+        T = t.column(2).to_numpy().astype(np.int64)
+        m = w_cpu == c
+        qs, qe, qt = w_s[m], w_e[m], w_tid[m]
+        j0 = np.searchsorted(E, qs, side="right")  # first slice ending after the wait starts
+        j1 = np.searchsorted(S, qe, side="left")  # first slice starting at or after it ends
+        k = np.maximum(j1 - j0, 0)
+        total = int(k.sum())
+        if total == 0:
             continue
-        mine = np.array(r, dtype=np.int64).reshape(-1, 3)
-        before = np.searchsorted(mine[:, 1], ps, side="right") - 1
-        cpu_of = np.where(before >= 0, mine[np.maximum(before, 0), 2], mine[0, 2])
-        for s_, e_, c in zip(ps.tolist(), pe.tolist(), cpu_of.tolist()):
-            if c not in per_cpu:
-                continue
-            S, E, T = per_cpu[c]
-            j0 = int(np.searchsorted(E, s_, side="right"))
-            j1 = int(np.searchsorted(S, e_, side="left"))
-            for j in range(j0, j1):
-                t = int(T[j])
-                if t == tid:
-                    continue
-                ov = min(int(E[j]), e_) - max(int(S[j]), s_)
-                if ov > 0:
-                    out[t] = out.get(t, 0) + ov
+        q = np.repeat(np.arange(len(qs)), k)
+        offs = np.concatenate([[0], np.cumsum(k)[:-1]])
+        j = j0[q] + (np.arange(total) - offs[q])
+        ov = np.minimum(E[j], qe[q]) - np.maximum(S[j], qs[q])
+        keep = (ov > 0) & (T[j] != qt[q])
+        tasks, inv = np.unique(T[j][keep], return_inverse=True)
+        sums = np.bincount(inv, weights=ov[keep], minlength=len(tasks))
+        for task, v in zip(tasks.tolist(), sums.tolist()):
+            out[int(task)] = out.get(int(task), 0) + int(round(v))
     return out
 
 

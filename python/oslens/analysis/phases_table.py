@@ -57,33 +57,57 @@ def phase_depth(con, tid: int) -> int | None:
     return _choose_depth({int(d): int(n) for d, n in rows})
 
 
-def thread_phases(con, tid: int, wall: int, expand: float = 0.8) -> list[tuple[str, int, int, int]]:
-    """(name, depth, begin, end) of a thread's phases: the regions at its phase level, where a
-    phase covering at least `expand` of the thread's wall time is replaced by the phases inside
-    it (a parent whose computation is wrapped in one region shows that computation's phases)."""
-    regs = con.execute(
-        "SELECT name, depth, begin_ns, end_ns FROM regions WHERE tid = ? AND end_ns IS NOT NULL ORDER BY begin_ns, depth",
-        [tid],
+def _phase_filter(con, tid: int, wall: int, expand: float) -> tuple[str, list]:
+    """A SQL condition (and its parameters) selecting a thread's phases among `regions`: the
+    regions at its phase level, where a phase covering at least `expand` of the thread's wall
+    time and holding regions of its own is replaced by the phases inside it (a parent whose
+    computation is wrapped in one region shows that computation's phases). Works in SQL so
+    that threads with millions of regions cost a few queries."""
+    base = "tid = ? AND end_ns IS NOT NULL"
+    thr = int(expand * wall) if wall > 0 else None
+
+    def level(lo, hi, mind):
+        win, wp = "", []
+        if lo is not None:
+            win, wp = " AND begin_ns >= ? AND end_ns <= ?", [lo, hi]
+        rows = con.execute(
+            f"SELECT depth, count(*) FROM regions WHERE {base} AND depth >= ?{win} GROUP BY depth",
+            [tid, mind, *wp],
+        ).fetchall()
+        d = _choose_depth({int(a): int(n) for a, n in rows})
+        if d is None:
+            return [], []
+        conds, params, excluded = [], [], []
+        if thr is not None:
+            for b, e in con.execute(
+                f"SELECT begin_ns, end_ns FROM regions WHERE {base} AND depth = ?{win} AND end_ns - begin_ns >= ? "
+                "ORDER BY begin_ns LIMIT 16",
+                [tid, d, *wp, thr],
+            ).fetchall():
+                c2, p2 = level(int(b), int(e), d + 1)
+                if c2:
+                    excluded.append(int(b))
+                    conds += c2
+                    params += p2
+        cond = f"(depth = ?{win}" + (f" AND begin_ns NOT IN ({','.join('?' * len(excluded))})" if excluded else "") + ")"
+        return [cond] + conds, [d, *wp, *excluded] + params
+
+    conds, params = level(None, None, 0)
+    if not conds:
+        return "", []
+    return f"{base} AND ({' OR '.join(conds)})", [tid, *params]
+
+
+def thread_phases(con, tid: int, wall: int, expand: float = 0.8, limit: int | None = None):
+    """(name, depth, begin, end) of a thread's phases in time order (see _phase_filter)."""
+    where, params = _phase_filter(con, tid, wall, expand)
+    if not where:
+        return []
+    lim = f" LIMIT {int(limit)}" if limit is not None else ""
+    rows = con.execute(
+        f"SELECT name, depth, begin_ns, end_ns FROM regions WHERE {where} ORDER BY begin_ns, depth{lim}", params
     ).fetchall()
-    regs = [(n, int(d), int(b), int(e)) for n, d, b, e in regs]
-
-    def level(items):
-        counts: dict[int, int] = {}
-        for r in items:
-            counts[r[1]] = counts.get(r[1], 0) + 1
-        d = _choose_depth(counts)
-        out = []
-        for r in (r for r in items if r[1] == d):
-            # only a dominant phase is looked into (at most one per level), so this stays linear
-            inner = ([x for x in items if x[1] > d and x[2] >= r[2] and x[3] <= r[3]]
-                     if wall > 0 and (r[3] - r[2]) >= expand * wall else [])
-            if inner:
-                out.extend(level(inner))
-            else:
-                out.append(r)
-        return out
-
-    return level(regs) if regs else []
+    return [(n, int(d), int(b), int(e)) for n, d, b, e in rows]
 
 
 def _ordered_tids(prog: common.Program) -> list[int]:
@@ -102,7 +126,7 @@ def phase_durations(con, limit: int = 200) -> pa.Table:
     out = []
     for tid in _ordered_tids(prog):
         wall = (prog.end[tid] - prog.start[tid]) or 1
-        for name, depth, b, e in thread_phases(con, tid, wall)[:limit]:
+        for name, depth, b, e in thread_phases(con, tid, wall, limit=limit):
             out.append(
                 {
                     "tid": tid,
@@ -127,13 +151,17 @@ def phase_summary(con) -> pa.Table:
     out = []
     for tid in _ordered_tids(prog):
         wall = (prog.end[tid] - prog.start[tid]) or 1
-        groups: dict[str, list[int]] = {}
-        for name, _, b, e in thread_phases(con, tid, wall):
-            g = groups.setdefault(name, [0, 0, b, e])
-            g[0] += 1
-            g[1] += e - b
-            g[2] = min(g[2], b)
-            g[3] = max(g[3], e)
+        where, params = _phase_filter(con, tid, wall, 0.8)
+        if not where:
+            continue
+        groups = {
+            name: (int(n), int(tot), int(b), int(e))
+            for name, n, tot, b, e in con.execute(
+                f"SELECT name, count(*), sum(end_ns - begin_ns), min(begin_ns), max(end_ns) FROM regions "
+                f"WHERE {where} GROUP BY name",
+                params,
+            ).fetchall()
+        }
         for name, (n, tot, b, e) in sorted(groups.items(), key=lambda kv: kv[1][2]):
             out.append(
                 {

@@ -40,6 +40,9 @@ class Timeline:
     has_sched: bool
     n_slices: int
     n_migrations: int
+    slice_start: np.ndarray | None = None  # the thread's CPU slices (clipped to its life), by start
+    slice_end: np.ndarray | None = None
+    slice_cpu: np.ndarray | None = None
 
     def total(self, code: int) -> int:
         m = self.state == code
@@ -79,11 +82,18 @@ def normalize_state(value) -> str | None:
 
 
 def _intervals(con, sql: str, params) -> tuple[np.ndarray, np.ndarray]:
-    rows = con.execute(sql, params).fetchall()
-    if not rows:
+    t = con.execute(sql, params).fetch_arrow_table()
+    if t.num_rows == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    a = np.array(rows, dtype=np.int64)
-    return a[:, 0], a[:, 1]
+    return t.column(0).to_numpy().astype(np.int64), t.column(1).to_numpy().astype(np.int64)
+
+
+# switches.prev_state (a letter such as 'R', 'R+', 'S', 'D', or a number) as a code:
+# 0 unknown, 1 runnable (preempted), 2 uninterruptible (disk), 3 sleeping or any other wait
+STATE_CODE_SQL = """(CASE WHEN {col} IS NULL OR CAST({col} AS VARCHAR) = '' THEN 0
+      WHEN upper(substr(CAST({col} AS VARCHAR), 1, 1)) IN ('R', '0') THEN 1
+      WHEN upper(substr(CAST({col} AS VARCHAR), 1, 1)) IN ('D', '2') THEN 2
+      ELSE 3 END)"""
 
 
 def _fault_duration_sql(con) -> str | None:
@@ -97,29 +107,24 @@ def _fault_duration_sql(con) -> str | None:
 
 def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) -> Timeline:
     empty = np.zeros(0, np.int64)
-    # CPU slices and the state each ended in
-    sl_s, sl_e, sl_cpu, sl_state = empty, empty, empty, []
+    # CPU slices and the state each ended in, as a code: 0 unknown, 1 runnable, 2 disk, 3 sleeping
+    sl_s, sl_e, sl_cpu, sl_code = empty, empty, empty, np.zeros(0, np.int8)
     if common.table_exists(con, "cpu_slices"):
         if common.table_exists(con, "switches"):
-            rows = con.execute(
-                """SELECT s.start_ns, s.end_ns, s.cpu, any_value(w.prev_state)
+            sql = f"""SELECT s.start_ns, s.end_ns, s.cpu, any_value({STATE_CODE_SQL.format(col="w.prev_state")}) AS code
                    FROM cpu_slices s LEFT JOIN switches w
                      ON w.prev_tid = s.tid AND w.ts = s.end_ns AND w.cpu = s.cpu
                    WHERE s.tid = ? AND s.end_ns > ? AND s.start_ns < ?
-                   GROUP BY s.start_ns, s.end_ns, s.cpu ORDER BY s.start_ns""",
-                [tid, start, end],
-            ).fetchall()
+                   GROUP BY s.start_ns, s.end_ns, s.cpu ORDER BY s.start_ns"""
         else:
-            rows = con.execute(
-                "SELECT start_ns, end_ns, cpu, NULL FROM cpu_slices WHERE tid = ? AND end_ns > ? AND start_ns < ? "
-                "ORDER BY start_ns",
-                [tid, start, end],
-            ).fetchall()
-        if rows:
-            sl_s = np.array([r[0] for r in rows], np.int64)
-            sl_e = np.array([r[1] for r in rows], np.int64)
-            sl_cpu = np.array([r[2] for r in rows], np.int64)
-            sl_state = [normalize_state(r[3]) for r in rows]
+            sql = """SELECT start_ns, end_ns, cpu, 0 AS code FROM cpu_slices
+                     WHERE tid = ? AND end_ns > ? AND start_ns < ? ORDER BY start_ns"""
+        t = con.execute(sql, [tid, start, end]).fetch_arrow_table()
+        if t.num_rows:
+            sl_s = t.column(0).to_numpy().astype(np.int64)
+            sl_e = t.column(1).to_numpy().astype(np.int64)
+            sl_cpu = t.column(2).fill_null(-1).to_numpy().astype(np.int64)
+            sl_code = t.column(3).fill_null(0).to_numpy().astype(np.int8)
     n_slices = len(sl_s)
     n_migr = int((sl_cpu[1:] != sl_cpu[:-1]).sum()) if n_slices > 1 else 0
     sl_s = np.clip(sl_s, start, end)
@@ -153,7 +158,8 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     bounds = np.unique(np.clip(bounds, start, end))
     seg_s, seg_e = bounds[:-1], bounds[1:]
     if len(seg_s) == 0:
-        return Timeline(tid, start, end, seg_s, seg_e, np.zeros(0, np.int8), bool(n_slices), n_slices, n_migr)
+        return Timeline(tid, start, end, seg_s, seg_e, np.zeros(0, np.int8), bool(n_slices), n_slices, n_migr,
+                        sl_s, sl_e, sl_cpu)
 
     in_sys = common.point_in(seg_s, *common.merge_intervals(sys_s, sys_e))
     in_sync = common.point_in(seg_s, *common.merge_intervals(sync_s, sync_e))
@@ -172,7 +178,7 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         # off a CPU: the state the thread left its last CPU in
         order = np.argsort(sl_e, kind="stable")
         ends_sorted = sl_e[order]
-        codes = np.array([{"R": 1, "D": 2}.get(s, 3 if s else 0) for s in sl_state], np.int8)[order]
+        codes = sl_code[order]
         prev = np.searchsorted(ends_sorted, seg_s, side="right") - 1
         leave = np.where(prev >= 0, codes[np.maximum(prev, 0)], 1)  # before the first slice: runnable
         off = ~on
@@ -187,7 +193,7 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     elif not trace_has_sched:
         state[in_sys] = SYSCALLS
         state[in_sync] = SYNC_WAIT
-    return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr)
+    return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr, sl_s, sl_e, sl_cpu)
 
 
 _CACHE: dict[int, tuple[object, dict]] = {}

@@ -54,18 +54,15 @@ def _switch_arrays(con, prog):
     lo, hi = prog.window
     cpus = ",".join(str(c) for c in prog.cpus)
     tids = ",".join(str(t) for t in prog.tids) or "NULL"
-    rows = con.execute(
+    t = con.execute(
         f"""SELECT cpu, ts,
-                   upper(substr(CAST(prev_state AS VARCHAR), 1, 1)) IN ('R', '0') AND prev_tid <> 0 AS invol,
-                   (prev_tid IN ({tids}) OR next_tid IN ({tids})) AS prog
+                   (upper(substr(CAST(prev_state AS VARCHAR), 1, 1)) IN ('R', '0') AND prev_tid <> 0)::INTEGER AS invol,
+                   (prev_tid IN ({tids}) OR next_tid IN ({tids}))::INTEGER AS prog
             FROM switches WHERE cpu IN ({cpus}) AND ts >= ? AND ts <= ? ORDER BY cpu, ts""",
         [lo, hi],
-    ).fetchall()
-    cpu = np.array([r[0] for r in rows], np.int64)
-    ts = np.array([r[1] for r in rows], np.int64)
-    invol = np.array([bool(r[2]) for r in rows], bool)
-    progm = np.array([bool(r[3]) for r in rows], bool)
-    return cpu, ts, invol, progm
+    ).fetch_arrow_table()
+    col = lambda i, dt: t.column(i).fill_null(0).to_numpy().astype(dt)  # noqa: E731
+    return col(0, np.int64), col(1, np.int64), col(2, bool), col(3, bool)
 
 
 def _edges(window, bins):
@@ -145,28 +142,46 @@ def cpu_occupancy(con, bins: int = 400) -> pa.Table:
     cpus = ",".join(str(c) for c in prog.cpus)
     host = common.same_host(con)
     parents = common.task_parents(con)
-    rows = con.execute(
-        f"""SELECT cpu, tid, pid, comm, greatest(start_ns, ?), least(end_ns, ?) FROM cpu_slices
-            WHERE cpu IN ({cpus}) AND end_ns > ? AND start_ns < ?""",
-        [lo, hi, lo, hi],
-    ).fetchall()
-    kind_cache: dict[tuple, str] = {}
-    per: dict[tuple[int, str], tuple[list, list]] = {}
-    for c, tid, pid, comm, s, e in rows:
-        key = (tid, pid, comm)
-        k = kind_cache.get(key)
-        if k is None:
-            k = common.classify_task(int(tid), None if pid is None else int(pid), comm, prog, host, parents)[0]
-            kind_cache[key] = k
-        lst = per.setdefault((int(c), k), ([], []))
-        lst[0].append(s)
-        lst[1].append(e)
+    where = f"cpu IN ({cpus}) AND end_ns > {int(lo)} AND start_ns < {int(hi)}"
+    # what each task is: classified once per distinct task, then joined back in SQL
+    distinct = con.execute(f"SELECT DISTINCT tid, pid, comm FROM cpu_slices WHERE {where}").fetchall()
+    kind_of = {}
+    for tid, pid, comm in distinct:
+        k = common.classify_task(int(tid), None if pid is None else int(pid), comm, prog, host, parents)[0]
+        kind_of[(tid, pid, comm)] = KINDS.index(k) if k in KINDS else KINDS.index("other process")
+    mapping = pa.table({
+        "tid": pa.array([k[0] for k in kind_of], pa.int64()),
+        "pid": pa.array([k[1] for k in kind_of], pa.int64()),
+        "comm": pa.array([k[2] for k in kind_of], pa.string()),
+        "kind": pa.array(list(kind_of.values()), pa.int64()),
+    })
+    con.register("_oslens_task_kinds", mapping)
+    try:
+        t = con.execute(
+            f"""SELECT s.cpu, k.kind, greatest(s.start_ns, {int(lo)}) AS s, least(s.end_ns, {int(hi)}) AS e
+                FROM cpu_slices s JOIN _oslens_task_kinds k
+                  ON s.tid = k.tid AND s.pid IS NOT DISTINCT FROM k.pid AND s.comm IS NOT DISTINCT FROM k.comm
+                WHERE s.cpu IN ({cpus}) AND s.end_ns > {int(lo)} AND s.start_ns < {int(hi)}"""
+        ).fetch_arrow_table()
+    finally:
+        con.unregister("_oslens_task_kinds")
+    a_cpu = t.column(0).to_numpy().astype(np.int64)
+    a_kind = t.column(1).to_numpy().astype(np.int64)
+    a_s = t.column(2).to_numpy().astype(np.int64)
+    a_e = t.column(3).to_numpy().astype(np.int64)
+    per = {}
+    for c in prog.cpus:
+        mc = a_cpu == c
+        for ki, k in enumerate(KINDS):
+            m = mc & (a_kind == ki)
+            if m.any():
+                per[(c, k)] = (a_s[m], a_e[m])
     out = []
     for c in prog.cpus:
         for k in KINDS:
             if (c, k) not in per:
                 continue
-            s, e = common.merge_intervals(np.array(per[(c, k)][0]), np.array(per[(c, k)][1]))
+            s, e = common.merge_intervals(per[(c, k)][0], per[(c, k)][1])
             occ = common.overlap_each(edges[:-1], edges[1:], s, e)
             for b in np.flatnonzero(occ):
                 out.append({"cpu": c, "bin": int(b), "bin_start_ns": int(edges[b] - t0), "kind": k, "ns": int(occ[b])})
