@@ -65,14 +65,18 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "wait")) { printf("{\"ready\": 1}\n"); fflush(stdout); for (;;) pause(); }
         else if (!strncmp(argv[i], "cat:", 4)) cat(argv[i] + 4);
-        else if (!strcmp(argv[i], "memlimit")) {  /* the v1 memory cgroup's limit, by its path */
-            char line[1024], path[1200] = ""; FILE *f = fopen("/proc/self/cgroup", "r");
+        else if (!strncmp(argv[i], "cg:", 3)) {  /* cg:CONTROLLER:FILE of the v1 cgroup it is in */
+            char want[64], file[128], line[1024], path[1400] = "";
+            if (sscanf(argv[i] + 3, "%63[^:]:%127s", want, file) != 2) continue;
+            char key[80]; snprintf(key, sizeof key, ":%s:", want);
+            FILE *f = fopen("/proc/self/cgroup", "r");
             while (f && fgets(line, sizeof line, f)) {
-                char *m = strstr(line, ":memory:");
-                if (m) { m[strcspn(m, "\n")] = 0; snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", m + 8); }
+                char *m = strstr(line, key);
+                if (m) { m[strcspn(m, "\n")] = 0;
+                         snprintf(path, sizeof path, "/sys/fs/cgroup/%s%s/%s", want, m + strlen(key), file); }
             }
             if (f) fclose(f);
-            if (path[0]) { printf("{\"memlimit_path\": \"%s\"}\n", path); cat(path); }
+            if (path[0]) cat(path);
         }
         else show(argv[i], osl_adapt(argv[i]));
     }
@@ -197,6 +201,7 @@ KNOBS = {
     "nice": '[phase.compute]\nnice = 7\n',
     "affinity": '[phase.compute]\naffinity = [1]\n',
     "memory_cgroup": '[global]\nmemory_max = "256M"\n[phase.default]\nthp_disable = false\n',
+    "cpu_cgroup": '[global]\ncpu_max = 0.5\n',
     "thp": '[global]\nthp = "{thp}"\n[phase.compute]\nthp_disable = true\n',
     "readahead": '[global]\nreadahead_kb = {{ loop0 = {ra} }}\n',
     "sched_rr_timeslice_ms": '[global]\nsched_rr_timeslice_ms = {rr}\n',
@@ -256,6 +261,10 @@ def check_during(knob, out, target, ncpu):
         assert f"/{CG_NAME}" in cg
         path = "/sys/fs/cgroup/memory" + cg.split(":memory:")[1] + "/memory.limit_in_bytes"
         assert filetext(out, path) == str(256 << 20)
+    elif knob == "cpu_cgroup":
+        cg = [line for line in filetext(out, "/proc/self/cgroup").split() if ":cpu:" in line][0]
+        assert f"/{CG_NAME}" in cg
+        assert filetext(out, "/sys/fs/cgroup/cpu" + cg.split(":cpu:")[1] + "/cpu.cfs_quota_us") == "50000"
     elif knob == "thp":
         assert f"[{target['thp']}]" in filetext(out, THP)
         assert start["thp_disable"] == 0 and compute["thp_disable"] == 1
@@ -265,7 +274,8 @@ def check_during(knob, out, target, ncpu):
         assert filetext(out, RR) == target["rr"]
 
 
-PROBE_ARGS = ["cat:/proc/self/cgroup", "memlimit", f"cat:{THP}", f"cat:{RA}", f"cat:{RR}", "compute"]
+PROBE_ARGS = ["cat:/proc/self/cgroup", "cg:memory:memory.limit_in_bytes", "cg:cpu:cpu.cfs_quota_us",
+              f"cat:{THP}", f"cat:{RA}", f"cat:{RR}", "compute"]
 
 
 def needs_knob(knob):
@@ -273,10 +283,11 @@ def needs_knob(knob):
         pytest.skip("needs 2 CPUs")
     if knob == "readahead" and not Path(RA).exists():
         pytest.skip("no loop0 device")
-    if knob == "memory_cgroup":
+    if knob in ("memory_cgroup", "cpu_cgroup"):
+        ctrl = knob.split("_")[0]
         m = json.loads(subprocess.run(OSLENS + ["config", "--json"], capture_output=True, text=True).stdout)
-        if m["cgroups"]["controllers"]["memory"].get("version") != 1:
-            pytest.skip("the memory controller is not on cgroup v1 here")
+        if m["cgroups"]["controllers"][ctrl].get("version") != 1:
+            pytest.skip(f"the {ctrl} controller is not on cgroup v1 here")
 
 
 @needs_root
@@ -354,7 +365,7 @@ def test_knob_sigkill_then_next_run(work, probe, knob):
         assert read(RR) == target["rr"]  # still changed: nobody restored it yet
     r = subprocess.run(OSLENS + ["config"], capture_output=True, text=True, timeout=30)  # the next oslens run
     assert r.returncode == 0, r.stderr
-    if knob in ("memory_cgroup", "thp", "readahead", "sched_rr_timeslice_ms"):
+    if knob in ("memory_cgroup", "cpu_cgroup", "thp", "readahead", "sched_rr_timeslice_ms"):
         assert "(left changed by oslens tune pid" in r.stderr or "(left by oslens tune pid" in r.stderr
     before.assert_restored()
     assert not Path(f"/run/oslens/tune-{proc.pid}.json").exists()

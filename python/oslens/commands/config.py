@@ -152,8 +152,8 @@ def render(m: dict) -> str:
     else:
         lines.append(f"cpufreq: absent: {f['reason']}")
     lines.append("")
-    lines.append("Plans set classes, slice_ms, nice, priority, affinity, thp_disable per phase and memory_max, thp,")
-    lines.append("readahead_kb, io_scheduler, sched_rr_timeslice_ms globally: see docs/control.md.")
+    lines.append("Plans set class, priority, slice_ms, nice, affinity, thp_disable per phase, and memory_max, cpu_max,")
+    lines.append("thp, readahead_kb, io_scheduler, sched_rr_timeslice_ms globally: see docs/control.md.")
     return "\n".join(lines)
 
 

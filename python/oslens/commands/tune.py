@@ -93,7 +93,7 @@ class Runner:
         else:
             raise _Interrupted(signum)
 
-    def spawn(self, argv, env, cgroup, default_phase, fake=False) -> int:
+    def spawn(self, argv, env, cgroups, default_phase, fake=False) -> int:
         """fork + exec with the run's cgroup and default phase applied in the child."""
         parent = os.getpid()
         rfd, wfd = os.pipe2(os.O_CLOEXEC)
@@ -106,8 +106,8 @@ class Runner:
                 kernel.set_parent_death_signal(signal.SIGKILL)
                 if os.getppid() != parent:
                     os._exit(137)
-                if cgroup is not None:
-                    apply.join_cgroup(cgroup, create=fake)
+                for cg in cgroups:
+                    apply.join_cgroup(cg, create=fake)
                 err, _bits = apply.apply_task(default_phase) if default_phase else (0, 0)
                 if err:
                     os.write(2, f"oslens: warning: the default phase was applied only in part: "
@@ -214,7 +214,7 @@ def run(args):
                     *(["--no-kernel"] if args.no_kernel else []), "--", *command]
         default = resolved["phases"].get("default")
         events.append({"t_ns": time.monotonic_ns(), "kind": "phase", "phase": "default", "policy": default})
-        runner.spawn(argv, env, gstate.cgroup, default, fake)
+        runner.spawn(argv, env, gstate.cgroups, default, fake)
         status = runner.wait()
         if gstate.cgroup is not None:
             usage = apply.cgroup_usage(gstate.cgroup, gstate.cgroup_version)
@@ -243,6 +243,9 @@ def run(args):
     if usage:
         events.append({"t_ns": time.monotonic_ns(), "kind": "usage", **usage})
         say(args, f"memory cgroup: peak {usage['peak_bytes']} bytes, limit reached {usage['limit_hits']} times")
+        if usage.get("oom_kills"):
+            warn(f"the memory cap made the kernel kill {usage['oom_kills']} process(es) of the run (OOM killer); "
+                 "raise memory_max if that was not the point")
     if jr.entries:
         say(args, f"restored {sum(1 for e in jr.entries if e.get('done'))} of {len(jr.entries)} global settings")
     _log(trace, events)

@@ -5,7 +5,7 @@ slice, nice and real-time priority in one sched_setattr call, CPU affinity, and 
 prctl. `apply_task(phase)` takes one phase of a resolved plan and returns (errno, bits).
 
 Global (the whole machine; journaled before the change, restored after): the cgroup memory
-cap in a cgroup `oslens-PID` made for the run, the THP mode, readahead and I/O scheduler per
+and CPU caps in a cgroup `oslens-PID` made for the run, the THP mode, readahead and I/O scheduler per
 device, and sched_rr_timeslice_ms. `apply_globals(plan_globals, journal, machine, root)`.
 
 Policy bits (the `b` of an ADAPT trace record; the same in adapt.rs):
@@ -89,36 +89,55 @@ def apply_task(phase: dict, tid: int = 0) -> tuple[int, int]:
 
 # --- global settings ------------------------------------------------------------------
 
-def memory_cgroup_parent(root: Path) -> tuple[Path, int]:
-    """(the directory the run's cgroup goes in, cgroup version): nested under the cgroup
-    oslens itself is in, so limits that already apply keep applying."""
+CGROUP_KNOBS = {"memory_max": "memory", "cpu_max": "cpu"}  # plan knob -> controller
+CPU_PERIOD_US = 100_000
+
+
+def cgroup_parent(root: Path, controller: str, knob: str) -> tuple[Path, int]:
+    """(the directory the run's cgroup goes in, cgroup version) for one controller: nested
+    under the cgroup oslens itself is in, so limits that already apply keep applying."""
     v1, v2 = parse_mounts(sysfs.read(sysfs.under(root, "/proc/self/mounts")) or "")
     mine = own_cgroups(root)
-    if "memory" in v1:
-        return sysfs.under(root, v1["memory"] + (mine.get("memory") or "/")), 1
+    if controller in v1:
+        return sysfs.under(root, v1[controller] + (mine.get(controller) or "/")), 1
     if v2:
         ctrls = (sysfs.read(sysfs.under(root, f"{v2}/cgroup.controllers")) or "").split()
-        if "memory" in ctrls:
+        if controller in ctrls:
             parent = sysfs.under(root, v2 + (mine.get("") or "/"))
             sub = (sysfs.read(parent / "cgroup.subtree_control") or "").split()
-            if "memory" not in sub:
-                raise OslensError(f"the memory controller is not enabled for children of {parent}; "
-                                  f"enable it with: echo +memory > {parent}/cgroup.subtree_control", 1)
+            if controller not in sub:
+                raise OslensError(f"the {controller} controller is not enabled for children of {parent}; "
+                                  f"enable it with: echo +{controller} > {parent}/cgroup.subtree_control", 1)
             return parent, 2
-    raise OslensError("no memory cgroup controller on this machine; remove memory_max from the plan", 1)
+    raise OslensError(f"no {controller} cgroup controller on this machine; remove {knob} from the plan", 1)
+
+
+def memory_cgroup_parent(root: Path) -> tuple[Path, int]:
+    return cgroup_parent(root, "memory", "memory_max")
 
 
 class GlobalState:
-    """What apply_globals did: the cgroup the program must join, and a log of changes."""
+    """What apply_globals did: the cgroups the program must join, and a log of changes."""
 
     def __init__(self):
-        self.cgroup: Path | None = None
+        self.cgroups: list[Path] = []       # every directory the program joins (one per v1 hierarchy)
+        self.cgroup: Path | None = None     # the memory cgroup (for its usage at the end)
         self.cgroup_version = 0
         self.changes: list[dict] = []
 
 
+def _limit_files(knob: str, value, version: int) -> list[tuple[str, str]]:
+    if knob == "memory_max":
+        return [("memory.limit_in_bytes" if version == 1 else "memory.max", str(value))]
+    quota = max(1000, int(round(float(value) * CPU_PERIOD_US)))
+    if version == 1:
+        return [("cpu.cfs_period_us", str(CPU_PERIOD_US)), ("cpu.cfs_quota_us", str(quota))]
+    return [("cpu.max", f"{quota} {CPU_PERIOD_US}")]
+
+
 def apply_globals(settings: dict, journal: Journal, root: Path | str = "/", pid: int | None = None) -> GlobalState:
     root = Path(root)
+    fake = root != Path("/")
     pid = pid if pid is not None else os.getpid()
     state = GlobalState()
 
@@ -135,18 +154,23 @@ def apply_globals(settings: dict, journal: Journal, root: Path | str = "/", pid:
         change(sysfs.under(root, f"/sys/block/{dev}/queue/read_ahead_kb"), kb, f"readahead_kb.{dev}")
     for dev, sched in sorted(settings.get("io_scheduler", {}).items()):
         change(sysfs.under(root, f"/sys/block/{dev}/queue/scheduler"), sched, f"io_scheduler.{dev}", True)
-    if "memory_max" in settings:
-        parent, version = memory_cgroup_parent(root)
+    for knob, controller in CGROUP_KNOBS.items():
+        if knob not in settings:
+            continue
+        parent, version = cgroup_parent(root, controller, knob)
         cg = parent / f"oslens-{pid}"
-        journal.make_cgroup(cg, "memory_max", plain_dir=root != Path("/"))
-        limit_file = cg / ("memory.limit_in_bytes" if version == 1 else "memory.max")
-        try:
-            sysfs.write(limit_file, str(settings["memory_max"]), create=root != Path("/"))
-        except OSError as e:
-            raise OslensError(f"cannot set the memory cap ({limit_file}: {e.strerror}); check memory_max", 1) from e
-        state.cgroup, state.cgroup_version = cg, version
-        state.changes.append({"what": "memory_max", "path": str(limit_file), "old": None,
-                              "new": str(settings["memory_max"]), "cgroup": str(cg)})
+        if cg not in state.cgroups:  # on v2 one cgroup serves every controller
+            journal.make_cgroup(cg, knob, plain_dir=fake)
+            state.cgroups.append(cg)
+        for name, value in _limit_files(knob, settings[knob], version):
+            try:
+                sysfs.write(cg / name, value, create=fake)
+            except OSError as e:
+                raise OslensError(f"cannot set {knob} ({cg / name}: {e.strerror}); check {knob} "
+                                  "and that this kernel has the limit", 1) from e
+            state.changes.append({"what": knob, "path": str(cg / name), "old": None, "new": value, "cgroup": str(cg)})
+        if knob == "memory_max":
+            state.cgroup, state.cgroup_version = cg, version
     return state
 
 
@@ -158,11 +182,20 @@ def cgroup_usage(cg: Path, version: int) -> dict:
     """Peak memory and limit hits of the run's cgroup (read before it is removed)."""
     if version == 1:
         return {"peak_bytes": sysfs.read_int(cg / "memory.max_usage_in_bytes"),
-                "limit_hits": sysfs.read_int(cg / "memory.failcnt")}
+                "limit_hits": sysfs.read_int(cg / "memory.failcnt"),
+                "oom_kills": _field(sysfs.read(cg / "memory.oom_control") or "", "oom_kill")}
     events = sysfs.read(cg / "memory.events") or ""
     hits = None
     for line in events.splitlines():
         k, _, v = line.partition(" ")
         if k == "max":
             hits = int(v)
-    return {"peak_bytes": sysfs.read_int(cg / "memory.peak"), "limit_hits": hits}
+    return {"peak_bytes": sysfs.read_int(cg / "memory.peak"), "limit_hits": hits, "oom_kills": _field(events, "oom_kill")}
+
+
+def _field(text: str, key: str) -> int | None:
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if k == key and v.strip().isdigit():
+            return int(v)
+    return None

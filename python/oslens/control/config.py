@@ -220,7 +220,7 @@ def _cgroups(root: Path, user: dict) -> dict:
             controllers[ctrl] = {"available": False, "allowed": False,
                                  "reason": f"no {ctrl} controller on the cgroup v1 or v2 hierarchy"}
     info["controllers"] = controllers
-    info["plan_knobs"] = {"memory_max": "memory"}
+    info["plan_knobs"] = {"memory_max": "memory", "cpu_max": "cpu"}
     return info
 
 

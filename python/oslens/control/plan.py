@@ -2,6 +2,7 @@
 
     [global]                      # applied by `oslens tune` for the whole run, then restored
     memory_max = "512M"           # cgroup memory cap (v1 memory.limit_in_bytes / v2 memory.max)
+    cpu_max = 0.5                 # cgroup CPU cap in CPUs (v1 cpu.cfs_quota_us / v2 cpu.max)
     thp = "never"                 # /sys/kernel/mm/transparent_hugepage/enabled
     sched_rr_timeslice_ms = 10    # /proc/sys/kernel/sched_rr_timeslice_ms
     readahead_kb = { vda = 128 }  # /sys/block/DEV/queue/read_ahead_kb
@@ -31,7 +32,7 @@ from oslens.control import kernel
 from oslens.control.sysfs import format_cpu_list, parse_cpu_list
 
 PHASE_KEYS = ("class", "priority", "slice_ms", "nice", "affinity", "thp_disable")
-GLOBAL_KEYS = ("memory_max", "thp", "sched_rr_timeslice_ms", "readahead_kb", "io_scheduler")
+GLOBAL_KEYS = ("memory_max", "cpu_max", "thp", "sched_rr_timeslice_ms", "readahead_kb", "io_scheduler")
 PLAN_CLASSES = ("other", "batch", "idle", "fifo", "rr", "ext")
 SCHED_KEYS = ("class", "priority", "slice_ms", "nice")
 PHASE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -205,6 +206,20 @@ class _Checker:
             self.warn(where, "memory_max", f"a memory cap needs {mem.get('privilege')}; "
                                            "run as root to apply it (skipped)")
         return size
+
+    def g_cpu_max(self, where, value):
+        ncpu = len(self.m["sched"]["affinity"]["cpus"]) or 1
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.01 <= value <= ncpu:
+            self.err(where, f"{value!r} is not a CPU cap; give the CPUs the run may use, from 0.01 to {ncpu} "
+                            "(e.g. 0.5 = half of one CPU)")
+            return None
+        cpu = self.m["cgroups"]["controllers"]["cpu"]
+        if not cpu.get("available"):
+            self.err(where, f"no cpu cgroup controller here: {cpu.get('reason')}")
+            return None
+        if not cpu.get("allowed"):
+            self.warn(where, "cpu_max", f"a CPU cap needs {cpu.get('privilege')}; run as root to apply it (skipped)")
+        return value
 
     def g_thp(self, where, value):
         thp = self.m["thp"]

@@ -68,14 +68,27 @@ def test_globals_on_fake_v1(tmp_path):
     assert not st.cgroup.exists()
 
 
-def test_memory_on_v2(tmp_path):
+def test_memory_and_cpu_on_v2(tmp_path):
     root = fakesys.make(tmp_path / "root", cgroup="v2")
     j = journal.Journal(tmp_path / "state")
-    st = apply.apply_globals({"memory_max": 64 << 20}, j, root, pid=7)
+    st = apply.apply_globals({"memory_max": 64 << 20, "cpu_max": 0.25}, j, root, pid=7)
     assert st.cgroup_version == 2
+    assert st.cgroups == [root / "sys/fs/cgroup/user.slice/oslens-7"]  # one cgroup for both
     assert fakesys.read(root, "/sys/fs/cgroup/user.slice/oslens-7/memory.max") == str(64 << 20)
+    assert fakesys.read(root, "/sys/fs/cgroup/user.slice/oslens-7/cpu.max") == "25000 100000"
     j.restore()
     assert not st.cgroup.exists()
+
+
+def test_cpu_on_v1_is_its_own_hierarchy(tmp_path):
+    root = fakesys.make(tmp_path / "root")
+    j = journal.Journal(tmp_path / "state")
+    st = apply.apply_globals({"memory_max": 64 << 20, "cpu_max": 1.5}, j, root, pid=8)
+    assert st.cgroups == [root / "sys/fs/cgroup/memory/batch/oslens-8", root / "sys/fs/cgroup/cpu/oslens-8"]
+    assert fakesys.read(root, "/sys/fs/cgroup/cpu/oslens-8/cpu.cfs_quota_us") == "150000"
+    assert fakesys.read(root, "/sys/fs/cgroup/cpu/oslens-8/cpu.cfs_period_us") == "100000"
+    assert j.restore() == []
+    assert st.cgroups[0].exists() is False and st.cgroups[1].exists() is False
 
 
 def test_memory_v2_needs_subtree_control(tmp_path):

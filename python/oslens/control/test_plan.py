@@ -62,7 +62,7 @@ class = "ext"
         "global.memory_max: '12x' is not a size; write bytes or e.g. \"512M\", \"2G\"",
         "global.thp: 'sometimes' is not a THP mode here; use one of always, madvise, never",
         "global.readahead_kb.sdz: no block device 'sdz' here; use one of loop0, vda",
-        "global.colour: unknown setting; [global] takes memory_max, thp, sched_rr_timeslice_ms, readahead_kb, io_scheduler",
+        "global.colour: unknown setting; [global] takes memory_max, cpu_max, thp, sched_rr_timeslice_ms, readahead_kb, io_scheduler",
         "phase.compute.class: 'turbo' is not a scheduling class; use one of other, batch, idle, fifo, rr, ext",
         "phase.compute.slice_ms: 500 ms is outside the per-task slice range 0.1-100 ms (the kernel would clamp it); use a value in that range",
         "phase.compute.nice: 40 is not a nice value; use an integer from -20 to 19",
@@ -72,6 +72,12 @@ class = "ext"
         "phase.ext.class: class 'ext' is not available here: sched_ext is not built into this kernel (no /sys/kernel/sched_ext)",
         "phase.rt: class 'fifo' needs a priority (1-99); add priority = 10",
     ]
+
+
+def test_cpu_max(machine):
+    assert plan.loads("[global]\ncpu_max = 0.5\n", machine).globals == {"cpu_max": 0.5}
+    assert plan.loads("[global]\ncpu_max = 9\n", machine).errors == [
+        "global.cpu_max: 9 is not a CPU cap; give the CPUs the run may use, from 0.01 to 4 (e.g. 0.5 = half of one CPU)"]
 
 
 def test_class_combinations(machine):
