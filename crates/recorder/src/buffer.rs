@@ -6,7 +6,9 @@ use crate::clock;
 use oslens_format::header::{offset, ChunkHeader, HEADER_SIZE, SOURCE_APP_THREAD};
 use oslens_format::record::{continuation_record, Record, RECORD_SIZE};
 use oslens_format::kinds;
+use crate::prefault::{self, Region, WINDOW};
 use std::ffi::CString;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct Chunk {
@@ -15,6 +17,9 @@ pub struct Chunk {
     records: *mut Record,
     pub capacity: u64,
     pub pos: u64,
+    /// The hot path writes below this slot without asking; past it, `grow_window` decides.
+    limit: u64,
+    region: Arc<Region>,
     pub pid: u32,
     pub tid: u32,
     pub seq: u32,
@@ -72,7 +77,11 @@ impl Chunk {
         let bytes = header.to_bytes();
         // SAFETY: the mapping is at least HEADER_SIZE long.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, HEADER_SIZE) };
-        Some(Chunk { base, map_len, records: unsafe { base.add(HEADER_SIZE) } as *mut Record, capacity, pos: 0, pid, tid, seq })
+        let region = prefault::register(base, map_len as u64, 0);
+        region.populate_step();
+        let mut chunk = Chunk { base, map_len, records: unsafe { base.add(HEADER_SIZE) } as *mut Record, capacity, pos: 0, limit: 0, region, pid, tid, seq };
+        chunk.grow_window(1);
+        Some(chunk)
     }
 
     fn header_u64(&self, off: usize) -> &AtomicU64 {
@@ -82,7 +91,28 @@ impl Chunk {
 
     #[inline(always)]
     pub fn has_room(&self, slots: u64) -> bool {
-        self.pos + slots <= self.capacity
+        self.pos + slots <= self.limit
+    }
+
+    /// Past the soft limit: asks the prefault helper for the next windows, populates here only
+    /// if it fell behind, and sets the next soft limit half a window before the populated end.
+    /// False when the chunk is full.
+    #[cold]
+    pub fn grow_window(&mut self, slots: u64) -> bool {
+        let need = (HEADER_SIZE as u64) + (self.pos + slots) * RECORD_SIZE as u64;
+        self.region.request(need + 2 * WINDOW);
+        let total = self.map_len as u64;
+        while self.region.populated.load(std::sync::atomic::Ordering::Acquire) < need.min(total) {
+            self.region.populate_step();
+        }
+        let populated = self.region.populated.load(std::sync::atomic::Ordering::Acquire).min(total);
+        let ready = ((populated - HEADER_SIZE as u64) / RECORD_SIZE as u64).min(self.capacity);
+        if self.pos + slots > ready {
+            return false;
+        }
+        let early = WINDOW / 2 / RECORD_SIZE as u64;
+        self.limit = if ready == self.capacity { ready } else { ready.saturating_sub(early).max(self.pos + slots) };
+        true
     }
 
     /// Writes one record; the caller checked `has_room`.
@@ -138,7 +168,7 @@ impl Chunk {
     /// Writes a calibration pair record (when there is room) and the closing pair in the header.
     pub fn write_clock_pair(&mut self) {
         let (raw, ns) = clock::pair();
-        if self.has_room(1) {
+        if self.has_room(1) || self.grow_window(1) {
             self.push(Record::new(raw, 0, clock::cpu(), kinds::CLOCK_PAIR, ns, 0));
         }
         self.header_u64(offset::CALIB1_TSC).store(raw, Ordering::Relaxed);
@@ -155,6 +185,7 @@ impl Chunk {
         self.write_clock_pair();
         // SAFETY: CLOSED lies inside the header.
         unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
+        self.region.retire();
         // SAFETY: our own mapping, not used after this.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
         self.base = std::ptr::null_mut();

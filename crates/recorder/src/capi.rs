@@ -149,16 +149,20 @@ pub extern "C" fn osl_event(id: u32, payload: *const u8, len: usize) {
         // SAFETY: the caller passes `len` readable bytes.
         unsafe { std::slice::from_raw_parts(payload, len) }
     };
-    let mut first = [0u8; 8];
     let n = bytes.len().min(8);
-    first[..n].copy_from_slice(&bytes[..n]);
+    let first = if n == 8 {
+        // SAFETY: at least 8 readable bytes.
+        unsafe { (payload as *const u64).read_unaligned() }
+    } else {
+        bytes[..n].iter().rev().fold(0u64, |acc, &c| acc << 8 | c as u64)
+    };
     let Some(t) = thread::current() else { return };
     let rest = &bytes[n..];
     let slots = 1 + rest.len().div_ceil(CONT_PAYLOAD) as u64;
     if !t.take_slots(slots) {
         return;
     }
-    let head = Record::new(clock::now(), id, clock::cpu(), kinds::EVENT, bytes.len() as u64, u64::from_le_bytes(first));
+    let head = Record::new(clock::now(), id, clock::cpu(), kinds::EVENT, bytes.len() as u64, u64::from_le(first));
     if rest.is_empty() {
         t.chunk.push(head);
     } else {
@@ -180,11 +184,11 @@ fn region(name: *const c_char, kind: u8) {
     // SAFETY: NUL-terminated string from the caller.
     let id = unsafe { names::hash_cstr(name as *const u8) };
     let ts = clock::now();
-    if thread::current().is_none() {
-        return;
+    let Some(t) = thread::current() else { return };
+    names::ensure_region_name(t, id, name as *const u8);
+    if t.take_slots(1) {
+        t.chunk.push(Record::new(ts, id, clock::cpu(), kind, 0, 0));
     }
-    names::ensure_region_name(id, name as *const u8);
-    record_at(ts, kind, id, 0, 0);
 }
 
 #[no_mangle]

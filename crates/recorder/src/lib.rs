@@ -12,6 +12,7 @@ mod config;
 mod funcs;
 mod instruments;
 mod names;
+mod prefault;
 mod thread;
 
 pub use capi::*;

@@ -78,14 +78,12 @@ pub fn define(class: u64, id: u32, manager: u32, name: &str) {
 
 /// Region names: checks the thread's cache first, so a known region costs no lock.
 #[inline(always)]
-pub fn ensure_region_name(id: u32, name: *const u8) {
-    if let Some(t) = thread::current_if_exists() {
-        let slot = &mut t.seen[(id & 255) as usize];
-        if *slot == id {
-            return;
-        }
-        *slot = id;
+pub fn ensure_region_name(t: &mut thread::ThreadState, id: u32, name: *const u8) {
+    let slot = &mut t.seen[(id & 255) as usize];
+    if *slot == id {
+        return;
     }
+    *slot = id;
     define_region_slow(id, name);
 }
 
@@ -100,7 +98,7 @@ fn write_name(names: &mut Names, class: u64, id: u32, manager: u32, name: &str) 
     let Some(chunk) = names.chunk.as_mut() else { return };
     let bytes = name.as_bytes();
     let slots = 1 + bytes.len().div_ceil(CONT_PAYLOAD) as u64;
-    if !chunk.has_room(slots) {
+    if !chunk.has_room(slots) && !chunk.grow_window(slots) {
         chunk.count_drop(slots);
         return;
     }

@@ -32,6 +32,11 @@ thread_local! {
 static mut EXIT_KEY: libc::pthread_key_t = 0;
 static HOOKS: Once = Once::new();
 
+/// The prefault helper never records.
+pub fn mark_helper_thread() {
+    BUSY.with(|b| b.set(true));
+}
+
 #[inline(always)]
 pub fn current() -> Option<&'static mut ThreadState> {
     let p = CURRENT.with(|c| c.get());
@@ -67,6 +72,7 @@ fn create() -> Option<&'static mut ThreadState> {
         // SAFETY: just created, owned by this thread.
         unsafe { &mut *state }
     });
+    crate::prefault::start_helper();
     BUSY.with(|b| b.set(false));
     result
 }
@@ -84,7 +90,7 @@ impl ThreadState {
     /// or suppressed (trigger reached). Both are counted.
     #[inline(always)]
     pub fn take_slots(&mut self, n: u64) -> bool {
-        if !self.chunk.has_room(n) && !self.make_room(n) {
+        if !self.chunk.has_room(n) && !self.chunk.grow_window(n) && !self.make_room(n) {
             self.chunk.count_drop(n);
             return false;
         }
@@ -178,6 +184,7 @@ extern "C" fn after_fork_child() {
     // The parent's chunks stay the parent's: the child opens its own on its first event.
     CURRENT.with(|c| c.set(std::ptr::null_mut()));
     BUSY.with(|b| b.set(false));
+    crate::prefault::forget_after_fork();
     names::forget_after_fork();
 }
 

@@ -1,0 +1,143 @@
+//! Pages ahead of the writers. A fresh page of a chunk costs a zero-fill (a microsecond or
+//! more on a VM); charged to the recording thread, that is ~10 ns per 32-byte record, more
+//! than the record itself. A helper thread ("oslens-prefault") populates each chunk's next
+//! windows with MADV_POPULATE_WRITE before the writer reaches them, so the hot path never
+//! faults. Writers ask for more with a futex wake once per half window (8192 records), and if
+//! the helper falls behind they populate the window themselves: recording never waits.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+pub const MADV_POPULATE_WRITE: libc::c_int = 23;
+/// Bytes populated per step (512 KiB = 16384 records).
+pub const WINDOW: u64 = 512 * 1024;
+
+pub struct Region {
+    base: usize,
+    len: u64,
+    /// Bytes from `base` already populated.
+    pub populated: AtomicU64,
+    /// Bytes the writer wants populated.
+    wanted: AtomicU64,
+    /// Cleared when the writer unmaps the chunk; `busy` keeps the unmap until a populate ends.
+    alive: AtomicBool,
+    busy: AtomicBool,
+}
+
+impl Region {
+    /// Populates the next window from the calling thread.
+    pub fn populate_step(&self) {
+        let from = self.populated.load(Acquire);
+        if from >= self.len {
+            return;
+        }
+        let to = (from + WINDOW).min(self.len);
+        let start = from & !4095;
+        // SAFETY: inside the writer's mapping, which stays mapped while `alive` (see `retire`).
+        unsafe { libc::madvise((self.base + start as usize) as *mut libc::c_void, (to - start) as usize, MADV_POPULATE_WRITE) };
+        self.populated.fetch_max(to, Release);
+    }
+
+    /// Asks the helper for pages up to `upto` bytes.
+    pub fn request(&self, upto: u64) {
+        // Whole windows only, so a writer wakes the helper once per window, not per event.
+        let upto = upto.div_ceil(WINDOW).saturating_mul(WINDOW).min(self.len);
+        if self.wanted.fetch_max(upto, Relaxed) < upto {
+            wake();
+        }
+    }
+
+    /// Called by the writer before it unmaps: waits out a populate in progress.
+    pub fn retire(&self) {
+        self.alive.store(false, SeqCst);
+        while self.busy.load(SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A spin lock (not a Mutex) so a fork()ed child can reset it.
+static LOCK: AtomicBool = AtomicBool::new(false);
+static mut REGIONS: Vec<Arc<Region>> = Vec::new();
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+fn with_regions<R>(f: impl FnOnce(&mut Vec<Arc<Region>>) -> R) -> R {
+    while LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+    // SAFETY: REGIONS is only touched with LOCK held.
+    let r = f(unsafe { &mut *std::ptr::addr_of_mut!(REGIONS) });
+    LOCK.store(false, Release);
+    r
+}
+
+pub fn register(base: *mut u8, len: u64, already: u64) -> Arc<Region> {
+    let region = Arc::new(Region {
+        base: base as usize,
+        len,
+        populated: AtomicU64::new(already),
+        wanted: AtomicU64::new(already),
+        alive: AtomicBool::new(true),
+        busy: AtomicBool::new(false),
+    });
+    with_regions(|regions| regions.push(region.clone()));
+    region
+}
+
+/// Starts the helper once per process. Called by a new thread after its chunk exists and
+/// outside every recorder lock: pthread_create may be wrapped by the preload library, which
+/// records, which must not find a recorder lock held.
+pub fn start_helper() {
+    if STARTED.load(Acquire) || STARTED.swap(true, AcqRel) {
+        return;
+    }
+    if std::thread::Builder::new().name("oslens-prefault".into()).spawn(helper_loop).is_err() {
+        // Writers populate their own windows then.
+        STARTED.store(false, Release);
+    }
+}
+
+fn wake() {
+    if !STARTED.load(Relaxed) {
+        return;
+    }
+    GENERATION.fetch_add(1, Release);
+    // SAFETY: futex wake on a static word.
+    unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+}
+
+fn helper_loop() {
+    // The helper's own records would be noise: it never records (its thread state stays empty).
+    crate::thread::mark_helper_thread();
+    loop {
+        let seen = GENERATION.load(Acquire);
+        let work: Vec<Arc<Region>> = with_regions(|regions| {
+            regions.retain(|r| r.alive.load(Relaxed));
+            regions.clone()
+        });
+        for r in work {
+            while r.populated.load(Acquire) < r.wanted.load(Relaxed) {
+                r.busy.store(true, SeqCst);
+                if !r.alive.load(SeqCst) {
+                    r.busy.store(false, SeqCst);
+                    break;
+                }
+                r.populate_step();
+                r.busy.store(false, SeqCst);
+            }
+        }
+        if GENERATION.load(Acquire) == seen {
+            // SAFETY: futex wait on a static word, woken by `wake`.
+            unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, std::ptr::null::<libc::timespec>()) };
+        }
+    }
+}
+
+/// In a fork()ed child the helper does not exist and the parent's regions are not ours.
+pub fn forget_after_fork() {
+    LOCK.store(false, Release);
+    // The parent's regions are dropped without being freed: their Arcs may be mid-use there.
+    with_regions(|regions| std::mem::forget(std::mem::take(regions)));
+    STARTED.store(false, Release);
+}
