@@ -6,6 +6,7 @@ tune run does that first anyway)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from oslens.control import config, journal, plan as planmod
@@ -56,7 +57,6 @@ def run(args):
 
 
 def _check(args, machine) -> int:
-    import os
     plan = planmod.load(args.plan, machine, os.getpriority(os.PRIO_PROCESS, 0))
     if args.json:
         print(json.dumps({"plan": args.plan, "valid": plan.valid, "errors": plan.errors,
