@@ -206,7 +206,7 @@ class NameLookup:
                     entries[(k << 48) | int(ident)] = where[name]
                 for k in KINDS_OF_CLASS[NAME_ANY]:
                     key = (k << 48) | int(ident)
-                    if key not in entries or cls == 8:
+                    if key not in entries:
                         entries[key] = where[name]
             keys = sorted(entries)
             self.per_pid[pid] = (pa.array(keys, pa.uint64()), pa.array([entries[k] for k in keys], pa.int32()))

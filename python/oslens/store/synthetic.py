@@ -29,9 +29,9 @@ PATTERN = [
     (40, raw.TIMER_START, TIMER, 0, 0),
     (60, raw.TIMER_STOP, TIMER, int(20 * TSC_PER_NS), 0),
     (70, raw.REGION_END, INNER, 0, 0),
-    (80, 32, 0, LOCK_ADDR, 0),  # lock request
-    (85, 33, 0, LOCK_ADDR, 0),  # acquire
-    (95, 34, 0, LOCK_ADDR, 0),  # release
+    (80, 32, LOCK_NAME, LOCK_ADDR, 0),  # lock request (id: the object's name)
+    (85, 33, LOCK_NAME, LOCK_ADDR, 0),  # acquire
+    (95, 34, LOCK_NAME, LOCK_ADDR, 0),  # release
     (100, raw.REGION_END, OUTER, 0, 0),
 ]
 PERIOD_NS = 200

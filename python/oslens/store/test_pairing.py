@@ -1,0 +1,93 @@
+"""Unit tests of begin/end pairing: nesting, recursion, ill-nesting, lost begins and ends."""
+
+import numpy as np
+
+from oslens.store import pairing
+
+
+def pair(events, threads=None):
+    """events: list of ('B'|'E', key) per thread (one list, or several for several threads)."""
+    lists = events if threads else [events]
+    g, key, is_begin = [], [], []
+    for t, evs in enumerate(lists):
+        for kind, k in evs:
+            g.append(t)
+            key.append(k)
+            is_begin.append(kind == "B")
+    match, depth, unmatched = pairing.pair_nested(np.array(g, np.int32), np.array(key, np.uint64),
+                                                  np.array(is_begin, bool))
+    out = {i: (int(match[i]), int(depth[i])) for i in range(len(g)) if is_begin[i]}
+    return out, unmatched
+
+
+def test_nested_and_sequential():
+    # A(B()C()) D()
+    out, lost = pair([("B", 1), ("B", 2), ("E", 2), ("B", 3), ("E", 3), ("E", 1), ("B", 4), ("E", 4)])
+    assert out == {0: (5, 0), 1: (2, 1), 3: (4, 1), 6: (7, 0)}
+    assert lost == 0
+
+
+def test_recursion_of_one_name():
+    out, _ = pair([("B", 7), ("B", 7), ("B", 7), ("E", 7), ("E", 7), ("E", 7)])
+    assert out == {0: (5, 0), 1: (4, 1), 2: (3, 2)}
+
+
+def test_missing_end_leaves_the_begin_open():
+    out, lost = pair([("B", 1), ("B", 2), ("E", 2)])
+    assert out == {0: (-1, 0), 1: (2, 1)}
+    assert lost == 0
+
+
+def test_end_without_begin_is_counted_and_ignored():
+    out, lost = pair([("E", 9), ("B", 1), ("E", 1)])
+    assert out == {1: (2, 0)}
+    assert lost == 1
+
+
+def test_ill_nested_pairs_by_name():
+    # A begins, B begins, A ends, B ends: each name is its own stack
+    out, lost = pair([("B", 1), ("B", 2), ("E", 1), ("E", 2)])
+    assert out[0][0] == 2 and out[1][0] == 3
+    assert lost == 0
+
+
+def test_lost_inner_end_does_not_steal_the_outer_end():
+    # A(B( ... B's end lost ... ) A's end: A pairs with its own end, B stays open
+    out, _ = pair([("B", 1), ("B", 2), ("E", 1)])
+    assert out == {0: (2, 0), 1: (-1, 1)}
+
+
+def test_threads_are_paired_separately():
+    out, _ = pair([[("B", 1), ("E", 1)], [("B", 1), ("B", 1), ("E", 1), ("E", 1)]], threads=True)
+    assert out == {0: (1, 0), 2: (5, 0), 3: (4, 1)}
+
+
+def test_large_random_well_nested_sequence():
+    rng = np.random.default_rng(1)
+    evs, stack = [], []
+    for _ in range(5000):
+        if stack and rng.random() < 0.5:
+            evs.append(("E", stack.pop()))
+        else:
+            k = int(rng.integers(1, 5))
+            stack.append(k)
+            evs.append(("B", k))
+    while stack:
+        evs.append(("E", stack.pop()))
+    out, lost = pair(evs)
+    # reference: a plain stack
+    ref, st = {}, []
+    for i, (kind, _k) in enumerate(evs):
+        if kind == "B":
+            ref[i] = (None, len(st))
+            st.append(i)
+        else:
+            b = st.pop()
+            ref[b] = (i, ref[b][1])
+    assert out == ref and lost == 0
+
+
+def test_grouped_cumsum_restarts_per_group():
+    v = np.array([1, 1, 1, 1, 1], np.int64)
+    g = np.array([0, 0, 1, 1, 1])
+    assert pairing.grouped_cumsum(v, g).tolist() == [1, 2, 1, 2, 3]
