@@ -39,6 +39,8 @@ type DefineFn = unsafe extern "C" fn(u64, *const c_char) -> u32;
 /// 0 = not looked up yet, 1 = no recorder in the process, else the function.
 static RECORD: AtomicUsize = AtomicUsize::new(0);
 static DEFINE: AtomicUsize = AtomicUsize::new(0);
+/// Load address of liboslens.so: threads it starts itself (helpers) are not the program's.
+static RECORDER_BASE: AtomicUsize = AtomicUsize::new(0);
 
 pub const FLAG_LOCK: u64 = 0;
 pub const FLAG_TRYLOCK: u64 = 1;
@@ -61,8 +63,24 @@ fn resolve_recorder() -> usize {
     let (rec, def) = unsafe { (libc::dlsym(libc::RTLD_DEFAULT, c"osl_record_raw".as_ptr()), libc::dlsym(libc::RTLD_DEFAULT, c"osl_define_name".as_ptr())) };
     DEFINE.store(if def.is_null() { 1 } else { def as usize }, Relaxed);
     let r = if rec.is_null() { 1 } else { rec as usize };
+    if !rec.is_null() {
+        RECORDER_BASE.store(object_base(rec), Relaxed);
+    }
     RECORD.store(r, Relaxed);
     r
+}
+
+/// The load address of the shared object holding `p` (0 if none).
+fn object_base(p: *const c_void) -> usize {
+    // SAFETY: dladdr fills the struct for any address.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(p, &mut info) != 0 {
+            info.dli_fbase as usize
+        } else {
+            0
+        }
+    }
 }
 
 #[inline(always)]
@@ -349,7 +367,11 @@ extern "C" fn thread_start(p: P) -> P {
 pub unsafe extern "C" fn pthread_create(t: *mut libc::pthread_t, attr: P, f: StartFn, arg: P) -> c_int {
     let real = real!(c"pthread_create" => fn(*mut libc::pthread_t, P, StartFn, P) -> c_int);
     // Threads of the recorder itself (created from inside it) are not the program's.
-    if RECORD.load(Relaxed) == 1 || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) {
+    if RECORD.load(Relaxed) == 0 {
+        resolve_recorder();
+    }
+    let base = RECORDER_BASE.load(Relaxed);
+    if RECORD.load(Relaxed) == 1 || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) || (base != 0 && object_base(f as *const c_void) == base) {
         return real(t, attr, f, arg);
     }
     let start = Box::into_raw(Box::new(Start { f, arg, creator_tid: libc::gettid() as u64 }));

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -95,10 +96,35 @@ def is_dynamic(path: Path, _depth: int = 0) -> bool | None:
     return False
 
 
-def _prepend_path_list(value: str | None, entries: list[str], sep: str) -> str:
-    existing = [e for e in (value or "").replace(" ", sep if sep == ":" else " ").split(sep) if e] if value else []
-    out = list(entries) + [e for e in existing if e not in entries]
-    return sep.join(out)
+def _function_filters(env: dict, options: dict) -> dict:
+    """-finstrument-functions filters: OSLENS_FUNC_MIN_NS is applied while recording (calls
+    shorter than it are not written), OSLENS_FUNC_FILTER (name globs, `!` excludes) at import.
+    Options `func_min_ns` / `func_filter` (if the CLI passes them) override the environment.
+    They are kept in raw/autoinstrument.json so a later import applies them too."""
+    out = {}
+    min_ns = options.get("func_min_ns") or env.get("OSLENS_FUNC_MIN_NS")
+    if min_ns:
+        env["OSLENS_FUNC_MIN_NS"] = str(int(min_ns))
+        out["func_min_ns"] = int(min_ns)
+    pattern = options.get("func_filter") or env.get("OSLENS_FUNC_FILTER")
+    if pattern:
+        env["OSLENS_FUNC_FILTER"] = pattern
+        out["func_filter"] = pattern
+    if options.get("trace_python"):
+        out["python_filter"] = options["trace_python"]
+    return out
+
+
+def _write_settings(env: dict, settings: dict) -> None:
+    trace = env.get("OSLENS_TRACE")
+    if not trace or not settings:
+        return
+    raw_dir = Path(trace) / "raw"
+    try:
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        (raw_dir / "autoinstrument.json").write_text(json.dumps(settings, indent=1, sort_keys=True))
+    except OSError:
+        pass
 
 
 def environment(env: dict, options: dict) -> dict:
@@ -124,4 +150,8 @@ def environment(env: dict, options: dict) -> dict:
     # The sitecustomize hook also makes `import oslens` work in any Python 3 the program runs.
     env["PYTHONPATH"] = os.pathsep.join([str(PYSITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(PYSITE)])
     env["OSLENS_PYTHON_PACKAGE"] = str(paths.PACKAGE_DIR.parent)
+    settings = _function_filters(env, options)
+    if want:
+        settings["preload"] = env.get("LD_PRELOAD", "")
+    _write_settings(env, settings)
     return env
