@@ -193,8 +193,8 @@ def _program(con) -> Program:
         q = f"SELECT pid, tid, name, start_ns, end_ns FROM threads {traced} ORDER BY coalesce(start_ns, 0), tid"
         for pid, tid, name, s, e in con.execute(q).fetchall():
             tid = int(tid)
-            if tid in pid_of:
-                continue
+            if tid in pid_of or (name or "").startswith("oslens"):
+                continue  # oslens's own helper threads inside the program are not the program
             tids.append(tid)
             pid_of[tid] = int(pid) if pid is not None else tid
             names[tid] = name or f"tid {tid}"
@@ -382,10 +382,10 @@ def classify_task(tid: int, pid: int | None, comm: str | None, prog: Program | N
         return "idle", "idle task: runs when no other task is ready"
     if prog is not None and tid in prog.tidset:
         return "program", f"the program: {prog.names.get(tid, comm)}"
+    if comm.startswith("oslens"):
+        return "oslens", "oslens itself (recorder, helper thread or kernel collector)"
     if prog is not None and pid is not None and pid in prog.pids:
         return "program", f"the program (untraced thread {comm})"
-    if comm.startswith("oslens"):
-        return "oslens", "oslens itself (recorder or kernel collector)"
     for prefix, desc in KERNEL_THREADS:
         if comm.startswith(prefix):
             return "kernel thread", desc

@@ -65,7 +65,8 @@ def bin_edges(values: np.ndarray, bins: int) -> np.ndarray:
 
 
 def region_histograms(con, names: list[str] | None = None, top: int = 6, bins: int = 30) -> pa.Table:
-    """Histograms of the durations of `names` (default: the `top` regions by total time)."""
+    """Histograms of the durations of `names` (default: the `top` regions by total time among
+    those with at least 20 instances - a distribution needs them - then the others)."""
     if not common.row_count(con, "regions"):
         return common.empty_table(HIST_SCHEMA)
     if names is None:
@@ -73,7 +74,7 @@ def region_histograms(con, names: list[str] | None = None, top: int = 6, bins: i
             r[0]
             for r in con.execute(
                 "SELECT name FROM regions WHERE duration_ns IS NOT NULL GROUP BY name "
-                "ORDER BY sum(duration_ns) DESC, name LIMIT ?",
+                "ORDER BY count(*) >= 20 DESC, sum(duration_ns) DESC, name LIMIT ?",
                 [top],
             ).fetchall()
         ]

@@ -342,3 +342,11 @@ def test_phases_expand_a_dominant_phase():
     assert ph == [("INIT", 1, 5 * t), ("SETUP", 3, 5 * t), ("STEP", 3, 40 * t), ("STEP", 3, 50 * t)]
     summ = {r["name"]: r for r in phases_table.phase_summary(con).to_pylist()}
     assert summ["STEP"]["count"] == 2 and summ["STEP"]["total_ns"] == 90 * t
+
+
+def test_oslens_helper_threads_are_not_the_program():
+    con = make_con({"threads": [(1, 1, "main", None, 0, 10, True), (1, 2, "oslens-prefault", 1, 0, 5, True)]})
+    prog = common.program(con)
+    assert prog.tids == [1]
+    assert common.classify_task(2, 1, "oslens-prefault", prog)[0] == "oslens"
+    assert common.classify_task(3, 1, "worker", prog)[0] == "program"

@@ -159,14 +159,18 @@ def regions(report) -> str | None:
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names):
         rs = [r for r in rows if r["name"] == name]
-        lo = np.array([r["lo_ns"] for r in rs]) / 1e3
-        hi = np.array([r["hi_ns"] for r in rs]) / 1e3
+        top_ns = max(r["hi_ns"] for r in rs)
+        scale, unit = next((d, u) for d, u in ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")) if top_ns >= d or d == 1.0)
+        lo = np.array([r["lo_ns"] for r in rs]) / scale
+        hi = np.array([r["hi_ns"] for r in rs]) / scale
         cnt = np.array([r["count"] for r in rs])
         ax.bar(lo, cnt, width=hi - lo, align="edge", color="#4c72b0", edgecolor="white", linewidth=0.3)
         if len(lo) > 1 and lo[0] > 0 and (hi[-1] / lo[0]) > 2.0 and not np.allclose(np.diff(lo), np.diff(lo)[0]):
             ax.set_xscale("log")
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("duration (µs)", fontsize=8)
+        else:
+            ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+        ax.set_title(f"{name} ({int(cnt.sum())})", fontsize=9)
+        ax.set_xlabel(f"duration ({unit})", fontsize=8)
         ax.set_ylabel("count", fontsize=8)
     fig.tight_layout()
     return _svg(fig, "regions")
