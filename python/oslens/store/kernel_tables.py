@@ -1,0 +1,522 @@
+"""Kernel tables from the kernel collector's per-CPU raw chunks (kinds 64..127, documented in
+crates/format/src/kernel.rs, mirrored below). Called by the store's importer:
+`build_kernel_tables(chunks, meta) -> {table name: pyarrow.Table}`.
+
+Everything is vectorised with numpy over the concatenated records, sorted by time; the only
+Python loops run over small sets (forks, distinct comm or state values). Times are
+CLOCK_MONOTONIC ns (the collector asks perf for that clock), so they share the application's
+time base once its TSC values are converted at import.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from oslens.capture import raw
+
+# crates/format/src/kernel.rs
+SWITCH, WAKEUP, FORK, EXEC, EXIT, MIGRATE = 64, 65, 66, 67, 68, 69
+SYS_ENTER, SYS_EXIT, FAULT, BLOCK_ISSUE, BLOCK_COMPLETE = 70, 71, 72, 73, 74
+IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SAMPLE, LOST, COUNTER, TRACED, TASK = 75, 76, 77, 78, 79, 80, 81, 82, 83
+NAME_TASK, NAME_EXEC, NAME_IRQ = 8, 9, 10
+RW_LETTERS = ((1, "W"), (2, "R"), (4, "D"), (8, "F"), (16, "S"), (32, "M"), (64, "A"), (128, "U"))
+COUNTER_NAMES = {1: "context_switches", 2: "cpu_migrations", 3: "page_faults", 4: "minor_faults",
+                 5: "major_faults", 6: "task_clock_ns"}
+STATE_LETTERS = ((0x01, "S"), (0x02, "D"), (0x04, "T"), (0x08, "t"), (0x10, "X"), (0x20, "Z"), (0x40, "P"), (0x80, "I"))
+SOFTIRQ_NAMES = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"]
+LOW32 = np.uint64(0xFFFFFFFF)
+CLONE_THREAD = 0x10000
+
+_SYSCALL_NAMES = (
+    "read write open close stat fstat lstat poll lseek mmap mprotect munmap brk rt_sigaction "
+    "rt_sigprocmask rt_sigreturn ioctl pread64 pwrite64 readv writev access pipe select "
+    "sched_yield mremap msync mincore madvise shmget shmat shmctl dup dup2 pause nanosleep "
+    "getitimer alarm setitimer getpid sendfile socket connect accept sendto recvfrom sendmsg "
+    "recvmsg shutdown bind listen getsockname getpeername socketpair setsockopt getsockopt clone "
+    "fork vfork execve exit wait4 kill uname semget semop semctl shmdt msgget msgsnd msgrcv "
+    "msgctl fcntl flock fsync fdatasync truncate ftruncate getdents getcwd chdir fchdir rename "
+    "mkdir rmdir creat link unlink symlink readlink chmod fchmod chown fchown lchown umask "
+    "gettimeofday getrlimit getrusage sysinfo times ptrace getuid syslog getgid setuid setgid "
+    "geteuid getegid setpgid getppid getpgrp setsid setreuid setregid getgroups setgroups "
+    "setresuid getresuid setresgid getresgid getpgid setfsuid setfsgid getsid capget capset "
+    "rt_sigpending rt_sigtimedwait rt_sigqueueinfo rt_sigsuspend sigaltstack utime mknod uselib "
+    "personality ustat statfs fstatfs sysfs getpriority setpriority sched_setparam "
+    "sched_getparam sched_setscheduler sched_getscheduler sched_get_priority_max "
+    "sched_get_priority_min sched_rr_get_interval mlock munlock mlockall munlockall vhangup "
+    "modify_ldt pivot_root _sysctl prctl arch_prctl adjtimex setrlimit chroot sync acct "
+    "settimeofday mount umount2 swapon swapoff reboot sethostname setdomainname iopl ioperm "
+    "create_module init_module delete_module get_kernel_syms query_module quotactl nfsservctl "
+    "getpmsg putpmsg afs_syscall tuxcall security gettid readahead setxattr lsetxattr fsetxattr "
+    "getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr removexattr lremovexattr "
+    "fremovexattr tkill time futex sched_setaffinity sched_getaffinity set_thread_area io_setup "
+    "io_destroy io_getevents io_submit io_cancel get_thread_area lookup_dcookie epoll_create "
+    "epoll_ctl_old epoll_wait_old remap_file_pages getdents64 set_tid_address restart_syscall "
+    "semtimedop fadvise64 timer_create timer_settime timer_gettime timer_getoverrun timer_delete "
+    "clock_settime clock_gettime clock_getres clock_nanosleep exit_group epoll_wait epoll_ctl "
+    "tgkill utimes vserver mbind set_mempolicy get_mempolicy mq_open mq_unlink mq_timedsend "
+    "mq_timedreceive mq_notify mq_getsetattr kexec_load waitid add_key request_key keyctl "
+    "ioprio_set ioprio_get inotify_init inotify_add_watch inotify_rm_watch migrate_pages openat "
+    "mkdirat mknodat fchownat futimesat newfstatat unlinkat renameat linkat symlinkat readlinkat "
+    "fchmodat faccessat pselect6 ppoll unshare set_robust_list get_robust_list splice tee "
+    "sync_file_range vmsplice move_pages utimensat epoll_pwait signalfd timerfd_create eventfd "
+    "fallocate timerfd_settime timerfd_gettime accept4 signalfd4 eventfd2 epoll_create1 dup3 "
+    "pipe2 inotify_init1 preadv pwritev rt_tgsigqueueinfo perf_event_open recvmmsg fanotify_init "
+    "fanotify_mark prlimit64 name_to_handle_at open_by_handle_at clock_adjtime syncfs sendmmsg "
+    "setns getcpu process_vm_readv process_vm_writev kcmp finit_module sched_setattr "
+    "sched_getattr renameat2 seccomp getrandom memfd_create kexec_file_load bpf execveat "
+    "userfaultfd membarrier mlock2 copy_file_range preadv2 pwritev2 pkey_mprotect pkey_alloc "
+    "pkey_free statx io_pgetevents rseq - - - - - - - - - - - - - - - - - - - - - - - - - - - - "
+    "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - "
+    "- - - - - - - - - - - - - - - pidfd_send_signal io_uring_setup io_uring_enter "
+    "io_uring_register open_tree move_mount fsopen fsconfig fsmount fspick pidfd_open clone3 "
+    "close_range openat2 pidfd_getfd faccessat2 process_madvise epoll_pwait2 mount_setattr "
+    "quotactl_fd landlock_create_ruleset landlock_add_rule landlock_restrict_self memfd_secret "
+    "process_mrelease futex_waitv set_mempolicy_home_node cachestat fchmodat2 map_shadow_stack "
+    "futex_wake futex_wait futex_requeue statmount listmount lsm_get_self_attr lsm_set_self_attr "
+    "lsm_list_modules mseal setxattrat getxattrat listxattrat removexattrat open_tree_attr "
+    "file_getattr file_setattr "
+).split()
+
+
+def syscall_name(nr: int) -> str:
+    if 0 <= nr < len(_SYSCALL_NAMES) and _SYSCALL_NAMES[nr] != "-":
+        return _SYSCALL_NAMES[nr]
+    return f"syscall_{nr}"
+
+
+def _syscall_names(nrs: np.ndarray) -> pa.Array:
+    uniq, inv = np.unique(nrs, return_inverse=True)
+    return pa.DictionaryArray.from_arrays(pa.array(inv.astype(np.int32)), pa.array([syscall_name(int(n)) for n in uniq], type=pa.string()))
+
+
+def _strings(values: np.ndarray, fmt) -> pa.Array:
+    """Maps integer codes to strings through `fmt`, once per distinct value."""
+    if len(values) == 0:
+        return pa.array([], type=pa.string())
+    uniq, inv = np.unique(values, return_inverse=True)
+    return pa.array([fmt(int(u)) for u in uniq], type=pa.string()).take(pa.array(inv.astype(np.int64)))
+
+
+def state_letters(state: int) -> str:
+    s = state & 0xFF
+    if s == 0:
+        return "R"
+    return "|".join(letter for bit, letter in STATE_LETTERS if s & bit)
+
+
+def rw_letters(flags: int) -> str:
+    return "".join(letter for bit, letter in RW_LETTERS if flags & bit) or "N"
+
+
+def _i64(x) -> np.ndarray:
+    return np.asarray(x).astype(np.int64)
+
+
+def _i32(x) -> np.ndarray:
+    """Low 32 bits as a signed value (pids, cpus, syscall numbers)."""
+    return (np.asarray(x, dtype=np.uint64) & LOW32).astype(np.uint32).view(np.int32).astype(np.int64)
+
+
+def _hi32(x) -> np.ndarray:
+    return (np.asarray(x, dtype=np.uint64) >> np.uint64(32)).astype(np.int64)
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray, typ=pa.int64()) -> pa.Array:
+    return pa.array(values, type=typ, mask=~np.asarray(valid, dtype=bool))
+
+
+class _Records:
+    """Every valid kernel record of the trace, sorted by time, plus the NAME records with
+    their times (comm history)."""
+
+    def __init__(self, chunks):
+        recs, name_rows, lost_rows = [], [], []
+        for c in chunks:
+            r = c.records
+            if len(r) == 0:
+                if c.header:
+                    lost_rows.append((c.header["cpu"], int(c.header["dropped_events"]), 0))
+                continue
+            is_name = r["kind"] == raw.NAME
+            name_recs = r[is_name]
+            if len(name_recs) == len(c.names):
+                for rec, (ident, cls, _m, name) in zip(name_recs.tolist(), c.names):
+                    name_rows.append((int(rec[0]), int(ident), int(cls), name))
+            else:  # cannot align names with their records: keep them without a time
+                name_rows.extend((0, int(i), int(cls), n) for i, cls, _m, n in c.names)
+            body = r[~is_name]
+            recs.append(body)
+            lost_in_records = int(body["a"][body["kind"] == LOST].sum())
+            cpu = c.header["cpu"] if c.header else (int(body["cpu"][0]) if len(body) else -1)
+            header_lost = int(c.header["dropped_events"]) if c.header else 0
+            lost_rows.append((cpu, header_lost, lost_in_records))
+        allr = np.concatenate(recs) if recs else np.zeros(0, dtype=raw.RECORD_DTYPE)
+        order = np.argsort(allr["ts"], kind="stable")
+        self.r = allr[order]
+        self.names = name_rows
+        self.lost_rows = lost_rows
+        self._by_kind = {}
+
+    def kind(self, k: int) -> np.ndarray:
+        if k not in self._by_kind:
+            self._by_kind[k] = self.r[self.r["kind"] == k]
+        return self._by_kind[k]
+
+
+class _TidMap:
+    """tid -> pid from every record that names both (the last one wins)."""
+
+    def __init__(self, R: _Records):
+        tids, pids = [], []
+
+        def add(t, p):
+            tids.append(_i64(t))
+            pids.append(_i64(p))
+
+        for k in (SWITCH, WAKEUP, SYS_ENTER, SYS_EXIT):
+            x = R.kind(k)
+            add(x["id"], _hi32(x["a"]))
+        f = R.kind(FORK)
+        add(f["id"], _i32(f["b"]))
+        add(_i32(f["a"]), _hi32(f["a"]))
+        e = R.kind(EXEC)
+        add(e["id"], _i32(e["a"]))
+        x = R.kind(EXIT)
+        add(x["id"], _i32(x["a"]))
+        s = R.kind(SAMPLE)
+        add(s["id"], _i32(s["b"]))
+        for k in (IRQ_ENTRY, SOFTIRQ_ENTRY, SOFTIRQ_EXIT):
+            x = R.kind(k)
+            add(x["id"], _i32(x["b"]))
+        t = np.concatenate(tids) if tids else np.zeros(0, np.int64)
+        p = np.concatenate(pids) if pids else np.zeros(0, np.int64)
+        keep = p > 0
+        t, p = t[keep], p[keep]
+        # last occurrence per tid: unique over the reversed arrays
+        rt, rp = t[::-1], p[::-1]
+        self.keys, first = np.unique(rt, return_index=True)
+        self.vals = rp[first]
+
+    def __call__(self, tids: np.ndarray) -> np.ndarray:
+        tids = _i64(tids)
+        out = np.full(len(tids), -1, dtype=np.int64)
+        if len(self.keys):
+            idx = np.clip(np.searchsorted(self.keys, tids), 0, len(self.keys) - 1)
+            hit = self.keys[idx] == tids
+            out[hit] = self.vals[idx[hit]]
+        out[tids == 0] = 0
+        return out
+
+
+class _Comms:
+    """The comm of a task at a time, from NAME_TASK records (written whenever it changes)."""
+
+    def __init__(self, R: _Records):
+        rows = [(ts, i, n) for ts, i, cls, n in R.names if cls == NAME_TASK]
+        rows.sort(key=lambda x: (x[1], x[0]))
+        self.ts = np.array([r[0] for r in rows], dtype=np.int64)
+        self.tid = np.array([r[1] for r in rows], dtype=np.int64)
+        self.text = np.array([r[2] for r in rows] or [""], dtype=object)
+        self.sorted_ts = np.sort(self.ts)
+        n = len(self.ts) + 1
+        self.n = n
+        self.keys = self.tid * n + np.searchsorted(self.sorted_ts, self.ts, side="right")
+        # first comm per tid, for times before the first NAME
+        self.first_tid, first_idx = np.unique(self.tid, return_index=True)
+        self.first_idx = first_idx
+        exe = [(i, n) for _ts, i, cls, n in R.names if cls == NAME_EXEC]
+        self.exe = dict(exe)
+        self.irq = {i: n for _ts, i, cls, n in R.names if cls == NAME_IRQ}
+
+    def at(self, tids: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        tids, ts = _i64(tids), _i64(ts)
+        out = np.full(len(tids), "", dtype=object)
+        if len(self.ts) == 0 or len(tids) == 0:
+            out[tids == 0] = "<idle>"
+            return out
+        q = tids * self.n + np.searchsorted(self.sorted_ts, ts, side="right")
+        idx = np.searchsorted(self.keys, q, side="right") - 1
+        ok = (idx >= 0) & (self.tid[np.clip(idx, 0, None)] == tids)
+        out[ok] = self.text[idx[ok]]
+        # before the first NAME of a task: its first comm
+        miss = ~ok
+        if miss.any():
+            j = np.clip(np.searchsorted(self.first_tid, tids[miss]), 0, len(self.first_tid) - 1)
+            hit = self.first_tid[j] == tids[miss]
+            vals = np.full(hit.shape, "", dtype=object)
+            vals[hit] = self.text[self.first_idx[j[hit]]]
+            out[miss] = vals
+        out[tids == 0] = "<idle>"
+        return out
+
+    def last(self, tids: np.ndarray) -> np.ndarray:
+        return self.at(tids, np.full(len(tids), np.iinfo(np.int64).max // 2, dtype=np.int64))
+
+
+def _table(cols: dict) -> pa.Table:
+    return pa.table({k: (v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)) for k, v in cols.items()})
+
+
+def _switches(R, pid_of, comms):
+    s = R.kind(SWITCH)
+    ts, cpu = _i64(s["ts"]), _i64(s["cpu"])
+    prev, nxt = _i64(s["id"]), _i32(s["a"])
+    prev_pid = _hi32(s["a"])
+    unknown = prev_pid <= 0
+    prev_pid[unknown] = pid_of(prev[unknown])
+    state = _i32(s["b"])
+    return _table({
+        "ts": ts, "cpu": cpu, "prev_pid": prev_pid, "prev_tid": prev,
+        "prev_comm": pa.array(comms.at(prev, ts), type=pa.string()),
+        "prev_state": _strings(state, state_letters),
+        "next_pid": pid_of(nxt), "next_tid": nxt,
+        "next_comm": pa.array(comms.at(nxt, ts), type=pa.string()),
+        "prev_prio": _hi32(s["b"]).astype(np.int32).astype(np.int64),
+    })
+
+
+def _cpu_slices(sw: pa.Table, pid_of, comms):
+    ts = sw.column("ts").to_numpy()
+    cpu = sw.column("cpu").to_numpy()
+    prev = sw.column("prev_tid").to_numpy()
+    nxt = sw.column("next_tid").to_numpy()
+    order = np.lexsort((ts, cpu))
+    ts, cpu, prev, nxt = ts[order], cpu[order], prev[order], nxt[order]
+    # the task switched in at i holds the CPU until switch i+1, when that switch switches it out
+    ok = (cpu[:-1] == cpu[1:]) & (nxt[:-1] == prev[1:])
+    i = np.nonzero(ok)[0]
+    tid = nxt[i]
+    return _table({
+        "tid": tid, "pid": pid_of(tid), "comm": pa.array(comms.at(tid, ts[i]), type=pa.string()),
+        "cpu": cpu[i], "start_ns": ts[i], "end_ns": ts[i + 1],
+    })
+
+
+def _wakeups(R, pid_of):
+    w = R.kind(WAKEUP)
+    tid = _i32(w["a"])
+    return _table({
+        "ts": _i64(w["ts"]), "cpu": _i64(w["cpu"]), "tid": tid, "target_cpu": _i32(w["b"]),
+        "waker_tid": _i64(w["id"]), "pid": pid_of(tid), "waker_pid": _hi32(w["a"]),
+    })
+
+
+def _pair(key_a: np.ndarray, key_b: np.ndarray, ts: np.ndarray, is_end: np.ndarray):
+    """Sorts by (key_a, key_b, ts, is_end) and returns (order, i) where records i (a start) and
+    i+1 (an end) pair up."""
+    order = np.lexsort((is_end, ts, key_b, key_a))
+    ka, kb, e = key_a[order], key_b[order], is_end[order]
+    ok = (~e[:-1]) & e[1:] & (ka[:-1] == ka[1:]) & (kb[:-1] == kb[1:])
+    return order, np.nonzero(ok)[0]
+
+
+def _syscalls(R, pid_of):
+    en, ex = R.kind(SYS_ENTER), R.kind(SYS_EXIT)
+    tid = np.concatenate([_i64(en["id"]), _i64(ex["id"])])
+    nr = np.concatenate([_i32(en["a"]), _i32(ex["a"])])
+    ts = np.concatenate([_i64(en["ts"]), _i64(ex["ts"])])
+    pid = np.concatenate([_hi32(en["a"]), _hi32(ex["a"])])
+    val = np.concatenate([np.zeros(len(en), np.int64), ex["b"].view(np.int64)])
+    is_end = np.concatenate([np.zeros(len(en), bool), np.ones(len(ex), bool)])
+    # pair per thread in time order; an enter followed by an exit of the same call pairs
+    order = np.lexsort((is_end, ts, tid))
+    t, n, s, e, p, v = tid[order], nr[order], ts[order], is_end[order], pid[order], val[order]
+    paired_start = np.zeros(len(t), bool)
+    if len(t) > 1:
+        paired_start[:-1] = (~e[:-1]) & e[1:] & (t[:-1] == t[1:]) & (n[:-1] == n[1:])
+    paired_end = np.zeros(len(t), bool)
+    paired_end[1:] = paired_start[:-1]
+    i = np.nonzero(paired_start)[0]
+    lone_enter = np.nonzero(~e & ~paired_start)[0]  # still running at the end, or exit_group/execve failure paths
+    lone_exit = np.nonzero(e & ~paired_end)[0]  # entered before the collector attached
+    rows_tid = np.concatenate([t[i], t[lone_enter], t[lone_exit]])
+    rows_pid = np.concatenate([p[i], p[lone_enter], p[lone_exit]])
+    rows_nr = np.concatenate([n[i], n[lone_enter], n[lone_exit]])
+    start = np.concatenate([s[i], s[lone_enter], np.zeros(len(lone_exit), np.int64)])
+    start_ok = np.concatenate([np.ones(len(i), bool), np.ones(len(lone_enter), bool), np.zeros(len(lone_exit), bool)])
+    end = np.concatenate([s[i + 1], np.zeros(len(lone_enter), np.int64), s[lone_exit]])
+    end_ok = np.concatenate([np.ones(len(i), bool), np.zeros(len(lone_enter), bool), np.ones(len(lone_exit), bool)])
+    ret = np.concatenate([v[i + 1], np.zeros(len(lone_enter), np.int64), v[lone_exit]])
+    srt = np.argsort(np.where(start_ok, start, end), kind="stable")
+    missing_pid = rows_pid <= 0
+    rows_pid[missing_pid] = pid_of(rows_tid[missing_pid])
+    return _table({
+        "pid": rows_pid[srt], "tid": rows_tid[srt], "nr": rows_nr[srt], "name": _syscall_names(rows_nr[srt]),
+        "start_ns": _nullable(start[srt], start_ok[srt]), "end_ns": _nullable(end[srt], end_ok[srt]),
+        "ret": _nullable(ret[srt], end_ok[srt]),
+    })
+
+
+def _faults(R, pid_of):
+    f = R.kind(FAULT)
+    tid = _i64(f["id"])
+    b = f["b"].astype(np.uint64)
+    return _table({
+        "ts": _i64(f["ts"]), "pid": pid_of(tid), "tid": tid, "address": pa.array(f["a"].astype(np.uint64)),
+        "ip": pa.array(b & np.uint64((1 << 48) - 1)), "error_code": (b >> np.uint64(48)).astype(np.int64),
+        "cpu": _i64(f["cpu"]),
+    })
+
+
+def _dev_name(dev: int) -> str:
+    return f"{dev >> 20}:{dev & ((1 << 20) - 1)}"
+
+
+def _block_io(R, pid_of):
+    iss, com = R.kind(BLOCK_ISSUE), R.kind(BLOCK_COMPLETE)
+    dev = np.concatenate([_i32(iss["b"]), _i32(com["b"])]) & 0xFFFFFFFF
+    sector = np.concatenate([_i64(iss["a"]), _i64(com["a"])])
+    ts = np.concatenate([_i64(iss["ts"]), _i64(com["ts"])])
+    b = np.concatenate([iss["b"], com["b"]]).astype(np.uint64)
+    tid = np.concatenate([_i64(iss["id"]), _i64(com["id"])])
+    is_end = np.concatenate([np.zeros(len(iss), bool), np.ones(len(com), bool)])
+    order, i = _pair(dev, sector, ts, is_end)
+    e = is_end[order]
+    paired = np.zeros(len(order), bool)
+    paired[i] = True
+    lone = np.nonzero(~e & ~paired)[0]  # issued, not completed before the end
+    rows = np.concatenate([i, lone])
+    o = order[rows]
+    sectors = ((b[o] >> np.uint64(32)) & np.uint64(0xFFFFFF)).astype(np.int64)
+    flags = (b[o] >> np.uint64(56)).astype(np.int64)
+    comp = np.concatenate([ts[order[i + 1]], np.zeros(len(lone), np.int64)])
+    comp_ok = np.concatenate([np.ones(len(i), bool), np.zeros(len(lone), bool)])
+    srt = np.argsort(ts[o], kind="stable")
+    return _table({
+        "issue_ns": ts[o][srt], "complete_ns": _nullable(comp[srt], comp_ok[srt]),
+        "dev": _strings(dev[o][srt], _dev_name), "sector": sector[o][srt], "bytes": sectors[srt] * 512,
+        "rw": _strings(flags[srt], rw_letters), "tid": tid[o][srt], "pid": pid_of(tid[o][srt]),
+        "dev_num": dev[o][srt],
+    })
+
+
+def _samples(R):
+    s = R.kind(SAMPLE)
+    return _table({
+        "ts": _i64(s["ts"]), "pid": _i32(s["b"]), "tid": _i64(s["id"]), "cpu": _i64(s["cpu"]),
+        "ip": pa.array(s["a"].astype(np.uint64)), "in_kernel": (_hi32(s["b"]) & 1).astype(bool),
+    })
+
+
+def _tasks(R, pid_of, comms, meta):
+    forks, execs, exits = R.kind(FORK), R.kind(EXEC), R.kind(EXIT)
+    traced_rec = R.kind(TRACED)
+    root = int(traced_rec["id"][0]) if len(traced_rec) else int(meta.get("pid") or 0)
+    root_ts = int(traced_rec["ts"][0]) if len(traced_rec) else None
+    sw = R.kind(SWITCH)
+    seen = [
+        _i64(sw["id"]), _i32(sw["a"]), _i32(forks["a"]), _i64(forks["id"]), _i64(execs["id"]), _i64(exits["id"]),
+        _i64(R.kind(SYS_ENTER)["id"]), _i64(R.kind(SAMPLE)["id"]), _i64(R.kind(FAULT)["id"]),
+    ]
+    tids = np.unique(np.concatenate(seen)) if seen else np.zeros(0, np.int64)
+    if root:
+        tids = np.union1d(tids, [root])
+    tids = tids[tids > 0]
+    n = len(tids)
+    start = np.zeros(n, np.int64)
+    start_ok = np.zeros(n, bool)
+    end = np.zeros(n, np.int64)
+    end_ok = np.zeros(n, bool)
+    parent_tid = np.zeros(n, np.int64)
+    parent_pid = np.zeros(n, np.int64)
+    parent_ok = np.zeros(n, bool)
+    child = _i32(forks["a"])
+    idx = np.searchsorted(tids, child)
+    start[idx], start_ok[idx] = _i64(forks["ts"]), True
+    parent_tid[idx], parent_pid[idx], parent_ok[idx] = _i64(forks["id"]), _i32(forks["b"]), True
+    idx = np.searchsorted(tids, _i64(exits["id"]))
+    end[idx], end_ok[idx] = _i64(exits["ts"]), True
+    traced = np.zeros(n, bool)
+    if root:
+        r = np.searchsorted(tids, root)
+        traced[r] = True
+        if root_ts is not None and not start_ok[r]:
+            start[r], start_ok[r] = root_ts, True
+        members = {root}
+        for parent, kid in zip(_i64(forks["id"]).tolist(), child.tolist()):  # forks are few
+            if parent in members:
+                members.add(kid)
+        traced = np.isin(tids, np.fromiter(members, dtype=np.int64))
+    exe = np.array([comms.exe.get(int(t), "") for t in tids], dtype=object) if comms.exe else np.full(n, "", dtype=object)
+    pid = pid_of(tids)
+    return _table({
+        "pid": pid, "tid": tids, "comm": pa.array(comms.last(tids), type=pa.string()),
+        "parent_pid": _nullable(parent_pid, parent_ok), "parent_tid": _nullable(parent_tid, parent_ok),
+        "start_ns": _nullable(start, start_ok), "end_ns": _nullable(end, end_ok), "is_traced": traced,
+        "exe": pa.array(exe, type=pa.string()),
+    })
+
+
+def _kernel_lost(R):
+    per_cpu: dict[int, int] = {}
+    for cpu, header, records in R.lost_rows:
+        per_cpu[cpu] = per_cpu.get(cpu, 0) + max(header, records)
+    cpus = sorted(per_cpu)
+    return _table({
+        "source": pa.array(["kernel collector"] * len(cpus), type=pa.string()),
+        "where": pa.array([f"cpu {c}" for c in cpus], type=pa.string()),
+        "count": np.array([per_cpu[c] for c in cpus], dtype=np.int64),
+        "cpu": np.array(cpus, dtype=np.int64),
+    })
+
+
+def _irqs(R, comms):
+    out = []
+    for enter, leave, kind in ((IRQ_ENTRY, IRQ_EXIT, "hard"), (SOFTIRQ_ENTRY, SOFTIRQ_EXIT, "soft")):
+        a, b = R.kind(enter), R.kind(leave)
+        cpu = np.concatenate([_i64(a["cpu"]), _i64(b["cpu"])])
+        num = np.concatenate([_i64(a["a"]), _i64(b["a"])])
+        ts = np.concatenate([_i64(a["ts"]), _i64(b["ts"])])
+        tid = np.concatenate([_i64(a["id"]), _i64(b["id"])])
+        is_end = np.concatenate([np.zeros(len(a), bool), np.ones(len(b), bool)])
+        order = np.lexsort((is_end, ts, cpu))
+        c, n, e = cpu[order], num[order], is_end[order]
+        ok = (~e[:-1]) & e[1:] & (c[:-1] == c[1:]) & (n[:-1] == n[1:]) if len(order) > 1 else np.zeros(0, bool)
+        i = np.nonzero(ok)[0]
+        o, o2 = order[i], order[i + 1]
+        if kind == "hard":
+            names = [comms.irq.get(int(x), str(int(x))) for x in num[o]]
+        else:
+            names = [SOFTIRQ_NAMES[int(x)] if 0 <= int(x) < len(SOFTIRQ_NAMES) else str(int(x)) for x in num[o]]
+        out.append(_table({
+            "cpu": cpu[o], "tid": tid[o], "irq": num[o], "name": pa.array(names, type=pa.string()),
+            "kind": pa.array([kind] * len(o), type=pa.string()), "start_ns": ts[o], "end_ns": ts[o2],
+        }))
+    t = pa.concat_tables(out)
+    return t.take(pa.array(np.argsort(t.column("start_ns").to_numpy(), kind="stable")))
+
+
+def _counters(R):
+    c = R.kind(COUNTER)
+    return _table({
+        "ts": _i64(c["ts"]), "name": _strings(_i64(c["id"]), lambda i: COUNTER_NAMES.get(i, str(i))),
+        "value": _i64(c["a"]), "time_enabled_ns": _i64(c["b"]),
+    })
+
+
+def _migrations(R):
+    m = R.kind(MIGRATE)
+    return _table({"ts": _i64(m["ts"]), "tid": _i64(m["id"]), "orig_cpu": _i32(m["a"]), "dest_cpu": _hi32(m["a"])})
+
+
+def build_kernel_tables(chunks: list, meta: dict) -> dict[str, pa.Table]:
+    """The kernel tables of a trace from its kernel chunks (source = SOURCE_KERNEL_CPU)."""
+    R = _Records(chunks)
+    pid_of = _TidMap(R)
+    comms = _Comms(R)
+    sw = _switches(R, pid_of, comms)
+    return {
+        "switches": sw,
+        "cpu_slices": _cpu_slices(sw, pid_of, comms),
+        "wakeups": _wakeups(R, pid_of),
+        "syscalls": _syscalls(R, pid_of),
+        "faults": _faults(R, pid_of),
+        "block_io": _block_io(R, pid_of),
+        "samples": _samples(R),
+        "tasks": _tasks(R, pid_of, comms, meta or {}),
+        "kernel_lost": _kernel_lost(R),
+        "irqs": _irqs(R, comms),
+        "kernel_counters": _counters(R),
+        "migrations": _migrations(R),
+    }
