@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oslens", description="How Linux serves your program, and what to change.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
-        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        text = module.HELP.replace("%", "%%")  # argparse formats help strings with %
+        p = sub.add_parser(module.NAME, help=text, description=text)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
