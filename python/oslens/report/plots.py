@@ -112,10 +112,13 @@ def phases(report) -> str | None:
     cmap = plt.get_cmap("tab20")
     color = {n: cmap(i % 20) for i, n in enumerate(names)}
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(threads) + 1.4))
+    groups: dict[tuple[int, str], list[tuple[float, float]]] = {}
     for r in rows:
         y = threads.index(f"{r['thread']} [{r['tid']}]")
-        ax.barh(y, r["duration_ns"] / 1e6, left=r["begin_ns"] / 1e6, color=color[r["name"]], edgecolor="white",
-                linewidth=0.5)
+        groups.setdefault((y, r["name"]), []).append((r["begin_ns"] / 1e6, r["duration_ns"] / 1e6))
+    for (y, name), spans in groups.items():
+        ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=color[name], edgecolor="white", linewidth=0.5,
+                       rasterized=len(rows) > 2000)
     ax.set_yticks(range(len(threads)), threads)
     ax.invert_yaxis()
     ax.set_xlabel("time since program start (ms)")
@@ -239,7 +242,8 @@ def io(report) -> str | None:
         if not rs:
             continue
         ax.scatter([r["issue_ns"] / 1e9 for r in rs], [r["duration_ns"] / 1e6 for r in rs], marker=marker,
-                   color=color, s=14, label=f"{d} ({len(rs)})", linewidths=0.8)
+                   color=color, s=14, label=f"{d} ({len(rs)})", linewidths=0.8,
+                   rasterized=len(rows) > 5000)  # many points: an embedded image keeps the SVG small
     ax.set_xlabel("issue time since program start (s)")
     ax.set_ylabel("duration (ms)")
     ax.legend(fontsize=7, frameon=False)
