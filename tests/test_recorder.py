@@ -236,3 +236,23 @@ def test_flags_and_pkg_config():
     pc = subprocess.run(["pkg-config", "--cflags", "--libs", "oslens"], capture_output=True, text=True,
                         env=dict(os.environ, PKG_CONFIG_PATH=os.path.join(cflags[0][2:], "..", "lib", "pkgconfig")))
     assert pc.returncode == 0 and "-loslens" in pc.stdout
+
+
+@pytest.mark.parametrize("clock", ["tsc", "monotonic"])
+def test_timestamps_fall_inside_the_run_on_the_monotonic_clock(tmp_path, cases, clock):
+    env = dict(os.environ, OSLENS_CLOCK=clock)
+    trace, _ = record(tmp_path, cases, "threads", 2, 100, env=env)
+    m = meta(trace)
+    stamps = [r["ts"] for r in dump(trace) if r["kind"] != "clock_pair"]
+    assert stamps and m["start_ns"] <= min(stamps) and max(stamps) <= m["end_ns"]
+    expected = "tsc" if clock == "tsc" and m["machine"]["tsc_invariant"] else "monotonic"
+    assert m["clock"] == expected
+
+
+def test_corrupt_meta_json_is_one_line_error(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "flood", 10)
+    (trace / "meta.json").write_text("{not json")
+    proc = run_oslens("dump", trace, check=False)
+    assert proc.returncode == 3
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "meta.json is damaged" in proc.stderr
