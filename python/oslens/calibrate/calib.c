@@ -1,0 +1,114 @@
+/* In-vitro instrumentation cost (Kohr et al. 1994, section 5.1): the same loop run empty and
+ * with one instrumentation point of each kind; oslens.calibrate computes C = (t_i - t_0) / N.
+ *
+ * Usage: calib N REPS KIND[,KIND...]
+ * Prints one line per (repetition, kind): "KIND REP NS", NS = CPU time of the calling thread
+ * (CLOCK_THREAD_CPUTIME_ID, so time spent preempted by other load does not count) for N
+ * iterations. Kinds run interleaved inside each repetition, the order rotated every repetition,
+ * so drift and other load hit every kind alike.
+ *
+ * Kinds: empty, rdtsc, clock_gettime, counter (osl_count), counter_record, timer_start,
+ * timer_stop, event (8-byte payload), region_begin, region_end, raw (osl_record_raw),
+ * mutex (pthread_mutex_lock + unlock: run once plain and once with the preload wrappers),
+ * off (osl_event with recording disabled by osl_disable). */
+#include <oslens.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+static osl_counter_t *counter;
+static osl_timer_t *timer;
+static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+static volatile uint64_t sink;
+
+static uint64_t cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* One loop shape for every kind: the body is the instrumentation point alone. */
+#define LOOP(body)                                   \
+    do {                                             \
+        for (long i = 0; i < n; i++) {               \
+            __asm__ volatile("" ::: "memory");       \
+            body;                                    \
+        }                                            \
+    } while (0)
+
+static int run_kind(const char *kind, long n, uint64_t *out) {
+    uint64_t t0 = cpu_ns();
+    if (!strcmp(kind, "empty")) {
+        LOOP((void)0);
+    } else if (!strcmp(kind, "rdtsc")) {
+        LOOP(sink = __rdtsc());
+    } else if (!strcmp(kind, "clock_gettime")) {
+        struct timespec ts;
+        LOOP((clock_gettime(CLOCK_MONOTONIC, &ts), sink = (uint64_t)ts.tv_nsec));
+    } else if (!strcmp(kind, "counter")) {
+        LOOP(osl_count(counter, 1));
+    } else if (!strcmp(kind, "counter_record")) {
+        LOOP(osl_counter_record(counter));
+    } else if (!strcmp(kind, "timer_start")) {
+        LOOP(osl_timer_start(timer));
+    } else if (!strcmp(kind, "timer_stop")) {
+        LOOP(osl_timer_stop(timer));
+    } else if (!strcmp(kind, "event")) {
+        LOOP(osl_event(1, &i, sizeof i));
+    } else if (!strcmp(kind, "region_begin")) {
+        LOOP(osl_region_begin("calibrate"));
+    } else if (!strcmp(kind, "region_end")) {
+        LOOP(osl_region_end("calibrate"));
+    } else if (!strcmp(kind, "raw")) {
+        LOOP(osl_record_raw(3, 1, 0, (uint64_t)i));
+    } else if (!strcmp(kind, "mutex")) {
+        LOOP((pthread_mutex_lock(&mutex), pthread_mutex_unlock(&mutex)));
+    } else if (!strcmp(kind, "off")) {
+        osl_disable();
+        LOOP(osl_event(1, &i, sizeof i));
+        osl_enable();
+    } else {
+        return -1;
+    }
+    *out = cpu_ns() - t0;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: calib N REPS KIND[,KIND...]\n");
+        return 2;
+    }
+    long n = atol(argv[1]);
+    int reps = atoi(argv[2]);
+    char *kinds[64];
+    int nk = 0;
+    for (char *k = strtok(argv[3], ","); k && nk < 64; k = strtok(NULL, ",")) kinds[nk++] = k;
+    counter = osl_counter("calibrate-counter", NULL);
+    timer = osl_timer("calibrate-timer", NULL);
+    osl_event_name(1, "calibrate");
+    /* warm the recorder's per-thread state, the names and the code outside the timed loops */
+    for (int k = 0; k < nk; k++) {
+        uint64_t ignored;
+        long saved = n;
+        n = n < 1000 ? n : 1000;
+        if (run_kind(kinds[k], n, &ignored) < 0) {
+            fprintf(stderr, "calib: unknown kind %s\n", kinds[k]);
+            return 2;
+        }
+        n = saved;
+    }
+    for (int r = 0; r < reps; r++) {
+        for (int j = 0; j < nk; j++) {
+            int k = (j + r) % nk;
+            uint64_t ns;
+            run_kind(kinds[k], n, &ns);
+            printf("%s %d %llu\n", kinds[k], r, (unsigned long long)ns);
+        }
+    }
+    return 0;
+}

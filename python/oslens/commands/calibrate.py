@@ -1,0 +1,70 @@
+"""`oslens calibrate`: what one instrumentation event costs on this machine (in vitro)."""
+
+import json
+import sys
+
+from oslens.errors import OslensError
+
+NAME = "calibrate"
+HELP = "measure what each instrumentation kind and the clock read cost on this machine, with 95% CIs, and store it"
+
+
+def add_arguments(parser):
+    parser.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    parser.add_argument("--quick", action="store_true", help="fewer iterations and repetitions (wider intervals)")
+    parser.add_argument("--show", action="store_true", help="print the stored calibration instead of measuring")
+    parser.add_argument("-o", "--output", help="store it here (default: $OSLENS_CALIBRATION, else ~/.cache/oslens/calibration-HOST.json)")
+    parser.add_argument("--no-save", action="store_true", help="measure and print, but do not store")
+    parser.add_argument("--iterations", type=int, help="loop iterations per measurement")
+    parser.add_argument("--repetitions", type=int, help="repetitions (at least 6 for a 95%% interval)")
+
+
+def run(args):
+    from oslens import calibrate
+
+    if args.show:
+        cal = calibrate.load(path=args.output) if args.output else calibrate.load()
+        if cal is None:
+            raise OslensError(f"no calibration stored at {args.output or calibrate.calibration_path()}; run 'oslens calibrate'", 1)
+        path = cal.get("path")
+    else:
+        for name in ("iterations", "repetitions"):
+            v = getattr(args, name)
+            if v is not None and v < 1:
+                raise OslensError(f"--{name} must be at least 1", 2)
+        progress = None
+        if not args.json and sys.stderr.isatty():
+            progress = lambda what: print(f"oslens: calibrating {what}...", file=sys.stderr)  # noqa: E731
+        cal = calibrate.measure(quick=args.quick, iterations=args.iterations, repetitions=args.repetitions,
+                                progress=progress)
+        path = None if args.no_save else str(calibrate.save(cal, args.output))
+        cal["path"] = path
+    if args.json:
+        json.dump(cal, sys.stdout, indent=2, sort_keys=True)
+        print()
+        return 0
+    _print(cal, path)
+    return 0
+
+
+def _print(cal, path):
+    from rich.console import Console
+    from rich.table import Table
+
+    m = cal.get("machine", {})
+    table = Table(title=f"instrumentation cost on {m.get('hostname', '?')} ({m.get('cpu_model', '')})",
+                  caption=f"in vitro, {cal['repetitions']} repetitions x {cal['iterations']} iterations, "
+                          f"thread CPU time; median and 95% CI of the median")
+    table.add_column("kind")
+    table.add_column("ns per call", justify="right")
+    table.add_column("95% CI", justify="right")
+    table.add_column("records", justify="right")
+    for kind, c in cal["costs"].items():
+        table.add_row(kind, f"{c['ns']:.1f}", f"{c['ci_low']:.1f} - {c['ci_high']:.1f}",
+                      str(c.get("records_per_call", "")))
+    e = cal["empty_loop_ns"]
+    table.add_row("(empty loop)", f"{e['ns']:.2f}", f"{e['ci_low']:.2f} - {e['ci_high']:.2f}", "0")
+    console = Console()
+    console.print(table)
+    if path:
+        console.print(f"stored in {path}; imports on this machine compensate with it")

@@ -1,0 +1,194 @@
+"""Importer extension: compensated times and durations, and what the instrumentation cost.
+
+Adds, at the end of existing tables (no schema version change):
+    app_events.ts_comp_ns, counters.ts_comp_ns,
+    regions / functions: begin_comp_ns, end_comp_ns, duration_comp_ns,
+    timers: start_comp_ns, stop_comp_ns, elapsed_comp_ns,
+    sync: request_comp_ns, acquire_comp_ns, release_comp_ns
+and a table `compensation`: per thread and record kind, how many records, what each cost
+(in-vitro figure and its 95% interval) and in total; `pause` rows carry the recorder's own
+measured pauses. The model is in oslens.calibrate.compensate; the calibration is the one stored
+for the trace's machine (oslens.calibrate.load, $OSLENS_CALIBRATION). Without one, only pauses
+are removed, and the `compensation` table says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from oslens import calibrate
+from oslens.calibrate import compensate as comp
+from oslens.errors import OslensError
+
+TABLE = "compensation"
+COLUMNS = {
+    "pid": pa.int64(), "tid": pa.int64(), "kind": pa.string(), "records": pa.int64(), "ns_per_record": pa.float64(),
+    "ci_low_ns": pa.float64(), "ci_high_ns": pa.float64(), "cost_ns": pa.float64(), "source": pa.string(),
+}
+
+
+def _np(col, dtype=np.int64) -> np.ndarray:
+    """A column (plain or dictionary-encoded, chunked or not) as a numpy array of its values."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if pa.types.is_dictionary(col.type):
+        values = col.dictionary.to_numpy(zero_copy_only=False)
+        idx = col.indices.to_numpy(zero_copy_only=False)
+        return values[idx].astype(dtype) if len(idx) else np.zeros(0, dtype)
+    return col.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+def _kind_codes(col) -> tuple[np.ndarray, list[str]]:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    return col.indices.to_numpy(zero_copy_only=False).astype(np.int64), col.dictionary.to_pylist()
+
+
+def _hostname(meta: dict) -> str | None:
+    return (meta.get("machine") or {}).get("hostname")
+
+
+def find_calibration(meta: dict) -> tuple[dict | None, str]:
+    """(calibration or None, why none)."""
+    host = _hostname(meta)
+    try:
+        cal = calibrate.load(hostname=host)
+    except OslensError as err:
+        return None, str(err)
+    if cal is None:
+        where = calibrate.calibration_path(host)
+        return None, (f"no calibration for {host or 'this machine'} at {where}: run 'oslens calibrate' there, "
+                      "then 'oslens import --force'")
+    return cal, ""
+
+
+def build(tables: dict, cal: dict | None, why: str = "") -> dict:
+    """Returns {table name: amended or new table}; the caller stores them."""
+    ev = tables.get("app_events")
+    out: dict = {}
+    if ev is None:
+        return out
+    pid, tid = _np(ev.column("pid")), _np(ev.column("tid"))
+    ts = _np(ev.column("ts"))
+    value = _np(ev.column("value"))
+    codes, labels = _kind_codes(ev.column("kind"))
+    per_kind = calibrate.record_costs(cal) if cal else {}
+    lut = np.zeros(max(len(labels), 1), dtype=np.float64)
+    for i, name in enumerate(labels):
+        if name in per_kind:
+            lut[i] = per_kind[name][0]
+    is_pause = np.zeros(max(len(labels), 1), dtype=bool)
+    if "pause" in labels:
+        is_pause[labels.index("pause")] = True
+    cost = lut[codes] if len(codes) else np.zeros(0)
+    pauses = is_pause[codes] if len(codes) else np.zeros(0, bool)
+    cost[pauses] = np.maximum(value[pauses], 0)
+
+    order = comp.thread_order(pid, tid)
+    if order is not None:  # not expected from the importer; keep the thread's recorded order
+        pid_o, tid_o, ts_o, cost_o = pid[order], tid[order], ts[order], cost[order]
+    else:
+        pid_o, tid_o, ts_o, cost_o = pid, tid, ts, cost
+    costs = comp.cumulative(pid_o, tid_o, ts_o, cost_o)
+    ts_comp_o = comp.record_ts_comp(ts_o, costs)
+    if order is not None:
+        ts_comp = np.empty_like(ts_comp_o)
+        ts_comp[order] = ts_comp_o
+    else:
+        ts_comp = ts_comp_o
+    out["app_events"] = ev.append_column("ts_comp_ns", pa.array(ts_comp, pa.int64()))
+
+    def add(name, cols, durations=None):
+        t = tables.get(name)
+        if t is None:
+            return
+        if t.num_rows == 0:
+            for c in cols:
+                t = t.append_column(f"{c}_comp_ns", pa.array([], pa.int64()))
+            if durations:
+                t = t.append_column(f"{durations[0]}_comp_ns", pa.array([], pa.int64()))
+            out[name] = t
+            return
+        p, q = _np(t.column("pid")), _np(t.column("tid"))
+        done = {}
+        for c in cols:
+            arr = t.column(c)
+            if isinstance(arr, pa.ChunkedArray):
+                arr = arr.combine_chunks()
+            valid = ~arr.is_null().to_numpy(zero_copy_only=False)
+            raw = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            v = costs.compensate(p, q, raw)
+            done[c] = (v, valid)
+            t = t.append_column(f"{c}_comp_ns", pa.array(v, pa.int64(), mask=~valid if not valid.all() else None))
+        if durations:
+            dname, a, b = durations
+            (va, oka), (vb, okb) = done[a], done[b]
+            ok = oka & okb
+            t = t.append_column(f"{dname}_comp_ns", pa.array(vb - va, pa.int64(), mask=~ok if not ok.all() else None))
+        out[name] = t
+
+    add("regions", ["begin_ns", "end_ns"], ("duration", "begin_ns", "end_ns"))
+    add("functions", ["begin_ns", "end_ns"], ("duration", "begin_ns", "end_ns"))
+    add("timers", ["start_ns", "stop_ns"], ("elapsed", "start_ns", "stop_ns"))
+    add("sync", ["request_ns", "acquire_ns", "release_ns"])
+    add("counters", ["ts"])
+    for name in ("regions", "functions", "timers"):
+        if name in out:  # begin_ns_comp_ns -> begin_comp_ns: the names docs/calibration.md gives
+            t = out[name]
+            out[name] = t.rename_columns([c.replace("_ns_comp_ns", "_comp_ns") for c in t.column_names])
+    if "sync" in out:
+        t = out["sync"]
+        out["sync"] = t.rename_columns([c.replace("_ns_comp_ns", "_comp_ns") for c in t.column_names])
+    out[TABLE] = summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why)
+    return out
+
+
+def summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why) -> pa.Table:
+    rows = {k: [] for k in COLUMNS}
+    if len(codes):
+        key = np.stack([pid, tid, codes], axis=1)
+        groups, inverse, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+        totals = np.bincount(inverse, weights=cost, minlength=len(groups))
+        for g, (p, q, c) in enumerate(groups.tolist()):
+            name = labels[c]
+            n = int(counts[g])
+            if name == "pause":
+                ns = lo = hi = float(totals[g]) / n
+                src = "measured pause (the recorder's own: chunk opened or flushed)"
+            elif name in per_kind:
+                ns, lo, hi, measured = per_kind[name]
+                src = f"in vitro: {measured}"
+            else:
+                if name in calibrate.RECORD_KIND_SOURCES and not cal:
+                    src = f"not charged: {why}"
+                else:
+                    src = "not charged: recorder bookkeeping, not instrumentation"
+                ns = lo = hi = 0.0
+            rows["pid"].append(p)
+            rows["tid"].append(q)
+            rows["kind"].append(name)
+            rows["records"].append(n)
+            rows["ns_per_record"].append(ns)
+            rows["ci_low_ns"].append(lo)
+            rows["ci_high_ns"].append(hi)
+            rows["cost_ns"].append(float(totals[g]) if name == "pause" else ns * n)
+            rows["source"].append(src)
+    return pa.table({k: pa.array(v, COLUMNS[k]) for k, v in rows.items()})
+
+
+def extend(tables: dict, context: dict) -> None:
+    """The importer's extension hook (oslens.store.importer.EXTENSIONS)."""
+    meta = context.get("meta") or {}
+    cal, why = find_calibration(meta)
+    tables.update(build(tables, cal, why))
+    info = {"calibration": cal.get("path") if cal else None, "measured_at": cal.get("measured_at") if cal else None,
+            "model": "ts - cost of the thread's earlier records (in vitro) - the recorder's pauses"}
+    if not cal:
+        info["missing"] = why
+    if isinstance(meta, dict):
+        meta["compensation"] = info
