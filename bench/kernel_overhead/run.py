@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Kernel tracing overhead: oslens record vs `perf record -m 64M` on the same tracepoints, in the
+same run, alternating (base, oslens, perf) per round; medians of the programs' own timings.
+
+Programs: a pipe ping-pong between two processes pinned to one CPU (context-switch heavy;
+unpinned it would measure cross-CPU wake-ups of an idle vCPU) and 3 M getpid (syscall heavy).
+Prints one JSON object: per program the base, oslens and perf medians, the added times, the
+ratio oslens_added / perf_added (target <= 0.5), lost records of each tool.
+
+usage: run.py [--rounds 3] [--pp 200000] [--gp 3000000] [--events sched,syscalls]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+OSLENS = ROOT / ".venv" / "bin" / "oslens"
+
+# what oslens opens for --events sched,syscalls; perf gets the same list
+TRACEPOINTS = {
+    "sched": ["sched:sched_switch", "sched:sched_waking", "task:task_newtask", "sched:sched_process_exec",
+              "sched:sched_process_exit", "sched:sched_migrate_task"],
+    "syscalls": ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"],
+    "faults": ["exceptions:page_fault_user"],
+    "io": ["block:block_rq_issue", "block:block_rq_complete"],
+    "irq": ["irq:irq_handler_entry", "irq:irq_handler_exit", "irq:softirq_entry", "irq:softirq_exit"],
+}
+
+
+def build(work: Path) -> dict:
+    out = {}
+    for name in ("pingpong", "getpid"):
+        exe = work / name
+        subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / f"{name}.c")], check=True)
+        out[name] = exe
+    return out
+
+
+def elapsed(stderr: str) -> float | None:
+    m = re.search(r"ELAPSED ([\d.]+)", stderr)
+    return float(m.group(1)) if m else None
+
+
+def run_one(cfg: str, cmd: list[str], work: Path, events: str) -> dict:
+    trace = work / "trace"
+    shutil.rmtree(trace, ignore_errors=True)
+    perf_data = work / "perf.data"
+    if perf_data.exists():
+        perf_data.unlink()
+    if cfg == "base":
+        full = cmd
+    elif cfg == "oslens":
+        full = [str(OSLENS), "record", "--no-import", "--no-preload", "-f", "-o", str(trace), "--events", events, "--", *cmd]
+    else:
+        evs = [e for s in events.split(",") for e in TRACEPOINTS[s]]
+        full = ["perf", "record", "-q", "-m", "64M", "-o", str(perf_data)]
+        for e in evs:
+            full += ["-e", e]
+        full += ["--", *cmd]
+    t0 = time.monotonic()
+    p = subprocess.run(full, capture_output=True, text=True, timeout=300)
+    wall = time.monotonic() - t0
+    rec = {"cfg": cfg, "elapsed": elapsed(p.stderr), "wall": round(wall, 4), "rc": p.returncode}
+    if cfg == "oslens":
+        try:
+            k = json.loads((trace / "meta.json").read_text()).get("kernel", {})
+            rec["lost"] = k.get("lost")
+            rec["records"] = k.get("records")
+            rec["tier"] = k.get("tier")
+        except (OSError, ValueError):
+            pass
+    if cfg == "perf":
+        m = re.findall(r"[Ll]ost (\d+)", p.stderr)
+        rec["lost"] = sum(int(x) for x in m) if m else 0
+        rec["bytes"] = perf_data.stat().st_size if perf_data.exists() else None
+    if p.returncode != 0:
+        rec["stderr"] = p.stderr[-500:]
+    return rec
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pp", type=int, default=200_000, help="ping-pong round trips")
+    ap.add_argument("--gp", type=int, default=3_000_000, help="getpid calls")
+    ap.add_argument("--events", default="sched,syscalls")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print(json.dumps({"error": "run as root: both tools need kernel tracepoints"}))
+        return 2
+    have_perf = shutil.which("perf") is not None
+    work = Path(tempfile.mkdtemp(prefix="oslens-kbench-"))
+    try:
+        exe = build(work)
+        cpu = (os.cpu_count() or 1) - 1
+        programs = {
+            "pingpong_pinned": [str(exe["pingpong"]), str(args.pp), str(cpu)],
+            "getpid": [str(exe["getpid"]), str(args.gp)],
+        }
+        cfgs = ["base", "oslens"] + (["perf"] if have_perf else [])
+        runs = {p: [] for p in programs}
+        for r in range(args.rounds):
+            for pname, cmd in programs.items():
+                order = cfgs[r % len(cfgs):] + cfgs[: r % len(cfgs)]
+                for cfg in order:
+                    rec = run_one(cfg, cmd, work, args.events)
+                    rec["round"] = r
+                    runs[pname].append(rec)
+                    print(json.dumps({"program": pname, **rec}), file=sys.stderr, flush=True)
+        result = {
+            "benchmark": "kernel_overhead",
+            "events": args.events,
+            "perf": "perf record -m 64M -e <same tracepoints>" if have_perf else "perf not installed",
+            "rounds": args.rounds,
+            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+            "programs": {},
+        }
+        for pname, rs in runs.items():
+            med = {}
+            for cfg in cfgs:
+                vals = [x["elapsed"] for x in rs if x["cfg"] == cfg and x["elapsed"] is not None and x["rc"] == 0]
+                med[cfg] = statistics.median(vals) if vals else None
+            entry = {"median_s": med, "runs": rs}
+            if med.get("base") and med.get("oslens"):
+                entry["oslens_added_s"] = round(med["oslens"] - med["base"], 4)
+                entry["oslens_slowdown"] = round(med["oslens"] / med["base"], 3)
+            if med.get("base") and med.get("perf"):
+                entry["perf_added_s"] = round(med["perf"] - med["base"], 4)
+                entry["perf_slowdown"] = round(med["perf"] / med["base"], 3)
+            if entry.get("perf_added_s"):
+                entry["added_ratio_oslens_over_perf"] = round(entry["oslens_added_s"] / entry["perf_added_s"], 3)
+                entry["meets_target_half_of_perf"] = entry["added_ratio_oslens_over_perf"] <= 0.5
+            entry["oslens_lost"] = [x.get("lost") for x in rs if x["cfg"] == "oslens"]
+            entry["perf_lost"] = [x.get("lost") for x in rs if x["cfg"] == "perf"]
+            result["programs"][pname] = entry
+        print(json.dumps(result, indent=2))
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""build_kernel_tables on synthetic per-CPU kernel chunks with known answers."""
+
+import pytest
+
+from oslens import _native
+from oslens.capture import raw
+from oslens.store import kernel_tables as kt
+
+NAME = raw.NAME
+
+
+def chunk(tmp_path, cpu, records, names=(), dropped=0, seq=0):
+    """records: (ts, id, kind, a, b); names: (ts, id, class, text) interleaved by time."""
+    rows = [(ts, i, cpu, kind, a, b) for ts, i, kind, a, b in records]
+    # NAME records go through `names=` (written first); give them times by interleaving as
+    # NAME-kind rows is not possible with write_chunk, so the reader pairs them in file order.
+    path = tmp_path / f"kernel-cpu{cpu}-{seq}.osl"
+    _native.write_chunk(
+        str(path),
+        {"source": raw.SOURCE_KERNEL_CPU, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 0, "tid": 0, "cpu": cpu,
+         "dropped_events": dropped},
+        rows,
+        names=[(i, cls, 0, text) for _ts, i, cls, text in names],
+    )
+    return raw.read_chunk(path)
+
+
+def hi(pid):
+    return pid << 32
+
+
+def build(chunks, meta=None):
+    return kt.build_kernel_tables(chunks, meta or {})
+
+
+def test_switches_slices_and_states(tmp_path):
+    A, B, X = 100, 101, 7
+    recs = [
+        (10, 0, kt.TRACED, 0, 0),
+        (100, A, kt.SWITCH, B | hi(A), 1 | (120 << 32)),  # A sleeps, B runs
+        (200, B, kt.SWITCH, X | hi(A), 0),  # B preempted by X
+        (300, X, kt.SWITCH, A | hi(X), 0x100),  # X -> A (preempted)
+        (400, A, kt.SWITCH, 0 | hi(A), 2),  # A in D, idle runs
+    ]
+    c = chunk(tmp_path, 1, recs, names=[(0, A, kt.NAME_TASK, "alpha"), (0, B, kt.NAME_TASK, "beta"), (0, X, kt.NAME_TASK, "kworker")])
+    t = build([c], {"pid": A})
+    sw = t["switches"].to_pylist()
+    assert [s["prev_state"] for s in sw] == ["S", "R", "R", "D"]
+    assert sw[0]["prev_comm"] == "alpha" and sw[0]["next_comm"] == "beta" and sw[0]["prev_prio"] == 120
+    assert sw[1]["next_pid"] == X and sw[1]["next_tid"] == X
+    assert sw[3]["next_comm"] == "<idle>" and sw[3]["next_pid"] == 0
+    sl = t["cpu_slices"].to_pylist()
+    assert [(s["tid"], s["start_ns"], s["end_ns"]) for s in sl] == [(B, 100, 200), (X, 200, 300), (A, 300, 400)]
+    assert sl[0]["pid"] == A  # B is a thread of A (from its switch-out's pid)
+    assert all(s["cpu"] == 1 for s in sl)
+
+
+def test_slices_skip_gaps_left_by_filtering(tmp_path):
+    # X took the CPU from A, then (unrecorded) Y ran, then Y gave it back to A
+    recs = [(100, 5, kt.SWITCH, 9 | hi(5), 0), (300, 11, kt.SWITCH, 5 | hi(11), 1)]
+    t = build([chunk(tmp_path, 0, recs)])
+    assert t["cpu_slices"].num_rows == 0
+    assert t["switches"].num_rows == 2
+
+
+def test_syscalls_pair_per_thread_and_keep_unmatched(tmp_path):
+    P = 50
+    c0 = chunk(tmp_path, 0, [
+        (5, P, kt.SYS_EXIT, 0 | hi(P), 1),  # read that began before attach
+        (10, P, kt.SYS_ENTER, 39 | hi(P), 0),
+        (12, P + 1, kt.SYS_ENTER, 1 | hi(P), 3),
+        (15, P, kt.SYS_EXIT, 39 | hi(P), P),
+        (40, P, kt.SYS_ENTER, 231 | hi(P), 0),  # exit_group never returns
+    ])
+    c1 = chunk(tmp_path, 1, [(20, P + 1, kt.SYS_EXIT, 1 | hi(P), (-9) & (2**64 - 1))])
+    sc = build([c0, c1])["syscalls"].to_pylist()
+    by = {(r["tid"], r["name"]): r for r in sc}
+    assert by[(P, "getpid")]["start_ns"] == 10 and by[(P, "getpid")]["end_ns"] == 15 and by[(P, "getpid")]["ret"] == P
+    assert by[(P + 1, "write")]["ret"] == -9 and by[(P + 1, "write")]["end_ns"] == 20  # across CPUs
+    assert by[(P, "read")]["start_ns"] is None and by[(P, "read")]["end_ns"] == 5
+    assert by[(P, "exit_group")]["end_ns"] is None and by[(P, "exit_group")]["ret"] is None
+    assert all(r["pid"] == P for r in sc)
+    assert kt.syscall_name(100000) == "syscall_100000"
+
+
+def test_faults_wakeups_samples(tmp_path):
+    T = 70
+    recs = [
+        (10, T, kt.FAULT, 0x7F0000001000, 0x401000 | (6 << 48)),
+        (20, T, kt.WAKEUP, 71 | hi(T), 1 | (120 << 32)),
+        (30, T, kt.SAMPLE, 0xFFFFFFFF81000000, T | (1 << 32)),
+        (31, T, kt.SAMPLE, 0x401234, T),
+        (40, T, kt.SYS_ENTER, 39 | hi(T), 0),
+    ]
+    t = build([chunk(tmp_path, 0, recs)])
+    f = t["faults"].to_pylist()[0]
+    assert (f["address"], f["ip"], f["error_code"], f["pid"]) == (0x7F0000001000, 0x401000, 6, T)
+    w = t["wakeups"].to_pylist()[0]
+    assert (w["tid"], w["waker_tid"], w["target_cpu"], w["cpu"]) == (71, T, 1, 0)
+    s = t["samples"].to_pylist()
+    assert s[0]["in_kernel"] and not s[1]["in_kernel"] and s[0]["ip"] == 0xFFFFFFFF81000000 and s[1]["pid"] == T
+
+
+def test_block_io_pairs_by_device_and_sector(tmp_path):
+    dev = (8 << 20) | 16
+    w = kt.RW_LETTERS[0][0] | 16  # W + S
+    issue = [(100, 9, kt.BLOCK_ISSUE, 2048, dev | (8 << 32) | (w << 56)), (110, 9, kt.BLOCK_ISSUE, 4096, dev | (8 << 32) | (2 << 56))]
+    done = [(150, 0, kt.BLOCK_COMPLETE, 2048, dev | (8 << 32) | (w << 56))]
+    t = build([chunk(tmp_path, 0, issue), chunk(tmp_path, 1, done)])
+    b = t["block_io"].to_pylist()
+    assert b[0]["complete_ns"] == 150 and b[0]["bytes"] == 4096 and b[0]["rw"] == "WS" and b[0]["dev"] == "8:16"
+    assert b[1]["complete_ns"] is None and b[1]["rw"] == "R" and b[1]["tid"] == 9
+
+
+def test_tasks_tree_comm_history_and_lost(tmp_path):
+    R, C, T, O = 10, 11, 12, 99
+    recs = [
+        (1, R, kt.TRACED, 0, 0),
+        (5, R, kt.FORK, C | hi(C), R | (0x11 << 32)),  # a process
+        (6, R, kt.FORK, T | hi(R), R | (0x10000 << 32)),  # a thread
+        (7, O, kt.FORK, 100 | hi(100), O),  # someone else's fork (system-wide)
+        (8, C, kt.EXEC, C, 0),
+        (9, C, kt.SWITCH, R | hi(C), 0),
+        (20, C, kt.EXIT, C, 1),
+        (30, 0, kt.LOST, 3, 0),
+    ]
+    names = [(0, C, kt.NAME_TASK, "parent"), (0, C, kt.NAME_EXEC, "/bin/true"), (0, C, kt.NAME_TASK, "true")]
+    c = chunk(tmp_path, 0, recs, names=names, dropped=3)
+    t = build([c], {"pid": R})
+    tasks = {r["tid"]: r for r in t["tasks"].to_pylist()}
+    assert tasks[R]["is_traced"] and tasks[R]["start_ns"] == 1
+    assert tasks[C]["is_traced"] and tasks[C]["parent_pid"] == R and tasks[C]["pid"] == C
+    assert tasks[C]["start_ns"] == 5 and tasks[C]["end_ns"] == 20 and tasks[C]["exe"] == "/bin/true" and tasks[C]["comm"] == "true"
+    assert tasks[T]["is_traced"] and tasks[T]["pid"] == R
+    assert not tasks[100]["is_traced"] and not tasks[O]["is_traced"]
+    lost = t["kernel_lost"].to_pylist()
+    assert lost == [{"source": "kernel collector", "where": "cpu 0", "count": 3, "cpu": 0}]
+
+
+def test_empty_and_header_only_chunks(tmp_path):
+    t = build([chunk(tmp_path, 0, [], dropped=5)])
+    assert t["switches"].num_rows == 0 and t["syscalls"].num_rows == 0
+    assert t["kernel_lost"].to_pylist()[0]["count"] == 5
+    assert set(t) >= {"switches", "cpu_slices", "wakeups", "syscalls", "faults", "block_io", "samples", "tasks", "kernel_lost"}
+
+
+def test_importer_conforms_our_tables(tmp_path):
+    schema = pytest.importorskip("oslens.store.schema")
+    recs = [(100, 5, kt.SWITCH, 6 | hi(5), 1), (110, 5, kt.SYS_ENTER, 39 | hi(5), 0), (111, 5, kt.SYS_EXIT, 39 | hi(5), 5)]
+    t = build([chunk(tmp_path, 0, recs)], {"pid": 5})
+    for name in schema.KERNEL_SCHEMAS:
+        conformed = schema.conform(name, t.get(name))
+        assert conformed.column_names[: len(schema.KERNEL_SCHEMAS[name])] == list(schema.KERNEL_SCHEMAS[name])
