@@ -89,8 +89,17 @@ pub extern "C" fn osl_func_named(id: u32, exit: u32) {
     }
 }
 
-#[cold]
+#[inline(always)]
 fn ensure_init() -> u8 {
+    let state = STATE.load(Relaxed);
+    if state == DIRECT || state == FILTERED {
+        return state;
+    }
+    init_slow()
+}
+
+#[cold]
+fn init_slow() -> u8 {
     loop {
         match STATE.compare_exchange(UNINIT, INITIALISING, Relaxed, Relaxed) {
             Ok(_) => {
@@ -204,7 +213,7 @@ fn shadow() -> Option<&'static mut Shadow> {
     Some(unsafe { &mut *s })
 }
 
-#[cold]
+#[inline(never)]
 fn enter_slow(func: u64, site: u64) {
     match ensure_init() {
         DIRECT => record_at(clock::now(), kinds::FUNC_ENTRY, 0, func, site),
@@ -221,7 +230,7 @@ fn enter_slow(func: u64, site: u64) {
     }
 }
 
-#[cold]
+#[inline(never)]
 fn exit_slow(func: u64, site: u64) {
     match ensure_init() {
         DIRECT => record_at(clock::now(), kinds::FUNC_EXIT, 0, func, site),
