@@ -4,11 +4,13 @@
 //! Mechanism: perf_event_open on tracepoints, one mmap ring per CPU (every event of that CPU
 //! redirected into it with PERF_EVENT_IOC_SET_OUTPUT), drained while the program runs.
 //! Events of the traced tree are opened per task with `inherit`, so the kernel follows forks and
-//! threads and never delivers other tasks' events. sched_switch and the block events are opened
-//! per CPU for every task (a switch *to* a traced task happens in the other task's context; a
-//! block completion in whatever context the interrupt hits) and filtered here: a switch is kept
-//! when either side belongs to the traced tree (Kohr's "who took the CPU away"), a completion
-//! when it matches an issue that was kept.
+//! threads and never delivers other tasks' events. sched_switch, sched_waking, sched_migrate_task
+//! and the block events are opened per CPU for every task (a switch *to* a traced task happens in
+//! the other task's context; a wakeup of a traced task per task would be delivered twice when the
+//! waker is traced too; a migration is done by whoever balances; a block completion runs in
+//! whatever context the interrupt hits) and filtered here: a switch or wakeup is kept when either
+//! side belongs to the traced tree (Kohr's "who took the CPU away"), a migration when it moves a
+//! traced task, a completion when it matches an issue that was kept.
 //!
 //! Tiers: kernel tracepoints (root or CAP_PERFMON), else per-process software counters
 //! (perf_event_paranoid permitting), else nothing (application events only). The first line on
@@ -212,11 +214,11 @@ enum Ev {
 /// (tracepoint, handler, event set, opened for every task on the CPU rather than per task)
 const TRACEPOINTS: [(&str, Ev, &str, bool); 15] = [
     ("sched/sched_switch", Ev::Switch, "sched", true),
-    ("sched/sched_waking", Ev::Waking, "sched", false),
+    ("sched/sched_waking", Ev::Waking, "sched", true),
     ("task/task_newtask", Ev::NewTask, "", false),
     ("sched/sched_process_exec", Ev::Exec, "", false),
     ("sched/sched_process_exit", Ev::Exit, "", false),
-    ("sched/sched_migrate_task", Ev::Migrate, "sched", false),
+    ("sched/sched_migrate_task", Ev::Migrate, "sched", true),
     ("raw_syscalls/sys_enter", Ev::SysEnter, "syscalls", false),
     ("raw_syscalls/sys_exit", Ev::SysExit, "syscalls", false),
     ("exceptions/page_fault_user", Ev::Fault, "faults", false),
@@ -469,6 +471,10 @@ impl State {
             }
             Ev::Waking => {
                 let woken = sval(raw, f[0]) as u32;
+                if self.filter_switches && !self.traced.contains(&tid) && !self.traced.contains(&woken) {
+                    self.filtered += 1;
+                    return;
+                }
                 // A wakeup of a traced task by a traced task is delivered twice (once to each).
                 if let Some(&(lts, lw, lt)) = self.last_waking.get(&cpu) {
                     if lw == tid && lt == woken && ts.wrapping_sub(lts) < 5_000 {
@@ -509,6 +515,10 @@ impl State {
             }
             Ev::Migrate => {
                 let who = sval(raw, f[0]) as u32;
+                if self.filter_switches && !self.traced.contains(&who) {
+                    self.filtered += 1;
+                    return;
+                }
                 let orig = sval(raw, f[1]) as i32 as u32 as u64;
                 let dest = sval(raw, f[2]) as i32 as u32 as u64;
                 self.emit(cpu, Record::new(ts, who, c, k::MIGRATE, orig | dest << 32, tid as u64));
