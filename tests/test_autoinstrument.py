@@ -81,6 +81,23 @@ def test_unmodified_pthread_program_exact_sync_counts(tmp_path, cbuild, threads,
     assert waits == 0
 
 
+def test_condition_variable_waits_keep_lock_accounting_balanced(tmp_path, cbuild):
+    trace, proc = record(tmp_path, cbuild["sync"], "cond", 300)
+    assert json.loads(proc.stdout) == {"cond_signal": 300, "consumed": 300}
+    records = dump(trace)
+    got = kinds_of(records)
+    assert got["cond_signal"] == 300
+    assert got["cond_wait_enter"] == got["cond_wait_exit"] > 0
+    # A wait gives the mutex up and takes it back: every acquisition still has its release.
+    for tid in {r["tid"] for r in records if r["kind"] == "lock_acquire"}:
+        mine = kinds_of(records, tid=tid)
+        assert mine["lock_request"] == mine["lock_acquire"] == mine["lock_release"]
+    con = open_store(trace)
+    rows = dict(con.sql("select kind, count(*) from sync group by kind").fetchall())
+    assert rows.get("cond", 0) == got["cond_wait_enter"]
+    assert rows.get("mutex") == got["lock_acquire"] == 300 + 1 + got["cond_wait_exit"]
+
+
 def test_no_preload_records_no_sync(tmp_path, cbuild):
     trace, _ = record(tmp_path, cbuild["sync"], 2, 10, 1, extra=("--no-preload",))
     assert not (trace / "raw").exists() or kinds_of(dump(trace))["lock_acquire"] == 0

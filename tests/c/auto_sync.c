@@ -3,7 +3,9 @@
  *   auto_sync THREADS ITERS BARRIERS   each thread takes a shared mutex ITERS times (plus one
  *                                      trylock of its own mutex), waits at a barrier BARRIERS
  *                                      times, posts and waits a semaphore once;
- *   auto_sync fork                     forks a child that takes a mutex once, then waits for it.
+ *   auto_sync fork                     forks a child that takes a mutex once, then waits for it;
+ *   auto_sync cond N                   a producer hands N items to a consumer through a
+ *                                      condition variable (N signals; waits depend on timing).
  *
  * Prints the expected record counts as one JSON line. */
 #include <pthread.h>
@@ -37,7 +39,40 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+static pthread_cond_t ready = PTHREAD_COND_INITIALIZER;
+static int items, consumed;
+
+static void *consumer(void *arg) {
+    long n = (long)arg;
+    pthread_mutex_lock(&shared);
+    while (consumed < n) {
+        while (items == 0)
+            pthread_cond_wait(&ready, &shared);
+        items--;
+        consumed++;
+    }
+    pthread_mutex_unlock(&shared);
+    return NULL;
+}
+
+static int mode_cond(long n) {
+    pthread_t c;
+    pthread_create(&c, NULL, consumer, (void *)n);
+    for (long i = 0; i < n; i++) {
+        pthread_mutex_lock(&shared);
+        items++;
+        pthread_cond_signal(&ready);
+        pthread_mutex_unlock(&shared);
+        usleep(50); /* let the consumer catch up and wait again */
+    }
+    pthread_join(c, NULL);
+    printf("{\"cond_signal\": %ld, \"consumed\": %d}\n", n, consumed);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "cond") == 0)
+        return mode_cond(atol(argv[2]));
     if (argc > 1 && strcmp(argv[1], "fork") == 0) {
         pid_t pid = fork();
         if (pid == 0) {

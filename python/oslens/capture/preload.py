@@ -65,10 +65,17 @@ def _interpreter_of_script(path: Path) -> Path | None:
     return interp
 
 
+def _same_machine(is64: bool, machine: int) -> bool:
+    import platform
+
+    ours = {"x86_64": 62, "aarch64": 183, "riscv64": 243, "ppc64le": 21, "s390x": 22}.get(platform.machine())
+    return is64 and (ours is None or machine == ours)
+
+
 def is_dynamic(path: Path, _depth: int = 0) -> bool | None:
     """True when the ELF has a PT_INTERP or PT_DYNAMIC segment (LD_PRELOAD applies), False for
-    a static executable, None when it is not an ELF file we can read. Scripts are judged by
-    their interpreter."""
+    a static executable or one of another word size / architecture, None when it is not an ELF
+    file we can read. Scripts are judged by their interpreter."""
     try:
         with open(path, "rb") as f:
             ident = f.read(64)
@@ -79,6 +86,9 @@ def is_dynamic(path: Path, _depth: int = 0) -> bool | None:
                 return None
             is64 = ident[4] == 2
             endian = "<" if ident[5] == 1 else ">"
+            machine, = struct.unpack_from(endian + "H", ident, 18)
+            if not _same_machine(is64, machine):
+                return False  # a 32-bit or foreign program: our 64-bit libraries cannot load
             if is64:
                 phoff, = struct.unpack_from(endian + "Q", ident, 32)
                 phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
