@@ -166,6 +166,21 @@ def trace_calls(pattern: str = "*") -> bool:
     if monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) is None:
         _trace_with_monitoring(monitoring, ident_of, func_named)
         _tracing["mode"] = "sys.monitoring"
+    elif hasattr(_native, "profile_install"):
+        # A C-level profile function (one Python call per code object, not per event).
+        def resolver(frame):
+            return ident_of(frame.f_code, frame.f_globals.get("__name__", "?"))
+
+        def thread_hook(frame, event, _arg):  # a new thread's first event: hand over to C
+            _native.profile_install(resolver)
+            if event == "call":
+                i = resolver(frame)
+                if i:
+                    _native.profile_enter(i)
+
+        threading.setprofile(thread_hook)
+        _native.profile_install(resolver)
+        _tracing["mode"] = "c-profile"
     else:
         # Frames running now return without having been entered: their exits are not recorded.
         skip = set()
@@ -236,6 +251,9 @@ def stop_tracing() -> None:
         mon = sys.monitoring
         mon.set_events(mon.PROFILER_ID, 0)
         mon.free_tool_id(mon.PROFILER_ID)
+    elif _tracing["mode"] == "c-profile":
+        threading.setprofile(None)
+        _native.profile_remove()  # this thread; threads already running keep theirs (3.11 has no all-threads call)
     else:
         sys.setprofile(None)
         threading.setprofile(None)

@@ -38,6 +38,19 @@ struct Api {
 
 static API: OnceLock<Api> = OnceLock::new();
 
+/// The load address of the shared object holding `p`.
+fn object_base(p: *const c_void) -> usize {
+    // SAFETY: dladdr fills the struct for any address.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(p, &mut info) != 0 {
+            info.dli_fbase as usize
+        } else {
+            0
+        }
+    }
+}
+
 fn api() -> &'static Api {
     API.get_or_init(|| {
         macro_rules! pick {
@@ -50,8 +63,10 @@ fn api() -> &'static Api {
         }
         // SAFETY: every address is a function with the signature of the field it fills.
         unsafe {
+            // RTLD_DEFAULT also searches this extension's own symbols: "global" means another
+            // object's (liboslens.so loaded by the program or preloaded).
             let probe = libc::dlsym(libc::RTLD_DEFAULT, c"osl_func_named".as_ptr());
-            if probe.is_null() {
+            if probe.is_null() || object_base(probe) == object_base(api as *const () as *const c_void) {
                 Api {
                     global: false,
                     record_raw: oslens::osl_record_raw,
@@ -206,7 +221,112 @@ fn flush() {
     unsafe { (api().flush)() }
 }
 
+// ---- a C-level profile function for Python < 3.12 (sys.setprofile costs a Python call per event)
+
+type PyObj = *mut pyo3::ffi::PyObject;
+type TraceFn = unsafe extern "C" fn(PyObj, PyObj, c_int, PyObj) -> c_int;
+
+extern "C" {
+    // Exported by every CPython (not in the limited API, so declared here).
+    fn PyEval_SetProfile(func: Option<TraceFn>, obj: PyObj);
+    fn PyFrame_GetCode(frame: PyObj) -> PyObj;
+}
+
+const PY_TRACE_CALL: c_int = 0;
+const PY_TRACE_RETURN: c_int = 3;
+
+thread_local! {
+    /// Code object -> name id (0 = not traced). Code objects in the table are kept alive, so
+    /// an address is never reused for another function.
+    static CODE_IDS: std::cell::RefCell<std::collections::HashMap<usize, u32>> = Default::default();
+    /// Traced entries not yet exited on this thread since the profiler was installed: a return
+    /// while it is 0 belongs to a frame that was running before, and is not recorded.
+    static DEPTH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+unsafe fn code_id(resolver: PyObj, frame: PyObj) -> u32 {
+    let code = PyFrame_GetCode(frame);
+    if code.is_null() {
+        pyo3::ffi::PyErr_Clear();
+        return 0;
+    }
+    let key = code as usize;
+    let known = CODE_IDS.with(|m| m.borrow().get(&key).copied());
+    let id = match known {
+        Some(id) => {
+            pyo3::ffi::Py_DecRef(code);
+            id
+        }
+        None => {
+            // The resolver (oslens.instrument) names the function and applies the filter.
+            let r = pyo3::ffi::PyObject_CallFunctionObjArgs(resolver, frame, std::ptr::null_mut::<pyo3::ffi::PyObject>());
+            let id = if r.is_null() {
+                pyo3::ffi::PyErr_Clear();
+                0
+            } else {
+                let v = pyo3::ffi::PyLong_AsLong(r);
+                pyo3::ffi::Py_DecRef(r);
+                if v == -1 && !pyo3::ffi::PyErr_Occurred().is_null() {
+                    pyo3::ffi::PyErr_Clear();
+                }
+                v.clamp(0, u32::MAX as _) as u32
+            };
+            CODE_IDS.with(|m| m.borrow_mut().insert(key, id)); // keeps the reference from GetCode
+            id
+        }
+    };
+    id
+}
+
+unsafe extern "C" fn profile(resolver: PyObj, frame: PyObj, what: c_int, _arg: PyObj) -> c_int {
+    if what != PY_TRACE_CALL && what != PY_TRACE_RETURN {
+        return 0;
+    }
+    let id = code_id(resolver, frame);
+    if id == 0 {
+        return 0;
+    }
+    if what == PY_TRACE_CALL {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        (api().func_named)(id, 0);
+    } else if DEPTH.with(|d| {
+        let n = d.get();
+        d.set(n.saturating_sub(1));
+        n > 0
+    }) {
+        (api().func_named)(id, 1);
+    }
+    0
+}
+
+/// profile_install(resolver): records calls and returns of Python functions on the calling
+/// thread; resolver(frame) -> name id (0 = not traced) is asked once per code object.
+#[pyfunction]
+fn profile_install(resolver: &Bound<'_, PyAny>) {
+    DEPTH.with(|d| d.set(0));
+    // SAFETY: GIL held; the interpreter keeps its own reference to `resolver`.
+    unsafe { PyEval_SetProfile(Some(profile), resolver.as_ptr()) };
+}
+
+/// profile_enter(id): an entry recorded by Python code (a thread's first call, seen by the
+/// bootstrap hook before the C profiler took over), counted as the C profiler counts its own.
+#[pyfunction]
+fn profile_enter(id: u32) {
+    DEPTH.with(|d| d.set(d.get() + 1));
+    // SAFETY: C ABI call with plain values.
+    unsafe { (api().func_named)(id, 0) }
+}
+
+#[pyfunction]
+fn profile_remove() {
+    // SAFETY: GIL held; removes this thread's profile function.
+    unsafe { PyEval_SetProfile(None, std::ptr::null_mut()) };
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(profile_install, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_enter, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_remove, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_global, m)?)?;
     m.add_function(wrap_pyfunction!(record_raw, m)?)?;
