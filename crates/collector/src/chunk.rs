@@ -25,6 +25,7 @@ struct Mapped {
     len: usize,
     pos: u64,
     lost: u64,
+    path: String,
 }
 
 fn now_ns() -> u64 {
@@ -94,8 +95,8 @@ impl Writer {
         let bytes = h.to_bytes();
         // SAFETY: the mapping is at least HEADER_SIZE long.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, HEADER_SIZE) };
-        self.files.push(name);
-        self.cur = Some(Mapped { base, len, pos: 0, lost: 0 });
+        self.files.push(name.clone());
+        self.cur = Some(Mapped { base, len, pos: 0, lost: 0, path: format!("{}/{}", self.raw_dir, name) });
         Ok(())
     }
 
@@ -104,10 +105,16 @@ impl Writer {
             let now = now_ns();
             m.u64_at(offset::CALIB1_TSC).store(now, Ordering::Relaxed);
             m.u64_at(offset::CALIB1_NS).store(now, Ordering::Relaxed);
+            // A closed chunk keeps only its committed records: the capacity becomes the count and
+            // the file is cut there (a chunk of a short run is not megabytes of zeros).
+            m.u64_at(offset::CAPACITY).store(m.pos, Ordering::Relaxed);
             // SAFETY: CLOSED lies inside the header; our own mapping, unmapped once.
             unsafe {
                 (m.base.add(offset::CLOSED) as *mut u32).write_volatile(1);
                 libc::munmap(m.base as *mut libc::c_void, m.len);
+            }
+            if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&m.path) {
+                let _ = f.set_len((HEADER_SIZE + m.pos as usize * RECORD_SIZE) as u64);
             }
             self.seq += 1;
         }

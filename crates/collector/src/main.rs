@@ -70,6 +70,9 @@ struct Opts {
     chunk_records: u64,
     watch_stdin: bool,
     force_tier: u32,
+    /// Experimental: sched_switch / waking per task like perf record (switches *to* the tree
+    /// from other tasks are then missed).
+    per_task_sched: bool,
 }
 
 const USAGE: &str = "usage: oslens-collector --trace DIR (--pid PID | --system-wide) [--events sched,syscalls,faults,io,irq] [--sample HZ] [--ring-mib N] [--chunk-records N] [--watch-stdin] [--tier 1|2|3]";
@@ -87,6 +90,7 @@ fn parse_args() -> Result<Opts, String> {
         chunk_records: 1 << 20,
         watch_stdin: false,
         force_tier: 0,
+        per_task_sched: false,
     };
     let mut events = DEFAULT_SETS.to_string();
     let mut args = std::env::args().skip(1);
@@ -101,6 +105,7 @@ fn parse_args() -> Result<Opts, String> {
             "--ring-mib" => o.ring_mib = val("--ring-mib")?.parse().map_err(|_| "--ring-mib needs a number".to_string())?,
             "--chunk-records" => o.chunk_records = val("--chunk-records")?.parse().map_err(|_| "--chunk-records needs a number".to_string())?,
             "--watch-stdin" => o.watch_stdin = true,
+            "--per-task-sched" => o.per_task_sched = true,
             "--tier" => o.force_tier = val("--tier")?.parse().map_err(|_| "--tier needs 1, 2 or 3".to_string())?,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -644,6 +649,8 @@ struct Collector {
     missing: Vec<String>,
     fds: Vec<i32>,
     rings: Vec<RingSlot>,
+    /// The fd owning each ring: poll()able, readable when the ring is a quarter full.
+    leaders: Vec<i32>,
     counters: Vec<Counter>,
     proc_switches: Option<ProcSwitches>,
     st: State,
@@ -689,6 +696,7 @@ impl Collector {
             missing: vec![],
             fds: vec![],
             rings: vec![],
+            leaders: vec![],
             counters: vec![],
             proc_switches: None,
             st,
@@ -726,6 +734,7 @@ impl Collector {
                         self.missing.push(format!("{tp} (no field {n} on this kernel)"));
                         continue;
                     }
+                    let per_cpu = per_cpu && !(self.opts.per_task_sched && matches!(ev, Ev::Switch | Ev::Waking | Ev::Migrate));
                     chosen.push((tp, ev, per_cpu || self.opts.system_wide, fmt));
                 }
                 None => self.missing.push(format!("{tp} (not in this kernel)")),
@@ -784,6 +793,7 @@ impl Collector {
                             format!("cannot map a {} MiB ring buffer for CPU {cpu}: {}", self.opts.ring_mib, errno_text(e))
                         })?;
                         self.rings.push(RingSlot { cpu, kind: RingKind::Trace, ring });
+                        self.leaders.push(fd);
                         leader = Some(fd);
                     }
                     Some(l) => {
@@ -802,7 +812,7 @@ impl Collector {
             self.close_all();
             return Err("no tracepoint could be opened".into());
         }
-        self.st.filter_switches = !self.opts.system_wide && self.enabled.iter().any(|e| e == "sched/sched_switch");
+        self.st.filter_switches = !self.opts.system_wide && !self.opts.per_task_sched && self.enabled.iter().any(|e| e == "sched/sched_switch");
         if self.opts.sample_hz > 0 {
             self.attach_sampling(false);
         }
@@ -829,6 +839,7 @@ impl Collector {
                 Ok(fd) => match perf::Ring::map(fd, ring_bytes) {
                     Ok(ring) => {
                         self.fds.push(fd);
+                        self.leaders.push(fd);
                         self.rings.push(RingSlot { cpu, kind: RingKind::Sample, ring });
                     }
                     Err(e) => {
@@ -996,6 +1007,13 @@ impl Collector {
         if self.opts.watch_stdin {
             pfds.push(libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 });
         }
+        let first_ring = pfds.len();
+        for &fd in &self.leaders {
+            pfds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+        }
+        // Rings hold well over 100 ms of records at full rate and wake us at a quarter full, so a
+        // slow tick costs nothing in losses and keeps the collector off the program's CPUs.
+        let tick_ms = if self.counters.is_empty() && self.proc_switches.is_none() { 25 } else { 20 };
         let mut last_counters = Instant::now();
         while !STOP.load(Ordering::SeqCst) {
             let got = self.drain();
@@ -1010,7 +1028,12 @@ impl Collector {
                 p.revents = 0;
             }
             // SAFETY: valid pollfd array.
-            let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 5) };
+            let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tick_ms) };
+            for p in pfds[first_ring..].iter_mut() {
+                if p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                    p.fd = -1; // a per-task ring whose tasks are all gone: nothing more will come
+                }
+            }
             if n > 0 && self.opts.watch_stdin && pfds[0].revents != 0 {
                 let mut buf = [0u8; 64];
                 // SAFETY: buf is writable.
