@@ -113,7 +113,15 @@ def runnable_wait_holders(con, prog) -> dict[int, int]:
         sums = np.bincount(inv, weights=ov[keep], minlength=len(tasks))
         for task, v in zip(tasks.tolist(), sums.tolist()):
             out[int(task)] = out.get(int(task), 0) + int(round(v))
+    # waiting time no recorded slice covers: the CPU ran tasks whose switches were not recorded
+    covered = sum(out.values())
+    waited = int((w_e - w_s).sum())
+    if waited - covered > 0:
+        out[UNRECORDED] = waited - covered
     return out
+
+
+UNRECORDED = -1  # holder key for runnable waits during CPU time the trace does not attribute
 
 
 def _innermost_region(con, tid: int, t: int) -> str | None:
@@ -197,7 +205,7 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
                 names[int(tid)] = (pid, comm)
         for tid, n in counts.items():
             stolen = holders.get(tid, 0)
-            if tid == 0 or tid in prog.tidset:
+            if tid <= 0 or tid in prog.tidset:
                 continue
             pid, comm = names.get(tid, (None, None))
             r = info.get(tid)
@@ -233,7 +241,7 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
             cap = wall * len(prog.cpus)
             hogs = 0
             for r in tk.to_pylist():  # sorted by CPU time: the three biggest
-                if r["kind"] in ("program", "idle"):
+                if r["kind"] in ("program", "idle", "unrecorded"):
                     continue
                 if cap and r["cpu_ns"] / cap >= 0.05 and hogs < 3:
                     hogs += 1
@@ -254,7 +262,9 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
             parts = []
             for tid, held in ranked:
                 label = (f"{prog.names.get(tid, tid)} [{tid}] (a program thread)" if tid in prog.tidset
-                         else "idle" if tid == 0 else f"{names.get(tid, (None, '?'))[1]} [{tid}]")
+                         else "idle" if tid == 0
+                         else "tasks whose switches were not recorded" if tid == UNRECORDED
+                         else f"{names.get(tid, (None, '?'))[1]} [{tid}]")
                 parts.append(f"{label} {fmt(held)} ({counts.get(tid, 0)} preemptions)")
             top = "; ".join(parts) or "unknown tasks"
             add(

@@ -63,8 +63,30 @@ def task_cpu(con) -> pa.Table:
                 "preemptions_of_program": pre.get(tid, 0),
             }
         )
+    recorded = sum(r["cpu_ns"] for r in out)
+    if total and total - recorded > 0:
+        # the collector keeps only the switches that involve the program: who ran between two
+        # switches that do not is unknown, and said so rather than left out
+        out.append(
+            {
+                "tid": UNRECORDED_TID,
+                "pid": None,
+                "comm": "(not recorded)",
+                "kind": "unrecorded",
+                "description": "CPU time on these CPUs whose task the trace does not show (the kernel collector "
+                "keeps only the context switches that involve the program)",
+                "cpu_ns": total - recorded,
+                "share": (total - recorded) / total,
+                "slices": 0,
+                "mean_slice_ns": 0,
+                "preemptions_of_program": 0,
+            }
+        )
     out.sort(key=lambda r: (-r["cpu_ns"], r["tid"]))
     return common.from_rows(out, SCHEMA)
+
+
+UNRECORDED_TID = -1
 
 
 def preemptions_by_task(con, prog: common.Program | None = None) -> dict[int, int]:

@@ -350,3 +350,19 @@ def test_oslens_helper_threads_are_not_the_program():
     assert prog.tids == [1]
     assert common.classify_task(2, 1, "oslens-prefault", prog)[0] == "oslens"
     assert common.classify_task(3, 1, "worker", prog)[0] == "program"
+
+
+def test_unrecorded_cpu_time_is_shown():
+    # CPU 0 runs the program 0-4, an unknown task 4-6 (its switches were not recorded), the program 6-10
+    t = MS
+    rows = {
+        "threads": [(1, 1, "a", None, 0, 10 * t, True)],
+        "cpu_slices": [(1, 1, "a", 0, 0, 4 * t), (1, 1, "a", 0, 6 * t, 10 * t)],
+        "switches": [(4 * t, 0, 1, 1, "a", "R", 9, 9, "x"), (6 * t, 0, 8, 8, "y", "R", 1, 1, "a")],
+    }
+    con = make_con(rows)
+    tk = by_tid(tasks.task_cpu(con))
+    assert tk[-1]["kind"] == "unrecorded" and tk[-1]["cpu_ns"] == 2 * t
+    assert sum(r["cpu_ns"] for r in tk.values()) == 10 * t
+    holders = findings.runnable_wait_holders(con, common.program(con))
+    assert holders == {findings.UNRECORDED: 2 * t}

@@ -34,6 +34,7 @@ KIND_COLORS = {
     "oslens": "#55a868",
     "other process": "#8172b2",
     "other": "#8c8c8c",
+    "unrecorded": "#ffffff",
 }
 
 
