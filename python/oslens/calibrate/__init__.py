@@ -93,9 +93,10 @@ def load(hostname: str | None = None, path: Path | None = None) -> dict | None:
 
 
 def record_costs(cal: dict) -> dict[str, tuple[float, float, float, str]]:
-    """{record kind name: (ns, ci_low, ci_high, measured kind)} for every kind the calibration covers.
-    Negative medians (a kind cheaper than the noise) are charged as 0. Sync kinds fall back to the
-    `raw` figure when the preload wrappers were not measured."""
+    """{record kind name: (ns, ci_low, ci_high, measured kind)} for every kind the calibration covers:
+    the recording thread's CPU time in the call (what shifts its later timestamps). Negative medians
+    (a kind cheaper than the noise) are charged as 0. Sync kinds fall back to the `raw` figure when
+    the preload wrappers were not measured."""
     costs = cal["costs"]
     out = {}
     for rec, src in RECORD_KIND_SOURCES.items():
@@ -105,8 +106,18 @@ def record_costs(cal: dict) -> dict[str, tuple[float, float, float, str]]:
         if c is None:
             continue
         ns = max(float(c["ns"]), 0.0)
-        out[rec] = (ns, max(float(c.get("ci_low", ns)), 0.0), max(float(c.get("ci_high", ns)), 0.0), src)
+        lo = c.get("ci_low", ns)
+        hi = c.get("ci_high", ns)
+        out[rec] = (ns, max(float(lo), 0.0), max(float(hi), 0.0), src)
     return out
+
+
+def outside_costs(cal: dict | None) -> tuple[float, float, float]:
+    """(start-up CPU ns per process, start-up wall ns per process, CPU ns per record outside the
+    call): what a whole run pays besides the calls; zeros where the calibration lacks them."""
+    st = (cal or {}).get("startup") or {}
+    return (float((st.get("cpu") or {}).get("ns") or 0.0), float((st.get("wall") or {}).get("ns") or 0.0),
+            float((st.get("per_record_outside") or {}).get("ns") or 0.0))
 
 
 def measure(quick: bool = False, **kw) -> dict:

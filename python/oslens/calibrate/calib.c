@@ -2,9 +2,9 @@
  * with one instrumentation point of each kind; oslens.calibrate computes C = (t_i - t_0) / N.
  *
  * Usage: calib N REPS KIND[,KIND...]
- * Prints one line per (repetition, kind): "KIND REP NS", NS = CPU time of the calling thread
- * (CLOCK_THREAD_CPUTIME_ID, so time spent preempted by other load does not count) for N
- * iterations. Kinds run interleaved inside each repetition, the order rotated every repetition,
+ * Prints one line per (repetition, kind): "KIND REP THREAD_NS PROCESS_NS": the CPU time of the
+ * calling thread (CLOCK_THREAD_CPUTIME_ID, so time spent preempted by other load does not count)
+ * and of the whole process (the recorder's oslens-prefault helper included) for N iterations. Kinds run interleaved inside each repetition, the order rotated every repetition,
  * so drift and other load hit every kind alike.
  *
  * Kinds: empty, rdtsc, clock_gettime, counter (osl_count), counter_record, timer_start,
@@ -31,6 +31,12 @@ static uint64_t cpu_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+static uint64_t process_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* One loop shape for every kind: the body is the instrumentation point alone. */
 #define LOOP(body)                                   \
     do {                                             \
@@ -40,7 +46,8 @@ static uint64_t cpu_ns(void) {
         }                                            \
     } while (0)
 
-static int run_kind(const char *kind, long n, uint64_t *out) {
+static int run_kind(const char *kind, long n, uint64_t *out, uint64_t *out_process) {
+    uint64_t p0 = process_ns();
     uint64_t t0 = cpu_ns();
     if (!strcmp(kind, "empty")) {
         LOOP((void)0);
@@ -75,6 +82,7 @@ static int run_kind(const char *kind, long n, uint64_t *out) {
         return -1;
     }
     *out = cpu_ns() - t0;
+    *out_process = process_ns() - p0;
     return 0;
 }
 
@@ -93,10 +101,10 @@ int main(int argc, char **argv) {
     osl_event_name(1, "calibrate");
     /* warm the recorder's per-thread state, the names and the code outside the timed loops */
     for (int k = 0; k < nk; k++) {
-        uint64_t ignored;
+        uint64_t ignored, ignored_process;
         long saved = n;
         n = n < 1000 ? n : 1000;
-        if (run_kind(kinds[k], n, &ignored) < 0) {
+        if (run_kind(kinds[k], n, &ignored, &ignored_process) < 0) {
             fprintf(stderr, "calib: unknown kind %s\n", kinds[k]);
             return 2;
         }
@@ -105,9 +113,9 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++) {
         for (int j = 0; j < nk; j++) {
             int k = (j + r) % nk;
-            uint64_t ns;
-            run_kind(kinds[k], n, &ns);
-            printf("%s %d %llu\n", kinds[k], r, (unsigned long long)ns);
+            uint64_t ns, pns;
+            run_kind(kinds[k], n, &ns, &pns);
+            printf("%s %d %llu %llu\n", kinds[k], r, (unsigned long long)ns, (unsigned long long)pns);
         }
     }
     return 0;

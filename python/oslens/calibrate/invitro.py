@@ -66,8 +66,9 @@ def build(workdir: Path) -> Path:
 
 
 def _scratch_root() -> str | None:
-    """A memory-backed folder for the throwaway trace when there is one (nothing reaches a disk)."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    """Where the throwaway trace goes: $OSLENS_CALIBRATE_DIR, else the temporary folder (a disk, as
+    a user's trace is: an mmap'd file on tmpfs is cheaper to fill than one on ext4)."""
+    return os.environ.get("OSLENS_CALIBRATE_DIR") or None
 
 
 def _run(program: Path, iterations: int, reps: int, kinds: list[str], env_extra: dict, scratch: Path) -> dict:
@@ -82,9 +83,11 @@ def _run(program: Path, iterations: int, reps: int, kinds: list[str], env_extra:
     if proc.returncode != 0:
         raise OslensError(f"the calibration program failed (exit {proc.returncode}): {proc.stderr.strip()[:200]}", 1)
     out: dict[str, list] = {k: [0] * reps for k in kinds}
+    out.update({f"{k}@process": [0] * reps for k in kinds})
     for line in proc.stdout.splitlines():
-        kind, rep, ns = line.split()
+        kind, rep, ns, pns = line.split()
         out[kind][int(rep)] = int(ns)
+        out[f"{kind}@process"][int(rep)] = int(pns)
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
@@ -117,6 +120,71 @@ def _preload_env() -> dict | None:
     return {"LD_PRELOAD": f"{rec}:{lib}"}
 
 
+def _timed(argv: list[str], env: dict) -> tuple[float, float]:
+    """(wall ns, CPU ns) of one run of argv, from its own rusage."""
+    t0 = time.monotonic_ns()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic_ns() - t0
+    if proc.returncode != 0:
+        raise OslensError(f"the calibration program failed (exit {proc.returncode}) measuring the recorder's start-up", 1)
+    return float(wall), (usage.ru_utime + usage.ru_stime) * 1e9
+
+
+def _diff_summary(a: np.ndarray, b: np.ndarray, resamples: int = 4000) -> dict:
+    """median(a) - median(b) with a percentile-bootstrap 95% interval."""
+    rng = np.random.default_rng(1994)
+    da = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
+    db = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
+    lo, hi = np.quantile(da - db, [0.025, 0.975])
+    return {"ns": round(float(np.median(a) - np.median(b)), 1), "ci_low": round(float(lo), 1),
+            "ci_high": round(float(hi), 1), "n": int(len(a))}
+
+
+LIFETIME_RECORDS = 1_000_000
+
+
+def startup(program: Path, reps: int, workdir: Path) -> dict:
+    """What recording costs a process besides its instrumentation calls, from whole-process CPU
+    and wall time (rusage), traced against untraced runs, alternating:
+      wall, cpu          the fixed cost: start-up and exit of a process that records nothing
+                         (trace files created, the prefault helper started, chunks closed);
+      lifetime_per_record_cpu   process CPU per record over a run of 1 M events:
+                         (extra(1 M) - extra(0)) / records; measure() derives per_record_outside
+                         from it (the share not spent in the call: page preparation, unmapping).
+    The trace goes under the temporary folder, on a disk as a user's trace does."""
+    base = dict(os.environ)
+    for k in [k for k in base if k.startswith("OSLENS_") and k != "OSLENS_PREFIX"]:
+        base.pop(k)
+    samples = {(m, traced): ([], []) for m in (0, LIFETIME_RECORDS) for traced in (True, False)}
+    for r in range(reps):
+        for m in (0, LIFETIME_RECORDS):
+            argv = [str(program), str(max(m, 1)), "1", "event" if m else "empty"]
+            for traced in ((True, False) if r % 2 == 0 else (False, True)):
+                if traced:
+                    trace = workdir / f"startup-{r}-{m}"
+                    env = dict(base, OSLENS_TRACE=str(trace), OSLENS_BUFFER_MB=str(m * 32 // (1 << 20) + 16))
+                    w, c = _timed(argv, env)
+                    shutil.rmtree(trace, ignore_errors=True)
+                else:
+                    w, c = _timed(argv, base)
+                samples[(m, traced)][0].append(w)
+                samples[(m, traced)][1].append(c)
+    out = {"what": "the recorder's fixed cost per process (start-up and exit with nothing recorded)"}
+    for i, measure in enumerate(("wall", "cpu")):
+        out[measure] = _diff_summary(np.array(samples[(0, True)][i]), np.array(samples[(0, False)][i]))
+    # CPU per record over the process's life: (extra with 1 M records - extra with none) / records
+    records = LIFETIME_RECORDS + min(LIFETIME_RECORDS, 1000)
+    extra_m = np.array(samples[(LIFETIME_RECORDS, True)][1]) - np.array(samples[(LIFETIME_RECORDS, False)][1])
+    extra_0 = np.array(samples[(0, True)][1]) - np.array(samples[(0, False)][1])
+    per_record = (extra_m - extra_0) / records
+    s = _summary(per_record)
+    out["lifetime_per_record_cpu"] = {**s, "records": records,
+                                      "what": "process CPU per event over the process's life (call, page preparation, unmapping)"}
+    return out
+
+
 def measure(quick: bool = False, iterations: int | None = None, repetitions: int | None = None,
             progress=None) -> dict:
     """Measures every kind on this machine; returns the calibration (see docs/calibration.md)."""
@@ -139,7 +207,19 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
             plain = _run(program, n, reps, ["empty", "mutex"], {}, Path(scratch) / "plain")
             wrapped = _run(program, n, reps, ["empty", "mutex"], preload_env, Path(scratch) / "preload")
             sync = ((wrapped["mutex"] - wrapped["empty"]) - (plain["mutex"] - plain["empty"])) / n / PRELOAD_KIND[2]
+        if progress:
+            progress("recorder start-up")
+        fixed = startup(program, max(reps, 9) if not quick else 7, Path(tmp))
     costs = {}
+    life = fixed["lifetime_per_record_cpu"]
+    event_call = _summary((t["event"] - t["empty"]) / n)["ns"]
+    fixed["per_record_outside"] = {
+        "ns": round(max(life["ns"] - event_call, 0.0), 3),
+        "what": ("process CPU per record spent outside the call: the prefault helper preparing the chunk's pages "
+                 "and their unmapping at thread exit (lifetime_per_record_cpu - the event's in-call cost); "
+                 "it does not delay the recording thread's timestamps"),
+    }
+
     for kind, (what, records) in KINDS.items():
         c = _summary((t[kind] - t["empty"]) / n)
         c.update({"what": what, "records_per_call": records})
@@ -156,11 +236,14 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
         "oslens_version": __version__,
         "liboslens": str(paths.liboslens()),
         "recorder_clock": clock,
-        "method": "in vitro: C = (t_kind - t_empty) / N per repetition, thread CPU time; median and 95% CI",
+        "method": ("in vitro: C = (t_kind - t_empty) / N per repetition, CPU time of the recording thread; "
+                   "median and 95% CI of the median over the repetitions"),
+        "trace_folder": _scratch_root() or tempfile.gettempdir(),
         "iterations": n,
         "repetitions": reps,
         "quick": bool(quick),
         "empty_loop_ns": _summary(t["empty"] / n),
         "costs": costs,
+        "startup": fixed,
         "seconds": round(time.time() - t0, 2),
     }
