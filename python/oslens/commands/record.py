@@ -27,10 +27,14 @@ def add_arguments(parser):
     parser.add_argument("--preload", dest="preload", action="store_true", default=None, help="trace pthread locks, barriers, condition variables, fork and exec through LD_PRELOAD (default for dynamically linked programs)")
     parser.add_argument("--no-preload", dest="preload", action="store_false", help="do not preload the synchronisation wrappers")
     parser.add_argument("--trace-python", metavar="FILTER", help="trace Python function calls whose qualified name matches FILTER (a glob; '*' for all)")
+    parser.add_argument("--in-vivo", type=int, metavar="N", help="run N times with and N times without instrumentation (alternating) and report the in-vivo cost per event next to the in-vitro one")
     parser.add_argument("command", nargs="+", metavar="-- CMD", help="the program and its arguments")
 
 
 def run(args):
+    if args.in_vivo:
+        from oslens.calibrate.in_vivo import run_in_vivo
+        return run_in_vivo(args)
     command = args.command
     if not command:
         raise OslensError("no program given: use 'oslens record [options] -- PROGRAM ARGS'", 2)
