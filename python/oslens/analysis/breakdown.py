@@ -5,10 +5,11 @@ I/O wait, page-fault handling, runnable-but-waiting (preempted), blocked on sync
 sleeping for other reasons, instrumentation and unknown (see oslens.analysis.states for the
 rules). The columns of one row add up to the thread's wall time exactly.
 
-Instrumentation is an estimate: the number of events the thread recorded times the per-event
-cost the trace's calibration measured (meta key `calibration.event_ns` or one of its aliases),
-plus any time the recorder itself paused the thread (app_events of kind 'pause'). It is taken
-out of computation, never out of another state.
+Instrumentation is an estimate: from the store's `compensation` table when the trace has one (each
+record kind's count times its in-vitro cost measured by `oslens calibrate`, plus the recorder's
+measured pauses); otherwise the number of events the thread recorded times a per-event cost in
+the trace's meta (`calibration.event_ns` or an alias) plus the `pauses` table. It is taken out of
+computation, never out of another state.
 """
 
 from __future__ import annotations
@@ -95,12 +96,28 @@ def pause_ns(con) -> dict[int, int]:
     return _per_tid(con, "SELECT tid, sum(value) FROM app_events WHERE kind = 'pause' GROUP BY tid")
 
 
+def compensation_costs(con) -> tuple[dict[int, int], bool, str | None] | None:
+    """What the instrumentation cost each thread according to the store's `compensation` table
+    (records × calibrated in-vitro cost per record kind, plus measured pauses): (ns per thread,
+    whether anything was charged, why not). None when the trace has no such table."""
+    if not common.row_count(con, "compensation"):
+        return None
+    per = {int(t): int(round(v or 0)) for t, v in con.execute(
+        "SELECT tid, sum(cost_ns) FROM compensation GROUP BY tid").fetchall()}
+    charged = bool(con.execute(
+        "SELECT count(*) FROM compensation WHERE NOT starts_with(coalesce(source, ''), 'not charged')").fetchone()[0])
+    why = con.execute(
+        "SELECT any_value(source) FROM compensation WHERE starts_with(coalesce(source, ''), 'not charged')").fetchone()[0]
+    return per, charged, why
+
+
 def time_breakdown(con) -> pa.Table:
     prog = common.program(con)
     tls = states.timelines(con, prog)
     cost = event_cost_ns(con)
     events = event_counts(con)
     pauses = pause_ns(con)
+    comp = compensation_costs(con)
     faults = _per_tid(con, "SELECT tid, count(*) FROM faults GROUP BY tid") if common.table_exists(con, "faults") else {}
     sysn = (
         _per_tid(con, "SELECT tid, count(*) FROM syscalls GROUP BY tid") if common.table_exists(con, "syscalls") else {}
@@ -118,9 +135,12 @@ def time_breakdown(con) -> pa.Table:
         }
         for code, name in enumerate(states.STATE_NAMES):
             row[f"{name}_ns"] = tl.total(code)
-        instr = pauses.get(tid, 0)
-        if cost is not None:
-            instr += int(round(events.get(tid, 0) * cost))
+        if comp is not None:
+            instr = comp[0].get(tid, 0)
+        else:
+            instr = pauses.get(tid, 0)
+            if cost is not None:
+                instr += int(round(events.get(tid, 0) * cost))
         # instrumentation runs on the CPU: it comes out of computation (or, without scheduling
         # records, out of the unknown time)
         pool = "computation_ns" if tl.has_sched else "unknown_ns"
@@ -145,7 +165,18 @@ def notes(con) -> list[str]:
             f"Without scheduling events computation, preemption and sleeping cannot be told apart: "
             f"that time is 'unknown' ({st['reason']})."
         )
-    if event_cost_ns(con) is None:
+    comp = compensation_costs(con)
+    if comp is not None:
+        if comp[1]:
+            n.append(
+                "Instrumentation is an estimate: each thread's records × the in-vitro cost of each record kind "
+                "measured by `oslens calibrate` on this machine, plus the recorder's measured pauses "
+                "(the `compensation` table)."
+            )
+        else:
+            why = (comp[2] or "").removeprefix("not charged:").strip()
+            n.append(f"Instrumentation is not estimated ({why or 'no calibration'}); it is counted as computation.")
+    elif event_cost_ns(con) is None:
         n.append(
             "Instrumentation is not estimated: the trace has no calibrated per-event cost "
             "(run `oslens calibrate` before recording); it is counted as computation."

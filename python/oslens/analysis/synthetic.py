@@ -26,6 +26,8 @@ SCHEMAS = {
     "tasks": "pid BIGINT, tid BIGINT, comm VARCHAR, parent_tid BIGINT, start_ns BIGINT, end_ns BIGINT",
     "pauses": "pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, duration_ns BIGINT, reason VARCHAR",
     "kernel_lost": 'source VARCHAR, "where" VARCHAR, count BIGINT',
+    "compensation": "pid BIGINT, tid BIGINT, kind VARCHAR, records BIGINT, ns_per_record DOUBLE, ci_low_ns DOUBLE, "
+    "ci_high_ns DOUBLE, cost_ns DOUBLE, source VARCHAR",
 }
 
 KERNEL_TABLES = ["switches", "cpu_slices", "wakeups", "syscalls", "faults", "block_io", "samples"]

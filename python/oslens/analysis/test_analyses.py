@@ -366,3 +366,18 @@ def test_unrecorded_cpu_time_is_shown():
     assert sum(r["cpu_ns"] for r in tk.values()) == 10 * t
     holders = findings.runnable_wait_holders(con, common.program(con))
     assert holders == {findings.UNRECORDED: 2 * t}
+
+
+def test_instrumentation_from_the_compensation_table():
+    con = reference_trace(calibration_ns=1000.0)  # the compensation table wins over the meta figure
+    con.execute("INSERT INTO compensation VALUES (100, 100, 'region_begin', 6, 50, 45, 55, 300, 'in vitro'), "
+                "(100, 100, 'pause', 1, 0, 0, 0, 2000, 'measured')")
+    bd = by_tid(breakdown.time_breakdown(con))
+    assert bd[100]["instrumentation_ns"] == 2300 and bd[101]["instrumentation_ns"] == 0
+    assert bd[100]["computation_ns"] == 10 * MS - 2300
+    assert any("oslens calibrate" in n for n in breakdown.notes(con))
+    con2 = reference_trace()
+    con2.execute("INSERT INTO compensation VALUES (100, 100, 'event', 2, 0, 0, 0, 0, "
+                 "'not charged: no calibration for vm; run oslens calibrate')")
+    assert by_tid(breakdown.time_breakdown(con2))[100]["instrumentation_ns"] == 0
+    assert any("no calibration for vm" in n for n in breakdown.notes(con2))
