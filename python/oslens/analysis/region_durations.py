@@ -1,7 +1,8 @@
 """Region (procedure) duration distributions (Kohr et al. Figures 10-11).
 
 `region_stats` gives, per region name, the count and the distribution of its durations (mean,
-standard deviation, min, median, 90th and 99th percentile, max, total). `region_histograms` bins
+standard deviation, min, median, 90th and 99th percentile, max, total), and, when the store
+compensated the trace for the instrumentation's cost, the mean compensated duration. `region_histograms` bins
 the durations of the regions with the most total time into logarithmic bins (equal-width when all
 durations lie within a factor of two), so that banding such as CSHIFT's shows.
 """
@@ -25,6 +26,7 @@ STATS_SCHEMA = {
     "p90_ns": pa.float64(),
     "p99_ns": pa.float64(),
     "max_ns": pa.int64(),
+    "mean_comp_ns": pa.float64(),  # mean duration with the instrumentation's cost taken out (when imported)
 }
 
 HIST_SCHEMA = {
@@ -39,16 +41,19 @@ HIST_SCHEMA = {
 def region_stats(con) -> pa.Table:
     if not common.row_count(con, "regions"):
         return common.empty_table(STATS_SCHEMA)
+    comp = ("avg(duration_comp_ns)::DOUBLE" if "duration_comp_ns" in common.columns(con, "regions")
+            else "NULL::DOUBLE")
     return common.fetch(
         con,
-        """SELECT name, count(*)::BIGINT AS count, count(DISTINCT tid)::BIGINT AS threads,
+        f"""SELECT name, count(*)::BIGINT AS count, count(DISTINCT tid)::BIGINT AS threads,
                   sum(duration_ns)::BIGINT AS total_ns, avg(duration_ns)::DOUBLE AS mean_ns,
                   coalesce(stddev_pop(duration_ns), 0)::DOUBLE AS std_ns,
                   min(duration_ns)::BIGINT AS min_ns,
                   quantile_cont(duration_ns, 0.5)::DOUBLE AS p50_ns,
                   quantile_cont(duration_ns, 0.9)::DOUBLE AS p90_ns,
                   quantile_cont(duration_ns, 0.99)::DOUBLE AS p99_ns,
-                  max(duration_ns)::BIGINT AS max_ns
+                  max(duration_ns)::BIGINT AS max_ns,
+                  {comp} AS mean_comp_ns
            FROM regions WHERE duration_ns IS NOT NULL
            GROUP BY name ORDER BY total_ns DESC, name""",
     ).cast(pa.schema(STATS_SCHEMA.items()))

@@ -381,3 +381,12 @@ def test_instrumentation_from_the_compensation_table():
                  "'not charged: no calibration for vm; run oslens calibrate')")
     assert by_tid(breakdown.time_breakdown(con2))[100]["instrumentation_ns"] == 0
     assert any("no calibration for vm" in n for n in breakdown.notes(con2))
+
+
+def test_region_stats_compensated_mean():
+    con = reference_trace()
+    assert region_durations.region_stats(con).column("mean_comp_ns").to_pylist()[0] is None
+    con.execute("ALTER TABLE regions ADD COLUMN duration_comp_ns BIGINT")
+    con.execute("UPDATE regions SET duration_comp_ns = duration_ns - 1000")
+    st = {r["name"]: r for r in region_durations.region_stats(con).to_pylist()}
+    assert st["STEP"]["mean_comp_ns"] == 5.5 * MS - 1000

@@ -191,6 +191,7 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
             C("name", "region"), C("count", "count", "int"), C("total_ns", "total", "ms"), C("mean_ns", "mean", "ns"),
             C("std_ns", "std", "ns", terminal=False), C("min_ns", "min", "ns", terminal=False), C("p50_ns", "median", "ns"), C("p90_ns", "p90", "ns", terminal=False),
             C("p99_ns", "p99", "ns"), C("max_ns", "max", "ns"),
+            C("mean_comp_ns", "mean, compensated", "ns", terminal=False),
         ], limit=30)],
         plot="regions",
     ))
