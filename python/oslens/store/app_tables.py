@@ -286,7 +286,6 @@ def _indexed(g: np.ndarray, values: np.ndarray, typ=pa.int64()) -> pa.Dictionary
 
 
 KIND_LABELS = pa.array([n if n not in ("unknown",) else f"kind{k}" for k, n in enumerate(KIND_NAMES)], pa.string())
-CPU_LABELS = pa.array(np.arange(32768, dtype=np.int64))
 
 
 def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict) -> dict:
@@ -327,9 +326,9 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
     # (CLOCK_PAIR records included: value = the CLOCK_MONOTONIC ns read with the raw clock)
     events = pa.table({
         "ts": col.ts,
-        "pid": _indexed(col.g, t_pid),
-        "tid": _indexed(col.g, t_tid),
-        "cpu": pa.DictionaryArray.from_arrays(pa.array(col.cpu), CPU_LABELS[:int(col.cpu.max()) + 1 if n else 1]),
+        "pid": t_pid[col.g] if n else np.zeros(0, np.int64),
+        "tid": t_tid[col.g] if n else np.zeros(0, np.int64),
+        "cpu": col.cpu.astype(np.int64),
         "instrument": pa.chunked_array([pa.DictionaryArray.from_arrays(p, dictionary) for p in col.name_parts],
                                        pa.dictionary(pa.int32(), pa.string())),
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind.view(np.int8) if not counts[128:].any()
@@ -397,7 +396,7 @@ def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, 
     end_ns = col.ts[idx[np.maximum(m, 0)]]
     if not complete.all():
         end_ns = np.where(complete, end_ns, np.maximum(thread_end[bg], begin_ns))
-    cols = {"pid": _indexed(bg, t_pid), "tid": _indexed(bg, t_tid)}
+    cols = {"pid": t_pid[bg], "tid": t_tid[bg]}
     if table == "regions":
         cols.update({
             "name": _dict_array(name_idx[bi], dictionary), "begin_ns": begin_ns, "end_ns": end_ns,

