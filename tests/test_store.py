@@ -382,3 +382,26 @@ def test_record_no_import_then_import(tmp_path, cases):
     assert not (trace / "tables").exists()
     proc = run_oslens("import", trace)
     assert "imported" in proc.stderr and (trace / "tables" / "regions.parquet").is_file()
+
+
+def test_app_and_kernel_events_share_one_time_axis(tmp_path, cases):
+    """On a real program recorded with the kernel collector: every application record of a
+    thread falls inside a time when the kernel says that thread held a CPU (records are written
+    by running code), and the threads table merges both sides."""
+    trace = tmp_path / "k"
+    run_oslens("record", "-f", "-o", trace, "--", cases, "threads", 2, 200)
+    con = store.open_trace(trace)
+    if q(con, "SELECT count(*) FROM cpu_slices") == [(0,)]:
+        pytest.skip("the kernel collector recorded nothing here (no privilege or not built)")
+    slack = 50_000  # ns: clock fit error and the collector's switch timestamps
+    outside = q(con, f"""SELECT count(*) FROM app_events e WHERE e.kind <> 'clock_pair' AND NOT EXISTS (
+                         SELECT 1 FROM cpu_slices s WHERE s.tid = e.tid
+                         AND e.ts BETWEEN s.start_ns - {slack} AND s.end_ns + {slack})""")
+    assert outside == [(0,)]
+    assert q(con, "SELECT count(*) FROM threads WHERE source = 'app+kernel'") == [(3,)]
+    assert q(con, "SELECT bool_and(is_traced) FROM threads WHERE source <> 'kernel'") == [(True,)]
+    # ordered merge of both sides on one axis: a worker's first region begins after the kernel
+    # saw that worker first run
+    first = q(con, """SELECT min(r.begin_ns) >= min(s.start_ns) - 50000 FROM regions r
+                      JOIN cpu_slices s USING (tid) GROUP BY tid""")
+    assert first and all(ok for (ok,) in first)

@@ -114,7 +114,11 @@ def kernel_tables(kernel_chunks: list, meta: dict, losses: salvage.Losses) -> di
     elif kernel_chunks:
         losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
                    "this oslens cannot decode kernel records (oslens.store.kernel_tables is missing)")
-    return {name: schema.conform(name, out.get(name)) for name in schema.KERNEL_SCHEMAS}
+    tables = {name: schema.conform(name, out.get(name)) for name in schema.KERNEL_SCHEMAS}
+    for name, table in out.items():  # further tables the collector's module defines (irqs, ...)
+        if name not in tables and isinstance(table, pa.Table) and name not in schema.APP_SCHEMAS:
+            tables[name] = table
+    return tables
 
 
 def is_kernel_chunk(c: raw.ChunkData) -> bool:

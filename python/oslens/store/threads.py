@@ -63,6 +63,10 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
         k_parent = _col(tasks, "parent_tid", "parent", "ppid")
         k_start = _col(tasks, "start_ns", "start")
         k_end = _col(tasks, "end_ns", "end")
+        k_traced = _col(tasks, "is_traced")
+        for pid, traced in zip(k_pid, k_traced):
+            if traced and pid is not None:
+                traced_pids.add(pid)
         pid_of = {}
         parent_of = {}
         for pid, tid, comm, parent, s, e in zip(k_pid, k_tid, k_comm, k_parent, k_start, k_end):
