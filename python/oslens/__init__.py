@@ -5,6 +5,9 @@ Layers (data flows one way): capture -> store -> analysis -> control -> presenta
 
 __version__ = "0.1.0"
 
+# The Python recorder API: regions, counters, events and function tracing into the same trace.
+from oslens.instrument import counter, enabled, event, flush, region, stop_tracing, trace_calls, traced  # noqa: E402,F401
+
 
 def open(trace):  # noqa: A001 - the natural name: oslens.open(TRACE)
     """A DuckDB connection with the trace's tables as views (imports the trace on first use)."""

@@ -66,8 +66,10 @@ const char *osl_trace_dir(void); /* the trace directory, or NULL when not record
  * loaded by `oslens tune` names for this phase. Returns 0, or an errno value. */
 int osl_adapt(const char *phase);
 
-/* Low-level entry used by oslens's own preload and instrumentation libraries. */
+/* Low-level entries used by oslens's own preload and instrumentation libraries. */
 void osl_record_raw(uint8_t kind, uint32_t id, uint64_t a, uint64_t b);
+uint32_t osl_define_name(uint64_t cls, const char *name); /* the id of a name of class `cls` */
+void osl_func_named(uint32_t id, uint32_t exit);          /* entry (0) / exit (1) of a named function */
 
 #ifdef __cplusplus
 }

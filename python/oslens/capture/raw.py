@@ -24,7 +24,9 @@ SOURCE_KERNEL_CPU = 2
 # Record kinds (crates/format/src/kinds.rs is the reference).
 NAME, CONT, EVENT, REGION_BEGIN, REGION_END, COUNTER, TIMER_START, TIMER_STOP = 1, 2, 3, 4, 5, 6, 7, 8
 CONTROL, PAUSE, CLOCK_PAIR, ADAPT = 9, 10, 11, 12
-NAME_CLASSES = {1: "thread", 2: "manager", 3: "counter", 4: "timer", 5: "region", 6: "event", 7: "phase"}
+FUNC_ENTRY, FUNC_EXIT = 40, 41
+PROCESS_EXEC = 50
+NAME_CLASSES = {1: "thread", 2: "manager", 3: "counter", 4: "timer", 5: "region", 6: "event", 7: "phase", 8: "function", 9: "command"}
 
 
 @dataclass

@@ -28,6 +28,8 @@ def add_arguments(parser):
     parser.add_argument("--no-preload", dest="preload", action="store_false", help="do not preload the synchronisation wrappers")
     parser.add_argument("--trace-python", metavar="FILTER", help="trace Python function calls whose qualified name matches FILTER (a glob; '*' for all)")
     parser.add_argument("--in-vivo", type=int, metavar="N", help="run N times with and N times without instrumentation (alternating) and report the in-vivo cost per event next to the in-vitro one")
+    parser.add_argument("--func-filter", metavar="GLOBS", help="keep only functions matching these comma-separated globs (!GLOB excludes) from -finstrument-functions builds")
+    parser.add_argument("--func-min-ns", type=int, metavar="NS", help="do not record function calls shorter than NS (their callers are kept)")
     parser.add_argument("command", nargs="+", metavar="-- CMD", help="the program and its arguments")
 
 
@@ -53,6 +55,8 @@ def run(args):
         "counter_period_us": args.counter_period_us,
         "preload": args.preload,
         "trace_python": args.trace_python,
+        "func_filter": args.func_filter,
+        "func_min_ns": args.func_min_ns,
         "command": command,
     }
     session = Session(trace, command, options)
