@@ -452,6 +452,9 @@ impl State {
         let ts = u64::from_le_bytes(body[8..16].try_into().unwrap());
         let size = u32::from_le_bytes(body[16..20].try_into().unwrap()) as usize;
         let raw = &body[20..(20 + size).min(body.len())];
+        if raw.len() < 8 {
+            return;
+        }
         let ty = u16::from_le_bytes(raw[0..2].try_into().unwrap());
         let hi = self.by_id[ty as usize];
         if hi == 0 {
@@ -1055,10 +1058,16 @@ impl Collector {
         // Everything written before the disable is in the rings: drain until empty.
         while self.drain() > 0 {}
         if !self.counters.is_empty() || self.proc_switches.is_some() {
+            let before: Vec<(u64, u64)> = self.counters.iter().map(|c| c.last).collect();
             for c in self.counters.iter_mut() {
-                c.last = (u64::MAX, 0);
+                c.last = (u64::MAX, 0); // forces a final record even when unchanged
             }
             self.read_counters();
+            for (c, b) in self.counters.iter_mut().zip(before) {
+                if c.last.0 == u64::MAX {
+                    c.last = b; // the final read failed: keep the last value read
+                }
+            }
         }
         let mut counters: Vec<String> =
             self.counters.iter().map(|c| format!("{}: {}", json_str(k::counter_name(c.id)), c.last.0)).collect();
