@@ -99,6 +99,7 @@ def main() -> int:
             "records": ext["records"], "wall_s": ext["wall_s"], "records_per_s": ext["records_per_s"],
             "extensions_s": ext["extensions_s"], "core_wall_s": ext_core["wall_s"],
         },
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": [round(x, 2) for x in load]},
         "note": "records_per_cpu_s counts this process's user+system CPU over all its threads; a loaded "
                 "machine (see loadavg) inflates CPU time through cache and memory contention",

@@ -61,9 +61,9 @@ class Columns:
     ts: np.ndarray  # int64 CLOCK_MONOTONIC ns
     kind: np.ndarray  # uint8
     ident: np.ndarray  # uint32
-    cpu: np.ndarray  # int16 (a dictionary index)
+    cpu: np.ndarray  # int64
     value: np.ndarray  # int64: a, with raw clock ticks (timer stop, pause) converted to ns
-    b: np.ndarray  # uint64
+    b: "RecordWord"  # uint64, gathered from the chunks on demand
     name: np.ndarray  # int32 index into the names dictionary, -1 where unnamed
     name_parts: list  # the same as pyarrow Int32 arrays with nulls, one per chunk
     g: np.ndarray  # int32 thread index
@@ -86,6 +86,27 @@ def is_app_chunk(c: raw.ChunkData) -> bool:
     if c.header is not None:
         return c.header["source"] == raw.SOURCE_APP_THREAD and c.header["tid"] != 0
     return c.path.name.startswith("app-")
+
+
+class RecordWord:
+    """One 64-bit word of every record, read from the chunks only at the rows asked for (most
+    kinds never need `b`, so it is not copied out for all records)."""
+
+    def __init__(self, parts: list, starts: list, word: int):
+        self.parts = parts  # (n, 4) uint64 views of each chunk's records
+        self.starts = np.array(starts, dtype=np.int64)
+        self.word = word
+
+    def __getitem__(self, rows):
+        scalar = np.isscalar(rows)
+        rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        out = np.empty(len(rows), np.uint64)
+        if len(rows):
+            which = np.searchsorted(self.starts, rows, side="right") - 1
+            for c in np.unique(which).tolist():
+                sel = which == c
+                out[sel] = self.parts[c][rows[sel] - self.starts[c], self.word]
+        return out[0] if scalar else out
 
 
 class _Scratch:
@@ -137,9 +158,9 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
     ts = np.empty(total, np.int64)
     kind = np.empty(total, np.uint8)
     ident = np.empty(total, np.uint32)
-    cpu = np.empty(total, np.int16)
+    cpu = np.empty(total, np.int64)
     value = np.empty(total, np.int64)
-    b = np.empty(total, np.uint64)
+    b_parts, b_starts = [], []
     name = np.empty(total, np.int32)
     name_parts = []
     payloads = {}
@@ -164,7 +185,8 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
             cpu[s:e] = r["cpu"]
             v = value[s:e]
             v[:] = w[:, 2]
-            b[s:e] = w[:, 3]
+            b_parts.append(w)
+            b_starts.append(s)
             if tsc:
                 ticks = np.flatnonzero((k == raw.TIMER_STOP) | (k == raw.PAUSE))
                 if len(ticks):
@@ -178,6 +200,7 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
     lengths = [t.records for t in threads]
     g = np.repeat(np.arange(len(threads), dtype=np.int32), lengths) if threads else np.zeros(0, np.int32)
     counts = np.bincount(kind, minlength=256) if total else np.zeros(256, np.int64)
+    b = RecordWord(b_parts, b_starts, 3)
     return threads, Columns(ts, kind, ident, cpu, value, b, name, name_parts, g, payloads, counts)
 
 
@@ -326,9 +349,9 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
     # (CLOCK_PAIR records included: value = the CLOCK_MONOTONIC ns read with the raw clock)
     events = pa.table({
         "ts": col.ts,
-        "pid": t_pid[col.g] if n else np.zeros(0, np.int64),
-        "tid": t_tid[col.g] if n else np.zeros(0, np.int64),
-        "cpu": col.cpu.astype(np.int64),
+        "pid": np.repeat(t_pid, [t.records for t in threads]) if n else np.zeros(0, np.int64),
+        "tid": np.repeat(t_tid, [t.records for t in threads]) if n else np.zeros(0, np.int64),
+        "cpu": col.cpu,
         "instrument": pa.chunked_array([pa.DictionaryArray.from_arrays(p, dictionary) for p in col.name_parts],
                                        pa.dictionary(pa.int32(), pa.string())),
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind.view(np.int8) if not counts[128:].any()

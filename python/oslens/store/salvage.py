@@ -77,6 +77,8 @@ def warning_line(trace: Path, losses: Losses) -> str | None:
     what = f"{counted} records" + (" (and an unknown number)" if unknown and counted else "")
     if not counted and unknown:
         what = "an unknown number of records"
+    elif not counted:
+        what = "no records"
     first = f"{dmg[0][1]}: {dmg[0][3]}"
     more = f" and {len(dmg) - 1} more place(s)" if len(dmg) > 1 else ""
     return (f"oslens: warning: {trace} is damaged ({first}{more}): {what} lost; imported what was intact, "
