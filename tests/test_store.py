@@ -405,3 +405,23 @@ def test_app_and_kernel_events_share_one_time_axis(tmp_path, cases):
     first = q(con, """SELECT min(r.begin_ns) >= min(s.start_ns) - 50000 FROM regions r
                       JOIN cpu_slices s USING (tid) GROUP BY tid""")
     assert first and all(ok for (ok,) in first)
+
+
+def test_a_failing_importer_extension_costs_only_its_own_columns(trace, monkeypatch, capsys):
+    import types
+
+    from oslens.store import importer
+
+    def broken(tables, context):
+        tables["regions"] = None  # half-done work must not survive
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(__import__("sys").modules, "oslens_test_broken_ext", types.SimpleNamespace(extend=broken))
+    monkeypatch.setattr(importer, "EXTENSIONS", ("oslens_test_broken_ext",))
+    store.import_trace(trace, quiet=True)
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "boom" in err
+    con = store.open_trace(trace)
+    assert q(con, "SELECT count(*) FROM regions") == [(THREADS * ITERATIONS * 2,)]
+    assert q(con, "SELECT value FROM meta WHERE key = 'store.extension_error.oslens_test_broken_ext'") == [
+        ("RuntimeError: boom",)]

@@ -245,9 +245,18 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
             mod = importlib.import_module(modname)
         except ImportError:
             continue
+        short = modname.rsplit(".", 1)[-1]
         t_ext = time.perf_counter()
-        mod.extend(tables, context)
-        ext_s[modname.rsplit(".", 1)[-1]] = time.perf_counter() - t_ext
+        before = dict(tables)
+        try:
+            mod.extend(tables, context)
+        except Exception as err:  # an extension's failure must not cost the trace its tables
+            tables.clear()
+            tables.update(before)
+            extra[f"store.extension_error.{short}"] = f"{type(err).__name__}: {err}"
+            print(f"oslens: warning: the {short} step of the import failed ({type(err).__name__}: {err}); "
+                  "the tables are imported without it", file=sys.stderr)
+        ext_s[short] = time.perf_counter() - t_ext
     extra.update({f"store.extension_s.{k}": f"{v:.3f}" for k, v in ext_s.items()})
     tables["lost"] = losses.table()
     tables["meta"] = meta_table(meta, extra)
