@@ -99,3 +99,23 @@ def test_order_compare_and_thread_keys():
     assert [(x.thread, x.index) for x in d] == [("t", 1), ("v", -1)]
     assert "A has lock_release #0, B has lock_acquire #1" in d[0].describe()
     assert d[1].describe() == "v: only in B"
+
+
+def test_summary_tables():
+    import duckdb
+
+    from oslens.calibrate import summary
+
+    con = duckdb.connect()
+    assert summary.instrumentation(con).num_rows == 0 and summary.regions(con).num_rows == 0
+    con.execute("CREATE TABLE compensation AS SELECT * FROM (VALUES (1, 1, 'event', 10, 200.0), "
+                "(1, 1, 'pause', 1, 500.0)) t(pid, tid, kind, records, cost_ns)")
+    con.execute("CREATE TABLE app_events AS SELECT * FROM (VALUES (1, 1, 0, 0), (1, 1, 7000, 6300)) "
+                "t(pid, tid, ts, ts_comp_ns)")
+    con.execute("CREATE TABLE threads AS SELECT 1 AS pid, 1 AS tid, 'main' AS name")
+    con.execute("CREATE TABLE regions AS SELECT 'r' AS name, 7000 AS duration_ns, 6300 AS duration_comp_ns")
+    row = summary.instrumentation(con).to_pylist()[0]
+    assert (row["records"], row["instrumentation_ns"], row["pause_ns"], row["span_comp_ns"]) == (10, 200.0, 500.0, 6300)
+    assert abs(row["instrumentation_pct"] - 10.0) < 1e-9
+    r = summary.regions(con).to_pylist()[0]
+    assert (r["count"], r["total_ns"], r["total_comp_ns"]) == (1, 7000, 6300) and abs(r["instrumentation_pct"] - 10) < 1e-9
