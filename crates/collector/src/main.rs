@@ -19,6 +19,7 @@
 //! with --watch-stdin, when stdin reaches end of file. perf events die with their file
 //! descriptors, so even SIGKILL leaves nothing switched on.
 
+mod bpf;
 mod chunk;
 mod perf;
 mod tracefs;
@@ -73,6 +74,8 @@ struct Opts {
     /// Experimental: sched_switch / waking per task like perf record (switches *to* the tree
     /// from other tasks are then missed).
     per_task_sched: bool,
+    /// auto (eBPF for the hot events when it loads, else perf), perf, or ebpf.
+    mechanism: String,
 }
 
 const USAGE: &str = "usage: oslens-collector --trace DIR (--pid PID | --system-wide) [--events sched,syscalls,faults,io,irq] [--sample HZ] [--ring-mib N] [--chunk-records N] [--watch-stdin] [--tier 1|2|3]";
@@ -91,6 +94,7 @@ fn parse_args() -> Result<Opts, String> {
         watch_stdin: false,
         force_tier: 0,
         per_task_sched: false,
+        mechanism: "auto".into(),
     };
     let mut events = DEFAULT_SETS.to_string();
     let mut args = std::env::args().skip(1);
@@ -106,6 +110,12 @@ fn parse_args() -> Result<Opts, String> {
             "--chunk-records" => o.chunk_records = val("--chunk-records")?.parse().map_err(|_| "--chunk-records needs a number".to_string())?,
             "--watch-stdin" => o.watch_stdin = true,
             "--per-task-sched" => o.per_task_sched = true,
+            "--mechanism" => {
+                o.mechanism = val("--mechanism")?;
+                if !["auto", "perf", "ebpf"].contains(&o.mechanism.as_str()) {
+                    return Err("--mechanism is auto, perf or ebpf".into());
+                }
+            }
             "--tier" => o.force_tier = val("--tier")?.parse().map_err(|_| "--tier needs 1, 2 or 3".to_string())?,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -395,6 +405,38 @@ impl State {
         let _ = w.count_lost(n);
     }
 
+    /// A record from the eBPF ring: already in oslens's layout but for the check byte; switch
+    /// records carry both comms after it, fork records the child's.
+    fn bpf_record(&mut self, b: &[u8]) {
+        if b.len() < 32 {
+            return;
+        }
+        let r = Record::from_bytes(&b[..32]);
+        let cpu = if self.writers.contains_key(&(r.cpu as u32)) { r.cpu as u32 } else { *self.writers.keys().min().unwrap() };
+        let comm = |o: usize| -> [u8; 16] {
+            let mut c = [0u8; 16];
+            if b.len() >= o + 16 {
+                c.copy_from_slice(&b[o..o + 16]);
+            }
+            c
+        };
+        match r.kind {
+            k::SWITCH => {
+                self.note_comm(cpu, r.ts, r.id, comm(32));
+                self.note_comm(cpu, r.ts, (r.a & 0xffff_ffff) as u32, comm(48));
+            }
+            k::FORK => {
+                let child = (r.a & 0xffff_ffff) as u32;
+                if !self.system_wide || self.traced.contains(&r.id) {
+                    self.traced.insert(child);
+                }
+                self.note_comm(cpu, r.ts, child, comm(32));
+            }
+            _ => {}
+        }
+        self.emit(cpu, Record::new(r.ts, r.id, r.cpu, r.kind, r.a, r.b));
+    }
+
     /// Phase 1 of a drain: only learn new tasks of the tree, so that switches of a child drained
     /// from another CPU's ring in this same pass are kept.
     fn learn(&mut self, typ: u32, body: &[u8]) {
@@ -656,6 +698,10 @@ struct Collector {
     leaders: Vec<i32>,
     counters: Vec<Counter>,
     proc_switches: Option<ProcSwitches>,
+    bpf: Option<bpf::Bpf>,
+    bpf_lost: Vec<u64>,
+    bpf_note: Option<String>,
+    bpf_used: bool,
     st: State,
     scratch: Vec<u8>,
     cpus: Vec<u32>,
@@ -702,6 +748,10 @@ impl Collector {
             leaders: vec![],
             counters: vec![],
             proc_switches: None,
+            bpf: None,
+            bpf_lost: vec![],
+            bpf_note: None,
+            bpf_used: false,
             st,
             scratch: Vec::with_capacity(65536),
             cpus,
@@ -710,6 +760,7 @@ impl Collector {
     }
 
     fn close_all(&mut self) {
+        self.bpf = None;
         self.rings.clear();
         for fd in self.fds.drain(..) {
             // SAFETY: our fd.
@@ -726,6 +777,7 @@ impl Collector {
         let tfs = tracefs::find()?;
         self.tracefs_how = Some(tfs.how.clone());
         let mut chosen: Vec<(&str, Ev, bool, Format)> = vec![];
+        let _ = &self.bpf;
         for (tp, ev, set, per_cpu) in TRACEPOINTS {
             if !set.is_empty() && !self.opts.events.iter().any(|e| e == set) {
                 continue;
@@ -745,6 +797,47 @@ impl Collector {
         }
         if chosen.is_empty() {
             return Err("none of the requested tracepoints exist on this kernel".into());
+        }
+        // The hot events through eBPF when it loads: filtered in the kernel, no perf sample path.
+        let wants = |set: &str| self.opts.events.iter().any(|e| e == set);
+        if self.opts.mechanism != "perf" && !self.opts.per_task_sched && (wants("sched") || wants("syscalls")) {
+            let want = bpf::Want { sched: wants("sched"), syscalls: wants("syscalls") };
+            match bpf::Bpf::load(&want, self.opts.system_wide, self.opts.pid.max(0) as u32) {
+                Ok(b) => {
+                    let covered: Vec<Ev> = [
+                        (Ev::Switch, want.sched),
+                        (Ev::Waking, want.sched),
+                        (Ev::NewTask, true),
+                        (Ev::SysEnter, want.syscalls),
+                        (Ev::SysExit, want.syscalls),
+                    ]
+                    .iter()
+                    .filter(|x| x.1)
+                    .map(|x| x.0)
+                    .collect();
+                    chosen.retain(|c| !covered.contains(&c.1));
+                    for (n, on) in [
+                        ("sched/sched_switch", want.sched),
+                        ("sched/sched_waking", want.sched),
+                        ("sched/sched_process_fork", true),
+                        ("raw_syscalls/sys_enter", want.syscalls),
+                        ("raw_syscalls/sys_exit", want.syscalls),
+                    ] {
+                        if on {
+                            self.enabled.push(n.to_string());
+                        }
+                    }
+                    self.bpf_note = Some(format!("eBPF (tp_btf, in-kernel filter, BPF ring buffer) for {}", b.programs.join(", ")));
+                    self.bpf = Some(b);
+                    self.bpf_used = true;
+                }
+                Err(e) => {
+                    if self.opts.mechanism == "ebpf" {
+                        return Err(format!("eBPF was asked for but is unavailable: {e}"));
+                    }
+                    self.bpf_note = Some(format!("eBPF unavailable ({e}); perf_event_open for every event"));
+                }
+            }
         }
         let ring_bytes = self.opts.ring_mib << 20;
         for (tp, ev, per_cpu, fmt) in &chosen {
@@ -814,6 +907,10 @@ impl Collector {
         if self.enabled.is_empty() {
             self.close_all();
             return Err("no tracepoint could be opened".into());
+        }
+        if self.bpf.is_some() && !self.opts.system_wide {
+            // every task the tree forks is learnt from the eBPF fork records
+            self.st.traced.insert(self.opts.pid.max(0) as u32);
         }
         self.st.filter_switches = !self.opts.system_wide && !self.opts.per_task_sched && self.enabled.iter().any(|e| e == "sched/sched_switch");
         if self.opts.sample_hz > 0 {
@@ -985,6 +1082,19 @@ impl Collector {
 
     /// One pass over every ring; returns the bytes consumed.
     fn drain(&mut self) -> u64 {
+        let mut from_bpf = 0u64;
+        if let Some(b) = self.bpf.as_mut() {
+            let st = &mut self.st;
+            from_bpf = b.consume(&mut |rec: &[u8]| st.bpf_record(rec)) as u64 * 32;
+            let lost = b.lost_per_cpu();
+            for (cpu, &n) in lost.iter().enumerate() {
+                let prev = self.bpf_lost.get(cpu).copied().unwrap_or(0);
+                if n > prev && self.st.writers.contains_key(&(cpu as u32)) {
+                    self.st.lost(cpu as u32, n - prev);
+                }
+            }
+            self.bpf_lost = lost;
+        }
         let heads: Vec<u64> = self.rings.iter().map(|r| r.ring.head()).collect();
         let Collector { rings, st, scratch, .. } = self;
         if st.filter_switches {
@@ -1002,7 +1112,7 @@ impl Collector {
             slot.ring.set_tail(end);
             total += end - tail;
         }
-        total
+        total + from_bpf
     }
 
     fn run(&mut self) {
@@ -1049,6 +1159,9 @@ impl Collector {
     }
 
     fn finish(&mut self) -> String {
+        if let Some(b) = self.bpf.as_mut() {
+            b.detach();
+        }
         for &fd in &self.fds {
             perf::disable(fd);
         }
@@ -1111,10 +1224,14 @@ impl Collector {
         }
         s.push_str(&format!(
             ", \"mechanism\": {}, \"events\": {}, \"event_sets\": {}, \"missing\": {}, \"system_wide\": {}, \"pid\": {}, \"cpus\": {}, \"ring_mib\": {}, \"clock\": \"CLOCK_MONOTONIC\"",
-            json_str(match self.tier {
-                1 => "perf_event_open tracepoints, per-task inherit + per-CPU sched_switch/block, mmap rings",
-                2 => "perf_event_open software counters (per process, inherited) and /proc context switches, read every 20 ms",
-                _ => "none",
+            json_str(&match self.tier {
+                1 => match &self.bpf_note {
+                    Some(n) if self.bpf_used => format!("{n}; perf_event_open tracepoints (per-task inherit, per-CPU block) for the rest"),
+                    Some(n) => format!("perf_event_open tracepoints, per-task inherit + per-CPU sched_switch/waking/block, mmap rings ({n})"),
+                    None => "perf_event_open tracepoints, per-task inherit + per-CPU sched_switch/waking/block, mmap rings".to_string(),
+                },
+                2 => "perf_event_open software counters (per process, inherited) and /proc context switches, read every 20 ms".to_string(),
+                _ => "none".to_string(),
             }),
             json_list(&self.enabled),
             json_list(&self.opts.events),

@@ -41,6 +41,9 @@ def collector_command(trace: Path, pid: int, options: dict) -> list[str]:
         cmd += ["--sample", str(int(options["sample_hz"]))]
     if options.get("kernel_ring_mib"):
         cmd += ["--ring-mib", str(int(options["kernel_ring_mib"]))]
+    mechanism = options.get("kernel_mechanism") or os.environ.get("OSLENS_KERNEL_MECHANISM")
+    if mechanism:
+        cmd += ["--mechanism", str(mechanism)]
     if options.get("kernel_tier"):
         cmd += ["--tier", str(int(options["kernel_tier"]))]
     return cmd

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: GPL-2.0
+/* oslens collector, eBPF half: the hot events (sched_switch, sched_waking, fork, sys_enter,
+ * sys_exit) filtered in the kernel to the traced tree and written as oslens 32-byte records
+ * (crates/format/src/kernel.rs; the check byte is filled in by the collector) into one BPF ring
+ * buffer without wake-ups; the collector polls it. Switch records carry both comms after the
+ * record (64 bytes), fork records the child's comm (48 bytes).
+ * Build: crates/collector/bpf/build.sh (clang -target bpf, CO-RE against the kernel's BTF). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define K_SWITCH 64
+#define K_WAKEUP 65
+#define K_FORK 66
+#define K_SYS_ENTER 70
+#define K_SYS_EXIT 71
+#define OSL_CLONE_THREAD 0x10000
+
+struct osl_rec {
+    __u64 ts;
+    __u32 id;
+    __u16 cpu;
+    __u8 kind;
+    __u8 check;
+    __u64 a;
+    __u64 b;
+};
+
+struct osl_switch {
+    struct osl_rec r;
+    char prev_comm[16];
+    char next_comm[16];
+};
+
+struct osl_fork {
+    struct osl_rec r;
+    char comm[16];
+};
+
+/* tids of the traced tree (value unused) */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1 << 16);
+    __type(key, __u32);
+    __type(value, __u8);
+} osl_traced SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 64 << 20);
+} osl_rb SEC(".maps");
+
+/* [0] = system-wide (keep every task) */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64);
+} osl_cfg SEC(".maps");
+
+/* records dropped because the ring was full, per CPU */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64);
+} osl_lost SEC(".maps");
+
+static __always_inline int system_wide(void) {
+    __u32 k = 0;
+    __u64 *v = bpf_map_lookup_elem(&osl_cfg, &k);
+    return v && *v;
+}
+
+static __always_inline int traced(__u32 tid) {
+    return bpf_map_lookup_elem(&osl_traced, &tid) != 0;
+}
+
+static __always_inline void count_lost(void) {
+    __u32 k = 0;
+    __u64 *v = bpf_map_lookup_elem(&osl_lost, &k);
+    if (v)
+        __sync_fetch_and_add(v, 1);
+}
+
+static __always_inline void fill(struct osl_rec *r, __u8 kind, __u32 id, __u64 a, __u64 b) {
+    r->ts = bpf_ktime_get_ns();
+    r->id = id;
+    r->cpu = bpf_get_smp_processor_id();
+    r->kind = kind;
+    r->check = 0;
+    r->a = a;
+    r->b = b;
+}
+
+static __always_inline void emit(__u8 kind, __u32 id, __u64 a, __u64 b) {
+    struct osl_rec *r = bpf_ringbuf_reserve(&osl_rb, sizeof(*r), 0);
+    if (!r) {
+        count_lost();
+        return;
+    }
+    fill(r, kind, id, a, b);
+    bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(osl_sys_enter, struct pt_regs *regs, long id) {
+    __u64 pt = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)pt;
+    if (!traced(tid) && !system_wide())
+        return 0;
+    __u64 arg0 = BPF_CORE_READ(regs, di);
+    emit(K_SYS_ENTER, tid, ((__u64)(__u32)id) | ((pt >> 32) << 32), arg0);
+    return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(osl_sys_exit, struct pt_regs *regs, long ret) {
+    __u64 pt = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)pt;
+    if (!traced(tid) && !system_wide())
+        return 0;
+    long nr = BPF_CORE_READ(regs, orig_ax);
+    emit(K_SYS_EXIT, tid, ((__u64)(__u32)nr) | ((pt >> 32) << 32), (__u64)ret);
+    return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(osl_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state) {
+    __u32 p = prev->pid, n = next->pid;
+    if (!traced(p) && !traced(n) && !system_wide())
+        return 0;
+    struct osl_switch *s = bpf_ringbuf_reserve(&osl_rb, sizeof(*s), 0);
+    if (!s) {
+        count_lost();
+        return 0;
+    }
+    /* as the tracepoint reports it: TASK_REPORT bits, 0x100 (TASK_REPORT_MAX) when preempted */
+    __u64 state;
+    if (preempt)
+        state = 0x100;
+    else if ((prev_state & 0x402) == 0x402) /* TASK_IDLE */
+        state = 0x80;
+    else if (prev_state & 0x80) /* TASK_DEAD: report the exit state (Z or X) */
+        state = (BPF_CORE_READ(prev, exit_state) & 0x30) ?: 0x10;
+    else
+        state = prev_state & 0x7f;
+    fill(&s->r, K_SWITCH, p, (__u64)n | ((__u64)(__u32)prev->tgid << 32), state | ((__u64)(__u32)prev->prio << 32));
+    __builtin_memcpy(s->prev_comm, prev->comm, 16);
+    __builtin_memcpy(s->next_comm, next->comm, 16);
+    bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+    return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(osl_sched_waking, struct task_struct *p) {
+    __u64 pt = bpf_get_current_pid_tgid();
+    __u32 waker = (__u32)pt, woken = p->pid;
+    if (!traced(waker) && !traced(woken) && !system_wide())
+        return 0;
+    __u32 target = BPF_CORE_READ(p, thread_info.cpu); /* task_cpu(p), as the tracepoint reports */
+    emit(K_WAKEUP, waker, (__u64)woken | ((pt >> 32) << 32), (__u64)target | ((__u64)(__u32)p->prio << 32));
+    return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(osl_sched_process_fork, struct task_struct *parent, struct task_struct *child) {
+    __u32 ptid = (__u32)bpf_get_current_pid_tgid(); /* the task calling fork/clone */
+    __u32 ctid = child->pid, ctgid = child->tgid, ptgid = parent->tgid;
+    int keep = traced(ptid);
+    if (keep) {
+        __u8 one = 1;
+        bpf_map_update_elem(&osl_traced, &ctid, &one, BPF_ANY);
+    } else if (!system_wide()) {
+        return 0;
+    }
+    struct osl_fork *f = bpf_ringbuf_reserve(&osl_rb, sizeof(*f), 0);
+    if (!f) {
+        count_lost();
+        return 0;
+    }
+    __u64 flags = ctgid == ptgid ? OSL_CLONE_THREAD : 0;
+    fill(&f->r, K_FORK, ptid, (__u64)ctid | ((__u64)ctgid << 32), (__u64)ptgid | (flags << 32));
+    __builtin_memcpy(f->comm, child->comm, 16);
+    bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+    return 0;
+}

@@ -1,0 +1,231 @@
+//! The eBPF half of the collector: loads `bpf/oslens.bpf.o` (built by bpf/build.sh, committed,
+//! CO-RE) through libbpf, opened with dlopen at run time so that neither building nor running
+//! oslens needs libbpf: without it (or without BTF, or when the kernel refuses) the collector
+//! uses perf_event_open for everything and says why.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+static OBJECT: &[u8] = include_bytes!("../bpf/oslens.bpf.o");
+
+type SampleFn = extern "C" fn(*mut c_void, *mut c_void, usize) -> c_int;
+
+#[allow(non_snake_case)]
+struct Lib {
+    open_mem: unsafe extern "C" fn(*const c_void, usize, *const c_void) -> *mut c_void,
+    load: unsafe extern "C" fn(*mut c_void) -> c_int,
+    close: unsafe extern "C" fn(*mut c_void),
+    find_prog: unsafe extern "C" fn(*const c_void, *const c_char) -> *mut c_void,
+    set_autoload: unsafe extern "C" fn(*mut c_void, bool) -> c_int,
+    attach: unsafe extern "C" fn(*const c_void) -> *mut c_void,
+    link_destroy: unsafe extern "C" fn(*mut c_void) -> c_int,
+    find_map: unsafe extern "C" fn(*const c_void, *const c_char) -> *mut c_void,
+    map_fd: unsafe extern "C" fn(*const c_void) -> c_int,
+    update: unsafe extern "C" fn(c_int, *const c_void, *const c_void, u64) -> c_int,
+    lookup: unsafe extern "C" fn(c_int, *const c_void, *mut c_void) -> c_int,
+    rb_new: unsafe extern "C" fn(c_int, SampleFn, *mut c_void, *const c_void) -> *mut c_void,
+    rb_consume: unsafe extern "C" fn(*mut c_void) -> c_int,
+    rb_free: unsafe extern "C" fn(*mut c_void),
+    num_cpus: unsafe extern "C" fn() -> c_int,
+}
+
+fn sym<T>(h: *mut c_void, name: &CStr) -> Result<T, String> {
+    // SAFETY: dlsym on a handle from dlopen; T is the function pointer type libbpf documents.
+    let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+    if p.is_null() {
+        return Err(format!("libbpf has no {}", name.to_string_lossy()));
+    }
+    Ok(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
+}
+
+impl Lib {
+    fn open() -> Result<Lib, String> {
+        let mut h = std::ptr::null_mut();
+        for name in [c"libbpf.so.1", c"libbpf.so"] {
+            // SAFETY: plain dlopen.
+            h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+            if !h.is_null() {
+                break;
+            }
+        }
+        if h.is_null() {
+            return Err("libbpf.so.1 is not installed (Debian: libbpf1)".into());
+        }
+        // Silence libbpf's own messages: the collector reports failures itself.
+        if let Ok(set_print) = sym::<unsafe extern "C" fn(*const c_void) -> *const c_void>(h, c"libbpf_set_print") {
+            // SAFETY: NULL disables printing.
+            unsafe { set_print(std::ptr::null()) };
+        }
+        Ok(Lib {
+            open_mem: sym(h, c"bpf_object__open_mem")?,
+            load: sym(h, c"bpf_object__load")?,
+            close: sym(h, c"bpf_object__close")?,
+            find_prog: sym(h, c"bpf_object__find_program_by_name")?,
+            set_autoload: sym(h, c"bpf_program__set_autoload")?,
+            attach: sym(h, c"bpf_program__attach")?,
+            link_destroy: sym(h, c"bpf_link__destroy")?,
+            find_map: sym(h, c"bpf_object__find_map_by_name")?,
+            map_fd: sym(h, c"bpf_map__fd")?,
+            update: sym(h, c"bpf_map_update_elem")?,
+            lookup: sym(h, c"bpf_map_lookup_elem")?,
+            rb_new: sym(h, c"ring_buffer__new")?,
+            rb_consume: sym(h, c"ring_buffer__consume")?,
+            rb_free: sym(h, c"ring_buffer__free")?,
+            num_cpus: sym(h, c"libbpf_num_possible_cpus")?,
+        })
+    }
+}
+
+/// Which programs to load.
+pub struct Want {
+    pub sched: bool,
+    pub syscalls: bool,
+}
+
+pub struct Bpf {
+    lib: Lib,
+    obj: *mut c_void,
+    links: Vec<*mut c_void>,
+    rb: *mut c_void,
+    traced_fd: c_int,
+    lost_fd: c_int,
+    pub programs: Vec<String>,
+    /// The record sink the ring buffer callback writes into (set before each consume).
+    sink: Box<Option<*mut dyn FnMut(&[u8])>>,
+}
+
+extern "C" fn on_sample(ctx: *mut c_void, data: *mut c_void, size: usize) -> c_int {
+    // SAFETY: ctx is the Box<Option<*mut dyn FnMut>> owned by Bpf, set for the duration of consume().
+    let sink = unsafe { &mut *(ctx as *mut Option<*mut dyn FnMut(&[u8])>) };
+    if let Some(f) = sink {
+        // SAFETY: libbpf hands a record of `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size) };
+        unsafe { (**f)(bytes) };
+    }
+    0
+}
+
+impl Bpf {
+    pub fn load(want: &Want, system_wide: bool, root: u32) -> Result<Bpf, String> {
+        if OBJECT.len() < 64 {
+            return Err("the eBPF object was not built".into());
+        }
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err("the kernel has no BTF (/sys/kernel/btf/vmlinux)".into());
+        }
+        let lib = Lib::open()?;
+        // SAFETY: libbpf calls with valid arguments; errors are checked.
+        unsafe {
+            let obj = (lib.open_mem)(OBJECT.as_ptr() as *const c_void, OBJECT.len(), std::ptr::null());
+            if obj.is_null() || (obj as isize) < 0 && (obj as isize) > -4096 {
+                return Err("libbpf could not open the eBPF object".into());
+            }
+            let mut b = Bpf {
+                lib,
+                obj,
+                links: vec![],
+                rb: std::ptr::null_mut(),
+                traced_fd: -1,
+                lost_fd: -1,
+                programs: vec![],
+                sink: Box::new(None),
+            };
+            let progs: [(&CStr, bool); 5] = [
+                (c"osl_sys_enter", want.syscalls),
+                (c"osl_sys_exit", want.syscalls),
+                (c"osl_sched_switch", want.sched),
+                (c"osl_sched_waking", want.sched),
+                (c"osl_sched_process_fork", true),
+            ];
+            for (name, on) in progs {
+                let p = (b.lib.find_prog)(b.obj, name.as_ptr());
+                if p.is_null() {
+                    return Err(format!("eBPF program {} missing", name.to_string_lossy()));
+                }
+                (b.lib.set_autoload)(p, on);
+            }
+            let rc = (b.lib.load)(b.obj);
+            if rc != 0 {
+                return Err(format!("the kernel refused the eBPF programs ({})", std::io::Error::from_raw_os_error(-rc)));
+            }
+            let map = |n: &CStr| -> Result<c_int, String> {
+                let m = (b.lib.find_map)(b.obj, n.as_ptr());
+                if m.is_null() {
+                    return Err(format!("eBPF map {} missing", n.to_string_lossy()));
+                }
+                Ok((b.lib.map_fd)(m))
+            };
+            b.traced_fd = map(c"osl_traced")?;
+            b.lost_fd = map(c"osl_lost")?;
+            let cfg_fd = map(c"osl_cfg")?;
+            let rb_fd = map(c"osl_rb")?;
+            let key: u32 = 0;
+            let sw: u64 = system_wide as u64;
+            (b.lib.update)(cfg_fd, &key as *const u32 as *const c_void, &sw as *const u64 as *const c_void, 0);
+            if root > 0 {
+                let one: u8 = 1;
+                (b.lib.update)(b.traced_fd, &root as *const u32 as *const c_void, &one as *const u8 as *const c_void, 0);
+            }
+            let ctx = &mut *b.sink as *mut Option<*mut dyn FnMut(&[u8])> as *mut c_void;
+            b.rb = (b.lib.rb_new)(rb_fd, on_sample, ctx, std::ptr::null());
+            if b.rb.is_null() {
+                return Err("cannot map the eBPF ring buffer".into());
+            }
+            for (name, on) in progs {
+                if !on {
+                    continue;
+                }
+                let p = (b.lib.find_prog)(b.obj, name.as_ptr());
+                let link = (b.lib.attach)(p);
+                if link.is_null() || ((link as isize) < 0 && (link as isize) > -4096) {
+                    return Err(format!("cannot attach {} ({})", name.to_string_lossy(), std::io::Error::last_os_error()));
+                }
+                b.links.push(link);
+                b.programs.push(format!("ebpf:{}", name.to_string_lossy().trim_start_matches("osl_")));
+            }
+            Ok(b)
+        }
+    }
+
+    /// Hands every record waiting in the ring to `f`; returns how many.
+    pub fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+        // SAFETY: the sink pointer lives only for this call.
+        let f: *mut (dyn FnMut(&[u8]) + '_) = f;
+        *self.sink = Some(unsafe { std::mem::transmute::<*mut (dyn FnMut(&[u8]) + '_), *mut dyn FnMut(&[u8])>(f) });
+        let n = unsafe { (self.lib.rb_consume)(self.rb) };
+        *self.sink = None;
+        n.max(0) as usize
+    }
+
+    /// Records dropped in the kernel because the ring was full, per possible CPU.
+    pub fn lost_per_cpu(&self) -> Vec<u64> {
+        // SAFETY: per-CPU array lookup into a buffer of one u64 per possible CPU.
+        unsafe {
+            let n = (self.lib.num_cpus)().max(1) as usize;
+            let mut vals = vec![0u64; n];
+            let key: u32 = 0;
+            (self.lib.lookup)(self.lost_fd, &key as *const u32 as *const c_void, vals.as_mut_ptr() as *mut c_void);
+            vals
+        }
+    }
+
+    /// Detaches the programs (nothing more is recorded after this).
+    pub fn detach(&mut self) {
+        for l in self.links.drain(..) {
+            // SAFETY: links from attach, destroyed once.
+            unsafe { (self.lib.link_destroy)(l) };
+        }
+    }
+}
+
+impl Drop for Bpf {
+    fn drop(&mut self) {
+        self.detach();
+        // SAFETY: objects from libbpf, freed once.
+        unsafe {
+            if !self.rb.is_null() {
+                (self.lib.rb_free)(self.rb);
+            }
+            (self.lib.close)(self.obj);
+        }
+    }
+}
