@@ -119,7 +119,7 @@ def measure(name: str, command: list[str], cal: dict, workdir: Path, preload: bo
         "in_vitro_ns_per_event": _r(cpu.get("in_vitro_process_ns_per_event")),
         "in_vivo_ns_per_event": _r(cpu["in_vivo_net_ns_per_event"]),
         "in_vivo_gross_ns_per_event": _r(cpu["in_vivo_ns_per_event"]),
-        "in_vivo_ci_ns_per_event": [_r(x) for x in cpu["in_vivo_ci_ns_per_event"]],
+        "in_vivo_ci_ns_per_event": [_r(x) for x in (cpu["in_vivo_net_ci_ns_per_event"] or [])],
         "in_vivo_over_in_vitro": _r(cpu.get("in_vivo_over_in_vitro"), 3),
         "uninstrumented_cpu_s": _r(cpu["without_s"], 5),
         "instrumented_cpu_s": _r(cpu["with_s"], 5),

@@ -190,6 +190,8 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
             "in_vivo_ci_ns_per_event": [1e9 * lo / events, 1e9 * hi / events] if events else None,
             "startup_s": fixed_s,
             "in_vivo_net_ns_per_event": 1e9 * (mw - mwo - fixed_s) / events if events and fixed_s is not None else None,
+            "in_vivo_net_ci_ns_per_event": ([1e9 * (lo - fixed_s) / events, 1e9 * (hi - fixed_s) / events]
+                                            if events and fixed_s is not None else None),
         }
         if vitro and vitro["ns_per_event"]:
             m["in_vitro_ns_per_event"] = vitro["ns_per_event"]
@@ -264,28 +266,33 @@ def _print(r: dict) -> None:
     v = r["in_vitro"]
     table = Table(title=f"instrumentation cost in vivo: {' '.join(r['command'])}",
                   caption=f"{r['runs']} runs each way, medians; {r['events']:,} events per run"
-                          + ("" if r["deterministic_event_count"] else " (the count varied between runs)"))
+                          + ("" if r["deterministic_event_count"] else " (the count varied between runs)")
+                          + "; ns per event net of the recorder's start-up, 95% CI")
     table.add_column("measure")
-    table.add_column("with (s)", justify="right")
-    table.add_column("without (s)", justify="right")
+    table.add_column("without", justify="right")
+    table.add_column("with", justify="right")
     table.add_column("overhead", justify="right")
-    table.add_column("in vivo ns/event (95% CI)", justify="right")
-    table.add_column("net of start-up", justify="right")
-    table.add_column("in vitro ns/event (calls + outside)", justify="right")
-    table.add_column("compensated error", justify="right")
+    table.add_column("in vivo ns/event", justify="right")
+    table.add_column("in vitro ns/event", justify="right")
+    table.add_column("compensated", justify="right")
     for name, m in r["measures"].items():
-        ci = m["in_vivo_ci_ns_per_event"]
+        ci = m.get("in_vivo_net_ci_ns_per_event")
+        vivo = _fmt(m["in_vivo_net_ns_per_event"])
+        if ci:
+            vivo += f" [{ci[0]:.1f}, {ci[1]:.1f}]"
+        comp = m.get("compensated_s")
         table.add_row(
-            "CPU time" if name == "cpu_s" else "wall time", f"{m['with_s']:.4f}", f"{m['without_s']:.4f}",
-            _fmt(m["overhead_pct"], "+.2f", "%"),
-            f"{_fmt(m['in_vivo_ns_per_event'])} ({_fmt(ci[0] if ci else None)} .. {_fmt(ci[1] if ci else None)})",
-            _fmt(m["in_vivo_net_ns_per_event"]),
-            f"{_fmt(m.get('in_vitro_process_ns_per_event'))} ({_fmt(m.get('in_vitro_ns_per_event'))})",
-            _fmt(m.get("compensated_error_pct"), "+.2f", "%"))
+            "CPU" if name == "cpu_s" else "wall", f"{m['without_s']:.4f} s", f"{m['with_s']:.4f} s",
+            _fmt(m["overhead_pct"], "+.1f", "%"), vivo, _fmt(m.get("in_vitro_process_ns_per_event")),
+            "-" if comp is None else f"{comp:.4f} s ({m['compensated_error_pct']:+.1f}%)")
     console = Console(stderr=True)
     console.print(table)
     if not v:
         console.print("no calibration on this machine: run 'oslens calibrate' for the in-vitro figure and compensation")
-    elif v["uncharged"]:
-        console.print(f"not charged (no in-vitro figure): {v['uncharged']}")
+    else:
+        console.print(f"in vitro: {v['ns_per_event']:.1f} ns per event in the calls, "
+                      f"{v['process_ns_per_event']:.1f} with each record's share outside them; "
+                      "wall time also waits for other load and the prefault helper")
+        if v["uncharged"]:
+            console.print(f"not charged (no in-vitro figure): {v['uncharged']}")
     console.print(f"figures in {Path(r['trace']) / 'in-vivo.json'}")
