@@ -196,12 +196,14 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
         losses.add("damage", "meta.json", None, f"meta.json unreadable, imported without it ({err})")
     paths = raw.chunk_paths(trace)
     chunks = []
+    read_w, read_c = time.perf_counter(), time.process_time()
     for i, p in enumerate(paths):
         try:
             chunks.append(raw.read_chunk(p))
         except OSError as err:
             losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({err})")
         progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
+    read_w, read_c = time.perf_counter() - read_w, time.process_time() - read_c
     salvage.missing_chunks(losses, trace, [p.name for p in paths], meta)
     for c in chunks:
         salvage.chunk_damage(losses, c)
@@ -263,6 +265,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     tables["_records"] = events  # type: ignore[assignment]
     tables["_build_s"] = time.perf_counter() - t0  # type: ignore[assignment]
     tables["_extension_s"] = ext_s  # type: ignore[assignment]
+    tables["_read"] = {"wall_s": read_w, "cpu_s": read_c}  # type: ignore[assignment]
     return tables
 
 

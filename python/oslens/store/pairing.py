@@ -34,78 +34,106 @@ def group_starts(sorted_groups: np.ndarray) -> np.ndarray:
     return first
 
 
-def grouped_cumsum(values: np.ndarray, sorted_groups: np.ndarray) -> np.ndarray:
+def grouped_cumsum(values: np.ndarray, sorted_groups: np.ndarray, dtype=np.int64) -> np.ndarray:
     """Inclusive cumulative sum restarting at each group (groups contiguous)."""
-    c = np.cumsum(values, dtype=np.int64)
+    c = np.cumsum(values, dtype=dtype)
     if len(c) == 0:
         return c
-    first = group_starts(sorted_groups)
-    starts = np.flatnonzero(first)
+    starts = np.flatnonzero(group_starts(sorted_groups))
+    if len(starts) == 1:
+        return c
     base = c[starts] - values[starts]
-    lengths = np.diff(np.append(starts, len(c)))
-    return c - np.repeat(base, lengths)
+    ends = np.append(starts[1:], len(c))
+    for s, e, b in zip(starts.tolist(), ends.tolist(), base.tolist()):  # per group, not per record
+        if b:
+            c[s:e] -= b
+    return c
 
 
 def _pair_by_level(grp: np.ndarray, is_begin: np.ndarray, key: np.ndarray | None):
-    """grp: contiguous group ids in position order. Returns (match, bad_pair) where match[i] is
-    the index of the end closing begin i (or -1), and bad_pair marks begins paired with an end
-    of another key (when `key` is given)."""
+    """grp: contiguous group ids in position order. Returns (bi, ei, bad): begin i = bi[k] is
+    closed by end ei[k]; bad[k] when that end has another key (when `key` is given).
+
+    Within a group, the begins entering nesting level L and the ends leaving it alternate in
+    position order; each begin pairs with the end right after it at its level. Shallow nesting
+    (the usual case) is paired one level at a time in sequential passes; deep nesting by one
+    stable sort on (group, level)."""
     n = len(grp)
-    match = np.full(n, -1, dtype=np.int64)
-    bad = np.zeros(n, dtype=bool)
     if n == 0:
-        return match, bad
-    delta = np.where(is_begin, 1, -1).astype(np.int64)
-    cum = grouped_cumsum(delta, grp)
-    level = np.where(is_begin, cum, cum + 1)
-    # dense group rank, so (rank, level) packs into one small integer
-    rank = np.cumsum(group_starts(grp)) - 1
-    lmin = int(level.min())
-    span = int(level.max()) - lmin + 1
-    packed = rank.astype(np.int64) * span + (level - lmin)
-    order = _stable_order(packed)
-    p = packed[order]
-    b = is_begin[order]
-    pair = b[:-1] & ~b[1:] & (p[:-1] == p[1:])
-    bi = order[:-1][pair]
-    ei = order[1:][pair]
-    match[bi] = ei
-    if key is not None:
-        bad[bi] = key[bi] != key[ei]
-    return match, bad
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, bool)
+    delta = is_begin.view(np.int8) * np.int8(2) - np.int8(1)  # +1 begin, -1 end
+    level = grouped_cumsum(delta, grp, np.int32 if n < 2**31 else np.int64)
+    level += ~is_begin  # an end leaves the level it closes (the level before it)
+    lmin, lmax = int(level.min()), int(level.max())
+    pieces = []
+    if lmax - lmin < 32:
+        for lv in range(lmin, lmax + 1):
+            at = np.flatnonzero(level == lv)
+            if len(at) < 2:
+                continue
+            b = is_begin[at]
+            pair = b[:-1] & ~b[1:]
+            g_at = grp[at]
+            pair &= g_at[:-1] == g_at[1:]
+            bad = None
+            if key is not None:
+                k_at = key[at]
+                bad = (k_at[:-1] != k_at[1:])[pair]
+            pieces.append((at[:-1][pair], at[1:][pair], bad))
+    else:
+        rank = np.cumsum(group_starts(grp)) - 1
+        span = lmax - lmin + 1
+        packed = rank.astype(np.int64) * span + (level - lmin)
+        order = _stable_order(packed)
+        p = packed[order]
+        b = is_begin[order]
+        pair = b[:-1] & ~b[1:] & (p[:-1] == p[1:])
+        bi, ei = order[:-1][pair], order[1:][pair]
+        pieces.append((bi, ei, key[bi] != key[ei] if key is not None else None))
+    if not pieces:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, bool)
+    bi = np.concatenate([p[0] for p in pieces])
+    ei = np.concatenate([p[1] for p in pieces])
+    bad = np.concatenate([p[2] for p in pieces]) if key is not None else np.zeros(len(bi), bool)
+    return bi, ei, bad
 
 
 def pair_nested(g: np.ndarray, key: np.ndarray, is_begin: np.ndarray):
     """Pairs begins and ends per thread `g` (non-decreasing) by `key` (region id, function
-    address). Returns (match, depth): match[i] = index of the end closing begin i, or -1 when
-    it never ended; depth[i] = how many regions of its thread were open when begin i began.
-    Ends that close nothing have no row of their own; `unmatched_ends` counts them."""
+    address). Returns (match, depth, unmatched_ends): match[i] = index of the end closing begin
+    i, or -1 when it never ended; depth[i] = how many regions of its thread were open when begin
+    i began; unmatched_ends = ends that close nothing (they get no row)."""
     n = len(g)
     if n == 0:
         z = np.zeros(0, np.int64)
         return z, z, 0
-    match, bad = _pair_by_level(g, is_begin, key)
-    ends_used = np.zeros(n, dtype=bool)
-    ends_used[match[match >= 0]] = True
-    irregular_ends = ~is_begin & ~ends_used
-    if bad.any() or irregular_ends.any():
+    bi, ei, bad = _pair_by_level(g, is_begin, key)
+    n_ends = n - int(np.count_nonzero(is_begin))
+    if bad.any() or len(ei) != n_ends:
         # redo the threads that are not properly nested, one stack per key
-        bad_threads = np.unique(np.concatenate([g[bad], g[irregular_ends]]))
+        ends_used = np.zeros(n, dtype=bool)
+        ends_used[ei] = True
+        irregular_ends = ~is_begin & ~ends_used
+        bad_threads = np.unique(np.concatenate([g[bi[bad]], g[irregular_ends]]))
+        keep = ~np.isin(g[bi], bad_threads)
+        bi, ei = bi[keep], ei[keep]
         sel = np.flatnonzero(np.isin(g, bad_threads))
         gk = np.stack([g[sel].astype(np.uint64), key[sel].astype(np.uint64)], axis=1)
         _, inv = np.unique(gk, axis=0, return_inverse=True)
         inv = inv.reshape(-1)
         o = np.argsort(inv, kind="stable")
-        sub_match, _ = _pair_by_level(inv[o], is_begin[sel][o], None)
-        match[sel] = -1
-        ends_used[sel] = False
-        have = sub_match >= 0
-        match[sel[o[have]]] = sel[o[sub_match[have]]]
-        ends_used[match[match >= 0]] = True
-    # depth: begins open before this one (unclosed ends count for nothing)
-    step = np.where(is_begin, 1, np.where(ends_used, -1, 0)).astype(np.int64)
+        sbi, sei, _ = _pair_by_level(inv[o], is_begin[sel][o], None)
+        bi = np.concatenate([bi, sel[o[sbi]]])
+        ei = np.concatenate([ei, sel[o[sei]]])
+    match = np.full(n, -1, dtype=np.int64)
+    match[bi] = ei
+    # depth: begins open before this one (ends that close nothing count for nothing)
+    step = is_begin.view(np.int8).copy()
+    step[ei] = -1
     depth = grouped_cumsum(step, g) - 1
-    unmatched_ends = int((~is_begin & ~ends_used).sum())
+    unmatched_ends = n_ends - len(ei)
     return match, depth, unmatched_ends
 
 
