@@ -436,59 +436,66 @@ def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, 
 
 
 def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.Table:
+    """One row per lock acquisition (and per request that never acquired), per barrier wait and
+    per condition-variable wait. A thread is blocked between its request and its acquisition,
+    so the request is the thread's sync record right before the acquisition; acquisitions and
+    releases, barrier entries and exits, wait entries and exits are paired per thread and
+    object like regions (a stack per object where locks are not released in nesting order)."""
     if not counts[LOCK_REQUEST:COND_WAIT_EXIT + 1].any():
         return schema.empty("sync")
     idx = np.flatnonzero((kind >= LOCK_REQUEST) & (kind <= COND_WAIT_EXIT))
-    g, addr = col.g[idx], col.a[idx]
-    # group by (thread, object), keeping the recorded order inside a group
-    codes = pc.dictionary_encode(pa.array(addr)).indices.to_numpy()
-    nobj = int(codes.max()) + 1
-    order = pairing._stable_order(g.astype(np.int64) * nobj + codes)
-    o = idx[order]
-    grp = g[order].astype(np.int64) * nobj + codes[order]
-    nxt = pairing.next_in_group(grp)
-    prv = np.full(len(o), -1, dtype=np.int64)
-    has_next = nxt >= 0
-    prv[nxt[has_next]] = np.flatnonzero(has_next)
-    k = kind[o]
-    ts = col.ts[o]
-    nk = np.where(nxt >= 0, k[np.maximum(nxt, 0)], 0)
-    pk = np.where(prv >= 0, k[np.maximum(prv, 0)], 0)
-    nts = ts[np.maximum(nxt, 0)]
-    pts = ts[np.maximum(prv, 0)]
+    k, g, addr, ts = kind[idx], col.g[idx], col.a[idx], col.ts[idx]
     parts = []
 
-    def part(label, sel, request, acquire, acquire_ok, release, release_ok):
-        rec = o[sel]
-        gg = col.g[rec]
-        nrows = len(sel)
+    def part(label, rows, request, acquire, acquire_ok, release, release_ok):
+        rec = idx[rows]
+        gg = g[rows]
+        nrows = len(rows)
         parts.append(pa.table({
             "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nrows, np.int32)), pa.array([label])),
-            "object": _object_names(name_idx[rec], col.a[rec], dictionary),
+            "object": _object_names(name_idx[rec], addr[rows], dictionary),
             "pid": t_pid[gg], "tid": t_tid[gg], "request_ns": request,
             "acquire_ns": pa.nulls(nrows, pa.int64()) if acquire is None else pa.array(acquire, mask=~acquire_ok),
             "release_ns": pa.nulls(nrows, pa.int64()) if release is None else pa.array(release, mask=~release_ok),
-            "address": col.a[rec],
+            "address": addr[rows],
         }))
 
-    # locks: one row per acquisition; a request that never acquired (the thread ended waiting)
+    def paired(begin_kind, end_kind):
+        """Begins of `begin_kind` (positions in idx) and the position of their end, or -1."""
+        sub = np.flatnonzero((k == begin_kind) | (k == end_kind))
+        match, _depth, _lost = pairing.pair_nested(g[sub], addr[sub], k[sub] == begin_kind)
+        is_b = k[sub] == begin_kind
+        m = match[is_b]
+        return sub[is_b], np.where(m >= 0, sub[np.maximum(m, 0)], -1)
+
+    # locks
     acq = np.flatnonzero(k == LOCK_ACQUIRE)
-    if len(acq):
-        req = np.where(pk[acq] == LOCK_REQUEST, pts[acq], ts[acq])
-        part("mutex", acq, req, ts[acq], np.ones(len(acq), bool), nts[acq], nk[acq] == LOCK_RELEASE)
-    stuck = np.flatnonzero((k == LOCK_REQUEST) & (nk != LOCK_ACQUIRE))
-    if len(stuck):
-        part("mutex", stuck, ts[stuck], None, None, None, None)
+    if len(acq) or counts[LOCK_REQUEST]:
+        prev = np.maximum(acq - 1, 0)
+        asked = (acq > 0) & (k[prev] == LOCK_REQUEST) & (g[prev] == g[acq]) & (addr[prev] == addr[acq])
+        request = np.where(asked, ts[prev], ts[acq])
+        begins, ends = paired(LOCK_ACQUIRE, LOCK_RELEASE)  # begins == acq
+        released = ends >= 0
+        if len(acq):
+            part("mutex", acq, request, ts[acq], np.ones(len(acq), bool), ts[np.maximum(ends, 0)], released)
+        req = np.flatnonzero(k == LOCK_REQUEST)
+        nxt = np.minimum(req + 1, len(k) - 1)
+        stuck = req[~((req + 1 < len(k)) & (k[nxt] == LOCK_ACQUIRE) & (g[nxt] == g[req]) & (addr[nxt] == addr[req]))]
+        if len(stuck):
+            part("mutex", stuck, ts[stuck], None, None, None, None)
     for enter, exit_, label in ((BARRIER_ENTER, BARRIER_EXIT, "barrier"), (COND_WAIT_ENTER, COND_WAIT_EXIT, "cond")):
-        ent = np.flatnonzero(k == enter)
-        if len(ent):
-            done = nk[ent] == exit_
-            if label == "barrier":
-                part(label, ent, ts[ent], nts[ent], done, nts[ent], done)
-            else:
-                part(label, ent, ts[ent], nts[ent], done, None, None)
-    t = pa.concat_tables(parts, promote_options="permissive")
-    return t.sort_by([("request_ns", "ascending"), ("tid", "ascending")])
+        if not counts[enter]:
+            continue
+        begins, ends = paired(enter, exit_)
+        done = ends >= 0
+        left = ts[np.maximum(ends, 0)]
+        if label == "barrier":
+            part(label, begins, ts[begins], left, done, left, done)
+        else:
+            part(label, begins, ts[begins], left, done, None, None)
+    if not parts:
+        return schema.empty("sync")
+    return pa.concat_tables(parts, promote_options="permissive")
 
 
 def _object_names(name_idx: np.ndarray, addr: np.ndarray, dictionary: pa.Array) -> pa.Array:

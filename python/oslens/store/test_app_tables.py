@@ -1,0 +1,107 @@
+"""Unit tests of the application tables on small hand-written chunks (CLOCK_MONOTONIC records,
+so every expected time is the raw value)."""
+
+import json
+
+import pytest
+
+from oslens import _native
+from oslens.capture import raw
+from oslens.store import open_trace
+
+REQ, ACQ, REL, BENTER, BEXIT, CENTER, CEXIT, SIGNAL = 32, 33, 34, 35, 36, 37, 38, 39
+FENTRY, FEXIT = 40, 41
+
+
+def make(tmp_path, threads: dict, names=()):
+    """threads: {tid: [(ts, kind, id, a, b), ...]} of process 50."""
+    (tmp_path / "raw").mkdir()
+    for tid, recs in threads.items():
+        _native.write_chunk(str(tmp_path / "raw" / f"app-50-{tid}-0.osl"),
+                            {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 50, "tid": tid, "name": f"t{tid}"},
+                            [(ts, i, 0, kd, a, b) for ts, kd, i, a, b in recs])
+    _native.write_chunk(str(tmp_path / "raw" / "names-50-0.osl"), {"pid": 50, "tid": 0}, [], names=list(names))
+    (tmp_path / "meta.json").write_text(json.dumps({"pid": 50}))
+    return open_trace(tmp_path, quiet=True)
+
+
+def rows(con, sql):
+    return con.execute(sql).fetchall()
+
+
+def test_locks_barriers_and_condition_waits(tmp_path):
+    L1, L2, B, C = 0x1000, 0x2000, 0x3000, 0x4000
+    con = make(tmp_path, {
+        51: [(100, REQ, 9, L1, 0), (110, ACQ, 9, L1, 0),          # L1 named "big-lock"
+             (120, REQ, 0, L2, 0), (125, ACQ, 0, L2, 0),          # nested L2
+             (130, REL, 0, L2, 0), (140, REL, 9, L1, 0),
+             (200, BENTER, 0, B, 0), (260, BEXIT, 0, B, 0),
+             (300, CENTER, 0, C, 0), (390, CEXIT, 0, C, 0), (395, SIGNAL, 0, C, 0),
+             (400, ACQ, 0, L1, 0), (410, REL, 0, L1, 0),          # trylock: no request
+             (500, REQ, 0, L2, 0)],                               # never acquired
+        52: [(205, BENTER, 0, B, 0)],                             # never left the barrier
+    }, names=[(9, 8, 0, "big-lock")])
+    got = rows(con, "SELECT kind, object, tid, request_ns, acquire_ns, release_ns FROM sync ORDER BY tid, request_ns")
+    assert got == [
+        ("mutex", "big-lock", 51, 100, 110, 140),
+        ("mutex", "0x2000", 51, 120, 125, 130),
+        ("barrier", "0x3000", 51, 200, 260, 260),
+        ("cond", "0x4000", 51, 300, 390, None),
+        ("mutex", "0x1000", 51, 400, 400, 410),
+        ("mutex", "0x2000", 51, 500, None, None),
+        ("barrier", "0x3000", 52, 205, None, None),
+    ]
+
+
+def test_locks_released_out_of_order(tmp_path):
+    L1, L2 = 0x10, 0x20
+    con = make(tmp_path, {51: [(1, ACQ, 0, L1, 0), (2, ACQ, 0, L2, 0), (3, REL, 0, L1, 0), (4, REL, 0, L2, 0)]})
+    assert rows(con, "SELECT address, acquire_ns, release_ns FROM sync ORDER BY acquire_ns") == [(0x10, 1, 3), (0x20, 2, 4)]
+
+
+def test_functions_pair_by_address(tmp_path):
+    F, G = 0x401000, 0x402000
+    con = make(tmp_path, {51: [(10, FENTRY, 0, F, 0x11), (20, FENTRY, 0, G, 0x22), (30, FEXIT, 0, G, 0),
+                               (40, FEXIT, 0, F, 0), (50, FENTRY, 0, G, 0x33)]})
+    got = rows(con, "SELECT address, call_site, begin_ns, end_ns, depth, complete FROM functions ORDER BY begin_ns")
+    assert got[:2] == [(F, 0x11, 10, 40, 0, True), (G, 0x22, 20, 30, 1, True)]
+    assert got[2][0] == G and got[2][5] is False and got[2][3] >= 50
+
+
+def test_counters_timers_pauses_adapt_and_names(tmp_path):
+    con = make(tmp_path, {51: [
+        (10, raw.COUNTER, 3, 42, 2), (20, raw.TIMER_START, 4, 0, 0), (50, raw.TIMER_STOP, 4, 30, 0),
+        (60, raw.PAUSE, 0, 15, 1), (70, raw.ADAPT, 7, 0, 5), (80, raw.CONTROL, 2, 1, 0),
+        (90, raw.EVENT, 6, 3, int.from_bytes(b"abc", "little")),
+    ]}, names=[(3, 3, 0, "bytes"), (4, 4, 0, "io-time"), (7, 7, 0, "compute"), (2, 2, 0, "io"), (6, 6, 0, "tick")])
+    assert rows(con, "SELECT name, value, reason FROM counters") == [("bytes", 42, "asked")]
+    assert rows(con, "SELECT name, start_ns, stop_ns, elapsed_ns FROM timers") == [("io-time", 20, 50, 30)]
+    assert rows(con, "SELECT start_ns, end_ns, duration_ns, reason FROM pauses") == [(45, 60, 15, "new chunk")]
+    assert rows(con, "SELECT ts, phase, error, policy FROM adapt") == [(70, "compute", 0, 5)]
+    assert rows(con, "SELECT instrument, kind, value FROM app_events WHERE kind = 'control'") == [("io", "control", 1)]
+    assert rows(con, "SELECT instrument, payload FROM app_events WHERE kind = 'event'") == [("tick", b"abc")]
+
+
+def test_long_payloads_and_unnamed_instruments(tmp_path):
+    long = bytes(range(70))
+    (tmp_path / "raw").mkdir()
+    _native.write_chunk(str(tmp_path / "raw" / "app-50-51-0.osl"),
+                        {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 50, "tid": 51},
+                        [(1, 5, 0, raw.EVENT, 0, 0), (2, 5, 0, raw.EVENT, 0, 0), (3, 99, 0, raw.REGION_BEGIN, 0, 0)],
+                        payloads={0: long, 1: b"xy"})
+    con = open_trace(tmp_path, quiet=True)
+    assert rows(con, "SELECT payload, value FROM app_events WHERE kind = 'event' ORDER BY ts") == [(long, 70), (b"xy", 2)]
+    assert rows(con, "SELECT instrument, id FROM app_events WHERE kind = 'region_begin'") == [(None, 99)]
+    assert rows(con, "SELECT name, complete FROM regions") == [(None, False)]
+
+
+@pytest.mark.parametrize("n_chunks", [1, 12])
+def test_chunks_in_sequence_order(tmp_path, n_chunks):
+    (tmp_path / "raw").mkdir()
+    per = 3
+    for seq in range(n_chunks):
+        _native.write_chunk(str(tmp_path / "raw" / f"app-50-51-{seq}.osl"),
+                            {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 50, "tid": 51, "seq": seq},
+                            [(seq * 100 + i, 1, 0, raw.EVENT, 0, 0) for i in range(per)])
+    con = open_trace(tmp_path, quiet=True)
+    assert [r[0] for r in rows(con, "SELECT ts FROM app_events")] == [s * 100 + i for s in range(n_chunks) for i in range(per)]
