@@ -116,10 +116,12 @@ def test_getpid_syscalls_counted_with_their_number(compile_c, tmp_path, mech):
 
 
 @root_only
-def test_fresh_pages_fault_in_their_range(compile_c, tmp_path):
+@MECHANISMS
+def test_fresh_pages_fault_in_their_range(compile_c, tmp_path, mech):
     m = 3000
     prog = compile_c("kernel_pages.c")
-    out = record(tmp_path / "t", prog, m, options=["--events", "faults"])
+    out = record(tmp_path / "t", prog, m, options=["--events", "faults"], mechanism=mech)
+    check_mechanism(tmp_path / "t", mech)
     need_tracepoints(tmp_path / "t", "exceptions/page_fault_user")
     start, end = (int(x, 16) for x in out.stdout.split("range", 1)[1].split()[:2])
     faults = tables(tmp_path / "t")["faults"]

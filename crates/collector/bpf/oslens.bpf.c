@@ -15,8 +15,16 @@ char LICENSE[] SEC("license") = "GPL";
 #define K_SWITCH 64
 #define K_WAKEUP 65
 #define K_FORK 66
+#define K_EXEC 67
+#define K_EXIT 68
+#define K_MIGRATE 69
 #define K_SYS_ENTER 70
 #define K_SYS_EXIT 71
+#define K_FAULT 72
+#define K_IRQ_ENTRY 75
+#define K_IRQ_EXIT 76
+#define K_SOFTIRQ_ENTRY 77
+#define K_SOFTIRQ_EXIT 78
 #define OSL_CLONE_THREAD 0x10000
 
 struct osl_rec {
@@ -38,6 +46,16 @@ struct osl_switch {
 struct osl_fork {
     struct osl_rec r;
     char comm[16];
+};
+
+struct osl_named {
+    struct osl_rec r;
+    char name[128];
+};
+
+struct osl_irq {
+    struct osl_rec r;
+    char name[32];
 };
 
 /* tids of the traced tree (value unused) */
@@ -186,5 +204,100 @@ int BPF_PROG(osl_sched_process_fork, struct task_struct *parent, struct task_str
     fill(&f->r, K_FORK, ptid, (__u64)ctid | ((__u64)ctgid << 32), (__u64)ptgid | (flags << 32));
     __builtin_memcpy(f->comm, child->comm, 16);
     bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+    return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(osl_sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) {
+    __u64 pt = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)pt;
+    if (!traced(tid) && !system_wide())
+        return 0;
+    struct osl_named *e = bpf_ringbuf_reserve(&osl_rb, sizeof(*e), 0);
+    if (!e) {
+        count_lost();
+        return 0;
+    }
+    fill(&e->r, K_EXEC, tid, (pt >> 32) | ((__u64)(__u32)old_pid << 32), 0);
+    const char *fn = BPF_CORE_READ(bprm, filename);
+    if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), fn) < 0)
+        e->name[0] = 0;
+    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(osl_sched_process_exit, struct task_struct *p) {
+    __u32 tid = p->pid;
+    if (!traced(tid) && !system_wide())
+        return 0;
+    int live = BPF_CORE_READ(p, signal, live.counter);
+    emit(K_EXIT, tid, (__u64)(__u32)p->tgid, live == 0);
+    return 0;
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(osl_sched_migrate_task, struct task_struct *p, int dest_cpu) {
+    __u32 tid = p->pid;
+    if (!traced(tid) && !system_wide())
+        return 0;
+    __u32 orig = BPF_CORE_READ(p, thread_info.cpu);
+    emit(K_MIGRATE, tid, (__u64)orig | ((__u64)(__u32)dest_cpu << 32), (__u32)bpf_get_current_pid_tgid());
+    return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(osl_page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code) {
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    if (!traced(tid) && !system_wide())
+        return 0;
+    __u64 ip = BPF_CORE_READ(regs, ip) & 0xffffffffffffULL;
+    emit(K_FAULT, tid, address, ip | ((__u64)(error_code & 0xffff) << 48));
+    return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(osl_irq_handler_entry, int irq, struct irqaction *action) {
+    __u64 pt = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)pt;
+    if (!traced(tid) && !system_wide())
+        return 0;
+    struct osl_irq *e = bpf_ringbuf_reserve(&osl_rb, sizeof(*e), 0);
+    if (!e) {
+        count_lost();
+        return 0;
+    }
+    fill(&e->r, K_IRQ_ENTRY, tid, (__u64)(__u32)irq, pt >> 32);
+    const char *name = BPF_CORE_READ(action, name);
+    if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), name) < 0)
+        e->name[0] = 0;
+    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(osl_irq_handler_exit, int irq, struct irqaction *action, int ret) {
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    if (!traced(tid) && !system_wide())
+        return 0;
+    emit(K_IRQ_EXIT, tid, (__u64)(__u32)irq, (__u64)(__s64)ret);
+    return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(osl_softirq_entry, unsigned int vec) {
+    __u64 pt = bpf_get_current_pid_tgid();
+    if (!traced((__u32)pt) && !system_wide())
+        return 0;
+    emit(K_SOFTIRQ_ENTRY, (__u32)pt, vec, pt >> 32);
+    return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(osl_softirq_exit, unsigned int vec) {
+    __u64 pt = bpf_get_current_pid_tgid();
+    if (!traced((__u32)pt) && !system_wide())
+        return 0;
+    emit(K_SOFTIRQ_EXIT, (__u32)pt, vec, pt >> 32);
     return 0;
 }

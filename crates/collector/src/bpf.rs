@@ -79,6 +79,27 @@ impl Lib {
 pub struct Want {
     pub sched: bool,
     pub syscalls: bool,
+    pub faults: bool,
+    pub irq: bool,
+}
+
+/// (program, tracepoint it covers, wanted)
+pub fn programs(w: &Want) -> [(&'static CStr, &'static str, bool); 13] {
+    [
+        (c"osl_sys_enter", "raw_syscalls/sys_enter", w.syscalls),
+        (c"osl_sys_exit", "raw_syscalls/sys_exit", w.syscalls),
+        (c"osl_sched_switch", "sched/sched_switch", w.sched),
+        (c"osl_sched_waking", "sched/sched_waking", w.sched),
+        (c"osl_sched_process_fork", "sched/sched_process_fork", true),
+        (c"osl_sched_process_exec", "sched/sched_process_exec", true),
+        (c"osl_sched_process_exit", "sched/sched_process_exit", true),
+        (c"osl_sched_migrate_task", "sched/sched_migrate_task", w.sched),
+        (c"osl_page_fault_user", "exceptions/page_fault_user", w.faults),
+        (c"osl_irq_handler_entry", "irq/irq_handler_entry", w.irq),
+        (c"osl_irq_handler_exit", "irq/irq_handler_exit", w.irq),
+        (c"osl_softirq_entry", "irq/softirq_entry", w.irq),
+        (c"osl_softirq_exit", "irq/softirq_exit", w.irq),
+    ]
 }
 
 pub struct Bpf {
@@ -129,14 +150,8 @@ impl Bpf {
                 programs: vec![],
                 sink: Box::new(None),
             };
-            let progs: [(&CStr, bool); 5] = [
-                (c"osl_sys_enter", want.syscalls),
-                (c"osl_sys_exit", want.syscalls),
-                (c"osl_sched_switch", want.sched),
-                (c"osl_sched_waking", want.sched),
-                (c"osl_sched_process_fork", true),
-            ];
-            for (name, on) in progs {
+            let progs: Vec<(&CStr, bool)> = programs(want).iter().map(|p| (p.0, p.2)).collect();
+            for &(name, on) in &progs {
                 let p = (b.lib.find_prog)(b.obj, name.as_ptr());
                 if p.is_null() {
                     return Err(format!("eBPF program {} missing", name.to_string_lossy()));
@@ -170,7 +185,7 @@ impl Bpf {
             if b.rb.is_null() {
                 return Err("cannot map the eBPF ring buffer".into());
             }
-            for (name, on) in progs {
+            for &(name, on) in &progs {
                 if !on {
                     continue;
                 }

@@ -405,6 +405,16 @@ impl State {
         let _ = w.count_lost(n);
     }
 
+    /// After an exec: the file name, and the new comm (its base name, as the kernel sets it).
+    fn exec_names(&mut self, cpu: u32, ts: u64, tid: u32, file: &[u8]) {
+        self.emit_name(cpu, ts, tid, k::NAME_EXEC, file);
+        let base = file.rsplit(|&b| b == b'/').next().unwrap_or(file);
+        let mut comm = [0u8; 16];
+        let n = base.len().min(15);
+        comm[..n].copy_from_slice(&base[..n]);
+        self.note_comm(cpu, ts, tid, comm);
+    }
+
     /// A record from the eBPF ring: already in oslens's layout but for the check byte; switch
     /// records carry both comms after it, fork records the child's.
     fn bpf_record(&mut self, b: &[u8]) {
@@ -431,6 +441,21 @@ impl State {
                     self.traced.insert(child);
                 }
                 self.note_comm(cpu, r.ts, child, comm(32));
+            }
+            k::EXEC => {
+                let raw = &b[32..];
+                let file = raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())].to_vec();
+                self.emit(cpu, Record::new(r.ts, r.id, r.cpu, r.kind, r.a, r.b));
+                self.exec_names(cpu, r.ts, r.id, &file);
+                return;
+            }
+            k::IRQ_ENTRY => {
+                let irq = r.a as u32 as i32 as i64;
+                if self.irq_names.insert(irq) {
+                    let raw = &b[32.min(b.len())..];
+                    let name = raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())].to_vec();
+                    self.emit_name(cpu, r.ts, irq as u32, k::NAME_IRQ, &name);
+                }
             }
             _ => {}
         }
@@ -552,12 +577,7 @@ impl State {
                 let old = sval(raw, f[2]) as u32;
                 let file = bytes(raw, f[0]).to_vec();
                 self.emit(cpu, Record::new(ts, tid, c, k::EXEC, pid as u64 | (old as u64) << 32, 0));
-                self.emit_name(cpu, ts, tid, k::NAME_EXEC, &file);
-                let base = file.rsplit(|&b| b == b'/').next().unwrap_or(&file);
-                let mut comm = [0u8; 16];
-                let n = base.len().min(15);
-                comm[..n].copy_from_slice(&base[..n]);
-                self.note_comm(cpu, ts, tid, comm);
+                self.exec_names(cpu, ts, tid, &file);
             }
             Ev::Exit => {
                 let dead = uval(raw, f[1]);
@@ -800,32 +820,15 @@ impl Collector {
         }
         // The hot events through eBPF when it loads: filtered in the kernel, no perf sample path.
         let wants = |set: &str| self.opts.events.iter().any(|e| e == set);
-        if self.opts.mechanism != "perf" && !self.opts.per_task_sched && (wants("sched") || wants("syscalls")) {
-            let want = bpf::Want { sched: wants("sched"), syscalls: wants("syscalls") };
+        if self.opts.mechanism != "perf" && !self.opts.per_task_sched {
+            let want = bpf::Want { sched: wants("sched"), syscalls: wants("syscalls"), faults: wants("faults"), irq: wants("irq") };
             match bpf::Bpf::load(&want, self.opts.system_wide, self.opts.pid.max(0) as u32) {
                 Ok(b) => {
-                    let covered: Vec<Ev> = [
-                        (Ev::Switch, want.sched),
-                        (Ev::Waking, want.sched),
-                        (Ev::NewTask, true),
-                        (Ev::SysEnter, want.syscalls),
-                        (Ev::SysExit, want.syscalls),
-                    ]
-                    .iter()
-                    .filter(|x| x.1)
-                    .map(|x| x.0)
-                    .collect();
-                    chosen.retain(|c| !covered.contains(&c.1));
-                    for (n, on) in [
-                        ("sched/sched_switch", want.sched),
-                        ("sched/sched_waking", want.sched),
-                        ("sched/sched_process_fork", true),
-                        ("raw_syscalls/sys_enter", want.syscalls),
-                        ("raw_syscalls/sys_exit", want.syscalls),
-                    ] {
-                        if on {
-                            self.enabled.push(n.to_string());
-                        }
+                    let covered: Vec<&str> = bpf::programs(&want).iter().filter(|p| p.2).map(|p| p.1).collect();
+                    // task_newtask is replaced by the eBPF sched_process_fork
+                    chosen.retain(|c| !covered.contains(&c.0) && c.1 != Ev::NewTask);
+                    for n in &covered {
+                        self.enabled.push(n.to_string());
                     }
                     self.bpf_note = Some(format!("eBPF (tp_btf, in-kernel filter, BPF ring buffer) for {}", b.programs.join(", ")));
                     self.bpf = Some(b);
