@@ -38,13 +38,20 @@ class ThreadCosts:
         pid = np.asarray(pid, dtype=np.int64)
         tid = np.asarray(tid, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
-        pairs, inverse = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        for g, (p, q) in enumerate(pairs.tolist()):
-            rows = np.flatnonzero(inverse == g)
+        key = thread_key(pid, tid)
+        if (key == key[0]).all():  # one thread (the common case): no grouping needed
+            keys, order, bounds = key[:1], np.arange(len(t)), np.array([0, len(t)])
+        else:
+            keys, inverse = np.unique(key, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(keys)))])
+        for g, k in enumerate(keys.tolist()):
+            p, q = k >> 32, k & 0xFFFF_FFFF
             span = self.keys.get((p, q))
             if span is None:
                 continue
+            rows = order[bounds[g]:bounds[g + 1]]
             s, e = span
             idx = np.searchsorted(self.ts[s:e], t[rows], side="left")
             inside = idx < (e - s)
@@ -58,6 +65,11 @@ class ThreadCosts:
         return t - np.rint(self.at(pid, tid, t)).astype(np.int64)
 
 
+def thread_key(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 per (pid, tid): Linux ids are below 2^22 (pid_max), so pid << 32 | tid is exact."""
+    return (np.asarray(pid, dtype=np.int64) << 32) | np.asarray(tid, dtype=np.int64)
+
+
 def thread_order(pid: np.ndarray, tid: np.ndarray) -> np.ndarray | None:
     """None when each thread's records are already contiguous (the importer lays them out so),
     else a stable order that makes them so (recording order kept inside a thread)."""
@@ -66,8 +78,7 @@ def thread_order(pid: np.ndarray, tid: np.ndarray) -> np.ndarray | None:
         return None
     change = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1
     runs = len(change) + 1
-    threads = len(np.unique(np.stack([pid, tid], axis=1), axis=0))
-    if runs == threads:
+    if runs == 1 or runs == len(np.unique(thread_key(pid[np.r_[0, change]], tid[np.r_[0, change]]))):
         return None
     return np.lexsort((tid, pid))
 

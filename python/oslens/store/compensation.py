@@ -150,11 +150,23 @@ def build(tables: dict, cal: dict | None, why: str = "") -> dict:
 def summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why) -> pa.Table:
     rows = {k: [] for k in COLUMNS}
     if len(codes):
-        key = np.stack([pid, tid, codes], axis=1)
-        groups, inverse, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)
-        totals = np.bincount(inverse, weights=cost, minlength=len(groups))
-        for g, (p, q, c) in enumerate(groups.tolist()):
+        # (run of one thread's records, kind) -> one bin; runs of the same thread are merged below
+        starts = np.concatenate([[0], np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1])
+        run = np.repeat(np.arange(len(starts)), np.diff(np.concatenate([starts, [len(pid)]])))
+        width = len(labels)
+        bins = run * width + codes
+        counts_all = np.bincount(bins, minlength=len(starts) * width)
+        totals_all = np.bincount(bins, weights=cost, minlength=len(starts) * width)
+        merged: dict = {}
+        for b in np.flatnonzero(counts_all).tolist():
+            r, c = divmod(b, width)
+            k = (int(pid[starts[r]]), int(tid[starts[r]]), c)
+            n0, c0 = merged.get(k, (0, 0.0))
+            merged[k] = (n0 + int(counts_all[b]), c0 + float(totals_all[b]))
+        groups = sorted(merged)
+        counts = np.array([merged[k][0] for k in groups], dtype=np.int64)
+        totals = np.array([merged[k][1] for k in groups], dtype=np.float64)
+        for g, (p, q, c) in enumerate(groups):
             name = labels[c]
             n = int(counts[g])
             if name == "pause":
