@@ -101,7 +101,14 @@ class RecordWord:
         scalar = np.isscalar(rows)
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
         out = np.empty(len(rows), np.uint64)
-        if len(rows):
+        if len(rows) and (len(rows) == 1 or bool((rows[1:] >= rows[:-1]).all())):
+            # sorted rows (what flatnonzero gives): one slice of them per chunk
+            bounds = np.searchsorted(rows, self.starts).tolist() + [len(rows)]
+            for c in range(len(self.parts)):
+                lo, hi = bounds[c], bounds[c + 1]
+                if hi > lo:
+                    out[lo:hi] = self.parts[c][rows[lo:hi] - self.starts[c], self.word]
+        elif len(rows):
             which = np.searchsorted(self.starts, rows, side="right") - 1
             for c in np.unique(which).tolist():
                 sel = which == c
