@@ -3,7 +3,8 @@
 //! clock = CLOCK_MONOTONIC_NS, pid = 0 and cpu = N. The collector owns this file: each kind
 //! documents its id / a / b fields. `ts` is CLOCK_MONOTONIC ns (perf's `use_clockid`), `cpu`
 //! the CPU the event happened on. "tid" is the kernel's task id, "pid" the thread-group id.
-//! `python/oslens/store/kernel_tables.py` mirrors these numbers.
+//! `python/oslens/store/kernel_tables.py` mirrors these numbers, and the eBPF programs in
+//! `crates/collector/bpf/oslens.bpf.c` write the same layouts (the collector fills in `check`).
 
 /// sched:sched_switch. id = prev tid; a = next tid | prev pid << 32;
 /// b = prev_state (the tracepoint's value: bits 0..7 S D T t X Z P I, 0 = runnable (preempted),
@@ -12,13 +13,15 @@ pub const SWITCH: u8 = 64;
 /// sched:sched_waking. id = waker tid (the current task); a = woken tid | waker pid << 32;
 /// b = target cpu | woken prio << 32.
 pub const WAKEUP: u8 = 65;
-/// task:task_newtask (a fork or clone). id = parent tid; a = child tid | child pid << 32;
-/// b = parent pid | (clone flags & 0xffffffff) << 32.
+/// A fork or clone (task:task_newtask through perf, sched:sched_process_fork through eBPF).
+/// id = parent tid; a = child tid | child pid << 32; b = parent pid | (clone flags & 0xffffffff)
+/// << 32 (through eBPF only CLONE_THREAD, derived from the child's thread group).
 pub const FORK: u8 = 66;
 /// sched:sched_process_exec. id = tid; a = pid | old tid << 32. The new comm follows as a
 /// NAME_TASK record and the file name as a NAME_EXEC record (both id = tid).
 pub const EXEC: u8 = 67;
-/// sched:sched_process_exit. id = tid; a = pid; b = 1 when the whole thread group is dead.
+/// sched:sched_process_exit. id = tid; a = pid; b = 1 when the whole thread group is dead
+/// (through eBPF: its signal struct's live count reached 0).
 pub const EXIT: u8 = 68;
 /// sched:sched_migrate_task. id = migrated tid; a = orig cpu | dest cpu << 32; b = current tid.
 pub const MIGRATE: u8 = 69;
