@@ -121,11 +121,17 @@ class _Scratch:
 
     def __init__(self):
         self.f = np.empty(0, np.float64)
+        self.w = np.empty(0, np.uint64)
 
     def floats(self, n):
         if len(self.f) < n:
             self.f = np.empty(n, np.float64)
         return self.f[:n]
+
+    def words(self, n):
+        if len(self.w) < n:
+            self.w = np.empty(n, np.uint64)
+        return self.w[:n]
 
 
 def to_ns_into(out: np.ndarray, raw_ts: np.ndarray, clock: raw.ClockConverter, scratch: _Scratch) -> None:
@@ -186,10 +192,13 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
                 to_ns_into(ts[s:e], w[:, 0], clock, scratch)
             else:
                 ts[s:e] = w[:, 0]
+            # the second word once, contiguous; its fields are read from that copy
+            w1 = scratch.words(n)
+            w1[:] = w[:, 1]
             k = kind[s:e]
-            k[:] = r["kind"]
-            ident[s:e] = r["id"]
-            cpu[s:e] = r["cpu"]
+            k[:] = w1.view(np.uint8)[6::8]
+            ident[s:e] = w1.view(np.uint32)[0::2]
+            cpu[s:e] = w1.view(np.uint16)[2::4]
             v = value[s:e]
             v[:] = w[:, 2]
             b_parts.append(w)
@@ -198,7 +207,7 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
                 ticks = np.flatnonzero((k == raw.TIMER_STOP) | (k == raw.PAUSE))
                 if len(ticks):
                     v[ticks] = clock.ticks_to_ns(v[ticks])
-            part = lookup.lookup(t.pid, w[:, 1])
+            part = lookup.lookup(t.pid, w1)
             name_parts.append(part)
             name[s:e] = pc.fill_null(part, -1).to_numpy(zero_copy_only=False)
             for i, p in c.payloads.items():
