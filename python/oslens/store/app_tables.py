@@ -419,9 +419,9 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
 
 
 def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, begin_kind, end_kind, table):
-    idx = np.flatnonzero((kind == begin_kind) | (kind == end_kind))
-    if len(idx) == 0:
+    if not (col.counts[begin_kind] or col.counts[end_kind]):
         return schema.empty(table), 0
+    idx = np.flatnonzero((kind == begin_kind) | (kind == end_kind))
     is_begin = kind[idx] == begin_kind
     g = col.g[idx]
     key = col.ident[idx] if table == "regions" else col.a[idx]
