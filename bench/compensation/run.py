@@ -179,6 +179,9 @@ def main() -> int:
             "compensated_within_2pct_where_raw_adds_10pct": {
                 r["program"]: (r["compensated_error_pct"] is not None and abs(r["compensated_error_pct"]) <= 2)
                 for r in target_rows},
+            "in_trace_compensated_within_2pct": {
+                r["program"]: abs(r["in_trace"]["compensated_error_pct"]) <= 2
+                for r in rows if "in_trace" in r and r["in_trace"]["raw_overhead_pct"] >= 10},
         },
     }
     json.dump(result, sys.stdout, indent=2)

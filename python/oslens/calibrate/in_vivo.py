@@ -220,6 +220,9 @@ def run_in_vivo(args) -> int:
         "counter_period_us": args.counter_period_us, "preload": args.preload, "trace_python": args.trace_python,
         "command": command,
     }
+    for name in ("func_filter", "func_min_ns"):  # auto-instrumentation options, where record has them
+        if getattr(args, name, None) is not None:
+            options[name] = getattr(args, name)
     host_cal = calibrate.load()
     quiet = True
     print(f"oslens: in vivo: {n} runs with and {n} without instrumentation, alternating "
