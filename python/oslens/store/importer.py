@@ -225,6 +225,9 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
                            str(r.get("source") or "kernel collector lost records"))
     if app["unmatched_region_ends"]:
         losses.add("app", "regions", 0, f"{app['unmatched_region_ends']} region end(s) with no begin were ignored")
+    if app["unmatched_function_exits"]:
+        losses.add("app", "functions", 0,
+                   f"{app['unmatched_function_exits']} function exit(s) with no entry were ignored")
     tables: dict[str, pa.Table] = {}
     tables["threads"] = threads.build(app["threads"], app["extent"], names, meta, kernel.get("tasks"))
     for name in ("app_events", "regions", "counters", "timers", "sync", "functions", "pauses", "adapt"):
