@@ -26,6 +26,7 @@ struct Lib {
     rb_consume: unsafe extern "C" fn(*mut c_void) -> c_int,
     rb_free: unsafe extern "C" fn(*mut c_void),
     num_cpus: unsafe extern "C" fn() -> c_int,
+    set_max_entries: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
 }
 
 fn sym<T>(h: *mut c_void, name: &CStr) -> Result<T, String> {
@@ -71,6 +72,7 @@ impl Lib {
             rb_consume: sym(h, c"ring_buffer__consume")?,
             rb_free: sym(h, c"ring_buffer__free")?,
             num_cpus: sym(h, c"libbpf_num_possible_cpus")?,
+            set_max_entries: sym(h, c"bpf_map__set_max_entries")?,
         })
     }
 }
@@ -126,7 +128,7 @@ extern "C" fn on_sample(ctx: *mut c_void, data: *mut c_void, size: usize) -> c_i
 }
 
 impl Bpf {
-    pub fn load(want: &Want, system_wide: bool, root: u32) -> Result<Bpf, String> {
+    pub fn load(want: &Want, system_wide: bool, root: u32, ring_bytes: usize) -> Result<Bpf, String> {
         if OBJECT.len() < 64 {
             return Err("the eBPF object was not built".into());
         }
@@ -157,6 +159,10 @@ impl Bpf {
                     return Err(format!("eBPF program {} missing", name.to_string_lossy()));
                 }
                 (b.lib.set_autoload)(p, on);
+            }
+            let rbm = (b.lib.find_map)(b.obj, c"osl_rb".as_ptr());
+            if !rbm.is_null() {
+                (b.lib.set_max_entries)(rbm, ring_bytes as u32);
             }
             let rc = (b.lib.load)(b.obj);
             if rc != 0 {

@@ -822,7 +822,15 @@ impl Collector {
         let wants = |set: &str| self.opts.events.iter().any(|e| e == set);
         if self.opts.mechanism != "perf" && !self.opts.per_task_sched {
             let want = bpf::Want { sched: wants("sched"), syscalls: wants("syscalls"), faults: wants("faults"), irq: wants("irq") };
-            match bpf::Bpf::load(&want, self.opts.system_wide, self.opts.pid.max(0) as u32) {
+            // one ring for all CPUs: as large as the per-CPU perf rings together, at least 8 MiB
+            // (OSLENS_COLLECTOR_BPF_RING_KIB overrides it, for tests of the loss accounting)
+            let bpf_ring = ((self.opts.ring_mib * self.cpus.len()).next_power_of_two().max(8) << 20).min(1 << 30);
+            let bpf_ring = std::env::var("OSLENS_COLLECTOR_BPF_RING_KIB")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|v| v.is_power_of_two() && *v >= 4)
+                .map_or(bpf_ring, |v| v << 10);
+            match bpf::Bpf::load(&want, self.opts.system_wide, self.opts.pid.max(0) as u32, bpf_ring) {
                 Ok(b) => {
                     let covered: Vec<&str> = bpf::programs(&want).iter().filter(|p| p.2).map(|p| p.1).collect();
                     // task_newtask is replaced by the eBPF sched_process_fork

@@ -39,8 +39,9 @@ def collector_command(trace: Path, pid: int, options: dict) -> list[str]:
         cmd += ["--events", str(options["events"])]
     if options.get("sample_hz"):
         cmd += ["--sample", str(int(options["sample_hz"]))]
-    if options.get("kernel_ring_mib"):
-        cmd += ["--ring-mib", str(int(options["kernel_ring_mib"]))]
+    ring_mib = options.get("kernel_ring_mib") or os.environ.get("OSLENS_KERNEL_RING_MIB")
+    if ring_mib:
+        cmd += ["--ring-mib", str(int(ring_mib))]
     mechanism = options.get("kernel_mechanism") or os.environ.get("OSLENS_KERNEL_MECHANISM")
     if mechanism:
         cmd += ["--mechanism", str(mechanism)]
