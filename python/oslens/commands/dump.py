@@ -44,7 +44,8 @@ def decoded_records(trace):
             entry = {
                 "ts": int(ts[i]),
                 "pid": chunk.pid,
-                "tid": chunk.tid if h.get("source", 1) == raw.SOURCE_APP_THREAD else None,
+                # kernel records name their task in `id`
+                "tid": chunk.tid if h.get("source", 1) == raw.SOURCE_APP_THREAD else ident,
                 "thread": thread_name,
                 "cpu": int(rec["cpu"]),
                 "kind": _native.kind_name(kind),
