@@ -375,12 +375,12 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
         )
 
     # ---- lost records
+    # `lost` holds every loss, the kernel collector's included (kernel_lost is its per-CPU detail)
     lost = []
-    for tname in ("lost", "kernel_lost"):
-        if common.row_count(con, tname):
-            lost += con.execute(
-                f"SELECT CAST(source AS VARCHAR), CAST(\"where\" AS VARCHAR), sum(count) FROM {tname} GROUP BY 1, 2"
-            ).fetchall()
+    if common.row_count(con, "lost"):
+        lost = con.execute(
+            'SELECT CAST(source AS VARCHAR), CAST("where" AS VARCHAR), sum(count) FROM lost GROUP BY 1, 2'
+        ).fetchall()
     lost.sort(key=lambda r: -(r[2] or 0))
     if lost:
         total = sum(int(n or 0) for _, _, n in lost)

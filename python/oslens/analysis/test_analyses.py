@@ -318,9 +318,10 @@ def test_pauses_count_as_instrumentation():
     assert bd[100]["computation_ns"] == 10 * MS - 300_000
 
 
-def test_kernel_lost_counts_in_findings():
+def test_kernel_lost_counts_in_findings_once():
+    # the store puts kernel losses in `lost` too; kernel_lost is the per-CPU detail, not added again
     con = make_con({"threads": [(1, 1, "a", None, 0, 10, True)], "kernel_lost": [("ringbuf", "cpu 0", 7)],
-                    "lost": [("app", "thread 1", 3)]})
+                    "lost": [("app", "thread 1", 3), ("kernel", "cpu 0", 7)]})
     f = {x["code"]: x for x in findings.findings(con).to_pylist()}
     assert f["lost"]["value"] == 10
 

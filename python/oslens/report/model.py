@@ -86,10 +86,10 @@ def header_info(con, trace: str) -> dict:
     wall = (prog.window[1] - prog.window[0]) if prog.window else 0
     counts = {t: common.row_count(con, t) for t in
               ["app_events", "regions", "switches", "cpu_slices", "syscalls", "faults", "block_io", "sync", "samples"]}
+    # `lost` holds every loss, the kernel collector's included (kernel_lost is its per-CPU detail)
     lost = 0
-    for tname in ("lost", "kernel_lost"):
-        if common.row_count(con, tname):
-            lost += int(con.execute(f"SELECT coalesce(sum(count), 0) FROM {tname}").fetchone()[0])
+    if common.row_count(con, "lost"):
+        lost = int(con.execute("SELECT coalesce(sum(count), 0) FROM lost").fetchone()[0])
     command = m.get("command") or m.get("argv") or m.get("cmdline") or ""
     if command.startswith("["):
         try:
