@@ -51,6 +51,10 @@ def run(args):
     trace_arg, query = _split(args)
     trace = find_trace(trace_arg)
     con = store.open_trace(trace)
+    # the tables `oslens report` wrote (report_*), queryable beside the trace's own
+    from oslens.analysis.suite import register_views
+
+    register_views(con, trace)
     if args.tables:
         rows = [(name, con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0])
                 for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
