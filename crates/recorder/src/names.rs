@@ -7,7 +7,7 @@ use crate::{clock, config, instruments, thread};
 use oslens_format::kinds;
 use oslens_format::record::{Record, CONT_PAYLOAD};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 const NAMES_CAPACITY: u64 = 1 << 16;
 
@@ -18,26 +18,39 @@ struct Names {
 }
 
 static LOCK: AtomicBool = AtomicBool::new(false);
+/// The thread holding LOCK, so a re-entry (a wrapped libc call made under the lock that
+/// records, say) is refused instead of spinning forever.
+static OWNER: AtomicU32 = AtomicU32::new(0);
 static mut NAMES: Option<Names> = None;
 
 /// A spin lock rather than a Mutex: fork() hooks must be able to take and reset it.
-fn lock() {
+fn lock() -> bool {
+    // SAFETY: no preconditions.
+    let me = unsafe { libc::gettid() } as u32;
+    if OWNER.load(Ordering::Relaxed) == me {
+        return false;
+    }
     while LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
         std::thread::yield_now();
     }
+    OWNER.store(me, Ordering::Relaxed);
+    true
 }
 
 fn unlock() {
+    OWNER.store(0, Ordering::Relaxed);
     LOCK.store(false, Ordering::Release);
 }
 
-fn with_names<R>(f: impl FnOnce(&mut Names) -> R) -> R {
-    lock();
+/// Runs `f` with the names held; skipped (a name not written) if this thread already holds them.
+fn with_names(f: impl FnOnce(&mut Names)) {
+    if !lock() {
+        return;
+    }
     // SAFETY: NAMES is only touched with LOCK held.
     let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new() }) };
-    let r = f(names);
+    f(names);
     unlock();
-    r
 }
 
 /// FNV-1a, with the top bit set aside for ids handed out in sequence (instruments).
@@ -131,7 +144,8 @@ pub fn close_for_exit() {
 
 pub fn lock_for_fork() {
     instruments::lock_registry();
-    lock();
+    // False only when fork() is called under the lock by this very thread: it holds it anyway.
+    let _ = lock();
 }
 
 pub fn unlock_after_fork() {
@@ -140,6 +154,7 @@ pub fn unlock_after_fork() {
 }
 
 pub fn forget_after_fork() {
+    OWNER.store(0, Ordering::Relaxed);
     // SAFETY: the child is single-threaded here and LOCK is held (taken before the fork).
     unsafe {
         if let Some(names) = (*std::ptr::addr_of_mut!(NAMES)).as_mut() {
