@@ -1,6 +1,7 @@
 """Shared helpers for the end-to-end tests: the built CLI, compiling C against liboslens, and
 reading traces back."""
 
+import collections
 import json
 import os
 import subprocess
@@ -56,3 +57,12 @@ def dump(trace):
 
 def meta(trace):
     return json.loads((Path(trace) / "meta.json").read_text())
+
+
+def kinds_of(records, **match):
+    """How many records of each kind match every key=value given."""
+    out = collections.Counter()
+    for r in records:
+        if all(r.get(k) == v for k, v in match.items()):
+            out[r["kind"]] += 1
+    return out

@@ -12,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import C_DIR, ROOT, VENV, dump, run_oslens
+from conftest import C_DIR, ROOT, VENV, dump, kinds_of, run_oslens
 
 PY = str(VENV / "bin" / "python")
-
-
-def kinds_of(records, **match):
-    out = collections.Counter()
-    for r in records:
-        if all(r.get(k) == v for k, v in match.items()):
-            out[r["kind"]] += 1
-    return out
 
 
 def record(tmp_path, *command, extra=(), env=None, name="trace"):

@@ -9,15 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import dump, meta, run_oslens
-
-
-def kinds_of(records, **match):
-    out = collections.Counter()
-    for r in records:
-        if all(r.get(k) == v for k, v in match.items()):
-            out[r["kind"]] += 1
-    return out
+from conftest import dump, kinds_of, meta, run_oslens
 
 
 @pytest.fixture(scope="module")

@@ -30,14 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
+def invoke(run, args) -> int:
+    """Runs a command, turning user-facing errors into one line on stderr and an exit code."""
     try:
-        return int(args._run(args) or 0)
+        return int(run(args) or 0)
     except OslensError as err:
         print(f"oslens: error: {err}", file=sys.stderr)
         return err.exit_code
@@ -46,6 +42,15 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    return invoke(args._run, args)
 
 
 if __name__ == "__main__":

@@ -5,20 +5,11 @@ unprivileged user who cannot reach the virtual environment)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
-from oslens.errors import OslensError
+from oslens.cli import invoke
 
 
 def main(module, argv=None) -> int:
     parser = argparse.ArgumentParser(prog=f"oslens {module.NAME}", description=module.HELP)
     module.add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return int(module.run(args) or 0)
-    except OslensError as err:
-        print(f"oslens: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        print("oslens: interrupted", file=sys.stderr)
-        return 130
+    return invoke(module.run, parser.parse_args(argv))
