@@ -119,3 +119,17 @@ def test_summary_tables():
     assert abs(row["instrumentation_pct"] - 10.0) < 1e-9
     r = summary.regions(con).to_pylist()[0]
     assert (r["count"], r["total_ns"], r["total_comp_ns"]) == (1, 7000, 6300) and abs(r["instrumentation_pct"] - 10) < 1e-9
+
+
+def test_quantile_interval_and_summary():
+    import numpy as np
+
+    from oslens.calibrate.invitro import _summary, quantile_ci
+
+    x = np.array([27.3, 27.9, 28.0, 28.1, 28.4, 28.5, 28.6, 28.8, 29.1, 29.1, 29.2, 29.2, 29.3, 29.3, 29.4,
+                  29.9, 30.4, 36.1, 36.5, 38.2, 45.5])
+    lo, hi, cov = quantile_ci(x, 0.25)
+    assert lo <= np.quantile(x, 0.25) <= hi and cov >= 0.95
+    s = _summary(x)
+    assert s["ns"] == 28.5 and s["ci_low"] <= s["ns"] <= s["ci_high"] and s["median"] == 29.2
+    assert quantile_ci(x[:1], 0.25) == (27.3, 27.3, 0.0)

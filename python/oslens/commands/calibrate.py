@@ -54,7 +54,7 @@ def _print(cal, path):
     m = cal.get("machine", {})
     table = Table(title=f"instrumentation cost on {m.get('hostname', '?')} ({m.get('cpu_model', '')})",
                   caption=f"in vitro, {cal['repetitions']} repetitions x {cal['iterations']} iterations, "
-                          f"thread CPU time; median and 95% CI of the median")
+                          f"thread CPU time; lower quartile and its 95% CI")
     table.add_column("kind")
     table.add_column("ns per call", justify="right")
     table.add_column("95% CI", justify="right")
