@@ -89,6 +89,10 @@ impl Chunk {
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
 
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
     #[inline(always)]
     pub fn has_room(&self, slots: u64) -> bool {
         self.pos + slots <= self.limit

@@ -143,6 +143,25 @@ pub extern "C" fn osl_event(id: u32, payload: *const u8, len: usize) {
     if !active() {
         return;
     }
+    if len <= 8 {
+        // the common case: the payload fits the record
+        let value = if payload.is_null() || len == 0 {
+            0
+        } else if len == 8 {
+            // SAFETY: 8 readable bytes.
+            u64::from_le(unsafe { (payload as *const u64).read_unaligned() })
+        } else {
+            // SAFETY: `len` readable bytes.
+            unsafe { std::slice::from_raw_parts(payload, len) }.iter().rev().fold(0u64, |acc, &c| acc << 8 | c as u64)
+        };
+        let ts = clock::now();
+        if let Some(t) = thread::current() {
+            if t.take_slots(1) {
+                t.chunk.push(Record::new(ts, id, clock::cpu(), kinds::EVENT, len as u64, value));
+            }
+        }
+        return;
+    }
     let bytes: &[u8] = if payload.is_null() || len == 0 {
         &[]
     } else {

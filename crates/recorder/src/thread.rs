@@ -18,7 +18,12 @@ const QUOTA_BATCH: u64 = 1024;
 
 pub struct ThreadState {
     pub chunk: Chunk,
-    quota: u64,
+    /// The hot path's one test: a record fits below both the populated pages and the trigger
+    /// budget. Recomputed on the slow path.
+    fast_limit: u64,
+    /// Slot position (in the current chunk) where this thread's trigger budget ends; u64::MAX
+    /// when there is no trigger.
+    budget_end: u64,
     pub seen: [u32; 256],
 }
 
@@ -64,7 +69,7 @@ fn create() -> Option<&'static mut ThreadState> {
     let name = thread_name();
     let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, cfg.buffer_records, pid, tid, &name);
     let result = chunk.map(|chunk| {
-        let state = Box::into_raw(Box::new(ThreadState { chunk, quota: 0, seen: [u32::MAX; 256] }));
+        let state = Box::into_raw(Box::new(ThreadState { chunk, fast_limit: 0, budget_end: 0, seen: [u32::MAX; 256] }));
         CURRENT.with(|c| c.set(state));
         // SAFETY: the key was created in install_process_hooks.
         unsafe { libc::pthread_setspecific(EXIT_KEY, state as *const libc::c_void) };
@@ -90,24 +95,33 @@ impl ThreadState {
     /// or suppressed (trigger reached). Both are counted.
     #[inline(always)]
     pub fn take_slots(&mut self, n: u64) -> bool {
+        if self.chunk.pos + n <= self.fast_limit {
+            return true;
+        }
+        self.take_slots_slow(n)
+    }
+
+    #[cold]
+    fn take_slots_slow(&mut self, n: u64) -> bool {
         if !self.chunk.has_room(n) && !self.chunk.grow_window(n) && !self.make_room(n) {
             self.chunk.count_drop(n);
             return false;
         }
-        if self.quota < n && !self.refill_quota(n) {
+        if self.chunk.pos + n > self.budget_end && !self.refill_budget(n) {
             self.chunk.count_suppressed();
             return false;
         }
-        self.quota -= n;
+        self.fast_limit = self.chunk.limit().min(self.budget_end);
         true
     }
 
     #[cold]
-    fn refill_quota(&mut self, n: u64) -> bool {
+    fn refill_budget(&mut self, n: u64) -> bool {
+        let pos = self.chunk.pos;
         let mut left = SLOTS_LEFT.load(Relaxed);
         loop {
             if left == u64::MAX {
-                self.quota = u64::MAX;
+                self.budget_end = u64::MAX;
                 return true;
             }
             let want = QUOTA_BATCH.max(n).min(left);
@@ -117,7 +131,7 @@ impl ThreadState {
             }
             match SLOTS_LEFT.compare_exchange_weak(left, left - want, Relaxed, Relaxed) {
                 Ok(_) => {
-                    self.quota += want;
+                    self.budget_end = self.budget_end.max(pos) + want;
                     return true;
                 }
                 Err(now) => left = now,
@@ -139,6 +153,10 @@ impl ThreadState {
             None => return false,
         };
         let old = std::mem::replace(&mut self.chunk, next);
+        // the trigger budget left carries over to the new chunk's positions
+        if self.budget_end != u64::MAX {
+            self.budget_end = self.budget_end.saturating_sub(old.pos) + self.chunk.pos;
+        }
         old.close();
         let end = clock::now();
         self.chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_NEW_CHUNK));
