@@ -19,8 +19,6 @@ struct entry { uint64_t ts, value; };
 static long iterations;
 static const char *kind;
 static pthread_barrier_t start_line;
-static osl_counter_t *counter;
-static osl_timer_t *timer;
 
 static double now_ns(void) {
     struct timespec t;
@@ -36,6 +34,10 @@ static void *run(void *arg) {
         log = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     else if (!strcmp(kind, "bare-hot"))
         log = aligned_alloc(64, 4096 * sizeof(struct entry));
+    /* per-thread instruments: a counter shared by threads would measure cache-line contention
+     * on the user's object, not the cost of recording */
+    osl_counter_t *counter = osl_counter("bench-counter", NULL);
+    osl_timer_t *timer = osl_timer("bench-timer", NULL);
     /* warm the recorder's per-thread state outside the timed loop */
     osl_region_begin("warm");
     osl_region_end("warm");
@@ -67,8 +69,6 @@ int main(int argc, char **argv) {
     int threads = atoi(argv[1]);
     iterations = atol(argv[2]);
     kind = argv[3];
-    counter = osl_counter("bench-counter", NULL);
-    timer = osl_timer("bench-timer", NULL);
     pthread_barrier_init(&start_line, NULL, threads);
     pthread_t t[256];
     double results[256];
