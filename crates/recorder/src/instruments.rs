@@ -12,6 +12,8 @@ pub struct Manager {
     name: String,
 }
 
+/// Cache-line aligned: two threads' instruments never share a line.
+#[repr(align(64))]
 pub struct Counter {
     pub value: AtomicI64,
     next_due: AtomicU64,
@@ -20,6 +22,7 @@ pub struct Counter {
     name: String,
 }
 
+#[repr(align(64))]
 pub struct Timer {
     started: AtomicU64,
     pub total_ticks: AtomicU64,
