@@ -251,6 +251,10 @@ def test_in_vivo_reports_cost_per_event(measured, dense, tmp_path):
 def test_compare_order_same_for_two_water_runs(tmp_path):
     if not WATER.exists():
         pytest.skip("workloads/water is not built")
+    # water generates its input file on its first run (a GENERATE_INPUT region): make it now,
+    # so both recorded runs do the same work
+    args = ["--threads", "2", "--steps", "2", "--molecules", "64"]
+    subprocess.run([str(WATER), *args], check=True, capture_output=True)
     traces = []
     for i in range(2):
         t = tmp_path / f"water{i}"
