@@ -154,10 +154,11 @@ pub extern "C" fn osl_event(id: u32, payload: *const u8, len: usize) {
             // SAFETY: `len` readable bytes.
             unsafe { std::slice::from_raw_parts(payload, len) }.iter().rev().fold(0u64, |acc, &c| acc << 8 | c as u64)
         };
-        let ts = clock::now();
+        // The thread state first: a thread's first event creates its chunk (system calls), and
+        // the event's time must follow them on the kernel's timeline, not precede them.
         if let Some(t) = thread::current() {
             if t.take_slots(1) {
-                t.chunk.push(Record::new(ts, id, clock::cpu(), kinds::EVENT, len as u64, value));
+                t.chunk.push(Record::new(clock::now(), id, clock::cpu(), kinds::EVENT, len as u64, value));
             }
         }
         return;
@@ -202,9 +203,10 @@ fn region(name: *const c_char, kind: u8) {
     }
     // SAFETY: NUL-terminated string from the caller.
     let id = unsafe { names::hash_cstr(name as *const u8) };
-    let ts = clock::now();
     let Some(t) = thread::current() else { return };
     names::ensure_region_name(t, id, name as *const u8);
+    // read after any slow path above (chunk creation, a first name), as for events
+    let ts = clock::now();
     if t.take_slots(1) {
         t.chunk.push(Record::new(ts, id, clock::cpu(), kind, 0, 0));
     }

@@ -110,7 +110,12 @@ pub(crate) fn active() -> bool {
 #[inline(always)]
 pub fn record_raw(kind: u8, id: u32, a: u64, b: u64) {
     if active() {
-        record_at(clock::now(), kind, id, a, b);
+        // the clock is read after the thread's state exists (its creation makes system calls)
+        if let Some(t) = thread::current() {
+            if t.take_slots(1) {
+                t.chunk.push(Record::new(clock::now(), id, clock::cpu(), kind, a, b));
+            }
+        }
     }
 }
 
