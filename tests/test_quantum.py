@@ -62,19 +62,22 @@ def test_bench_quick_schema(built):
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["repetitions"] == 1
-    want = {"alone", "default", "slice100", "batch", "batch_slice100", "slice100_both"}
+    want = {"alone", "alone_slice100", "default", "slice100", "batch", "batch_slice100", "slice100_both"}
     assert want <= set(d["settings"])
     for name in ("fib", "lu"):
         prog = d["programs"][name]
         assert prog["deterministic"]
         assert set(prog["per_setting"]) == set(d["settings"]) == set(prog["ratio_to_default"])
+        assert set(prog["ratio_to_alone"]) == set(d["settings"])
         for m in ("wall_s", "cpu_s", "share"):
             assert prog["ratio_to_default"]["default"][m]["median"] == 1.0
+            assert prog["ratio_to_alone"]["alone"][m]["median"] == 1.0
         for s, per in prog["per_setting"].items():
             assert per["wall_s"]["n"] == 1 and per["switches"]["median"] >= 0
-            assert ("hog_share" in per) == (s != "alone")
+            assert ("hog_share" in per) == (not s.startswith("alone"))
         # the settings were really applied (read back by the program itself)
         assert prog["per_setting"]["slice100"]["slice_ms"] == [100.0]
+        assert prog["per_setting"]["alone_slice100"]["slice_ms"] == [100.0]
         assert prog["per_setting"]["batch"]["policy"] == ["batch"]
         assert prog["per_setting"]["batch_slice100"]["policy"] == ["batch"]
         assert prog["per_setting"]["slice100_both"]["hog_slice_ms"] == [100.0]

@@ -5,6 +5,8 @@ the default policy and under a long EEVDF slice / SCHED_BATCH.
 
 Settings (program policy / hog policy; both pinned to the same CPU):
   alone           program alone, default policy (no hog): the reference for CPU time
+  alone_slice100  program alone with a 100 ms slice: the paper's own setting (one program on a
+                  quiet machine); its only competitors are whatever else wakes on that CPU
   default         SCHED_OTHER, kernel slice      / SCHED_OTHER, kernel slice
   slice100        SCHED_OTHER, 100 ms slice      / default
   batch           SCHED_BATCH, kernel slice      / default
@@ -16,13 +18,15 @@ Settings (program policy / hog policy; both pinned to the same CPU):
                   (left out when oslens is not installed, or with --no-tune)
 
 The slice and class are set with sched_setattr by a small launcher (launch.c) and the CPU with
-sched_setaffinity; the hog (hog.c) is a register-only loop. Both are compiled into a temporary
+sched_setaffinity; the hog (hog.c) is a register-only loop (--hog cache: it walks a buffer the size
+of one CPU's L2, so every switch back costs the program refills). Both are compiled into a temporary
 directory. Each program reports its own compute phase (--stats): wall and thread CPU time,
 voluntary and involuntary context switches (getrusage RUSAGE_THREAD) and the slice and class
 in force (/proc/thread-self/sched se.slice, sched_getscheduler), so the settings are checked,
 not assumed. Repetitions alternate: every repetition runs every setting (in a rotated order)
 for both programs, and each ratio is taken against the default measured in the same
-repetition; the JSON gives the median and the min/max of those per-repetition ratios.
+repetition (and, in ratio_to_alone, against the program alone); the JSON gives the median and
+the min/max of those per-repetition ratios.
 
 Prints one JSON object on stdout (progress on stderr unless --json).
 
@@ -53,6 +57,7 @@ SLICE_US = 100_000  # the longest per-task slice the kernel accepts (100 ms)
 # name -> (program class, program slice us, hog class, hog slice us); hog None: no hog
 SETTINGS = {
     "alone": ("other", 0, None, None),
+    "alone_slice100": ("other", SLICE_US, None, None),
     "default": ("other", 0, "other", 0),
     "slice100": ("other", SLICE_US, "other", 0),
     "batch": ("batch", 0, "other", 0),
@@ -106,6 +111,19 @@ def proc_slice(pid: int) -> int | None:
     return None
 
 
+def l2_cache_kb(cpu: int) -> int:
+    """The size of `cpu`'s level-2 cache (KiB); 1024 when sysfs does not say."""
+    base = Path(f"/sys/devices/system/cpu/cpu{cpu}/cache")
+    for idx in sorted(base.glob("index*")):
+        try:
+            if (idx / "level").read_text().strip() == "2":
+                size = (idx / "size").read_text().strip()
+                return int(size[:-1]) * (1024 if size.endswith("M") else 1) if size[-1] in "KM" else int(size) // 1024
+        except OSError:
+            continue
+    return 1024
+
+
 def parse_stats(stderr: str) -> dict:
     for line in stderr.splitlines():
         if line.startswith("stats "):
@@ -115,12 +133,13 @@ def parse_stats(stderr: str) -> dict:
 
 
 class Runner:
-    def __init__(self, hog: Path, launch: Path, cpu: int, oslens: Path | None):
+    def __init__(self, hog: Path, launch: Path, cpu: int, oslens: Path | None, hog_args: list[str]):
         self.hog, self.launch, self.cpu, self.oslens = hog, launch, cpu, oslens
+        self.hog_args = hog_args
         self.hog_proc: subprocess.Popen | None = None
 
     def start_hog(self, cls: str, slice_us: int) -> None:
-        self.hog_proc = subprocess.Popen([str(self.launch), str(self.cpu), cls, str(slice_us), str(self.hog), "spin"],
+        self.hog_proc = subprocess.Popen([str(self.launch), str(self.cpu), cls, str(slice_us), str(self.hog), *self.hog_args],
                                          start_new_session=True)
         time.sleep(0.05)  # let it reach its loop (and the launcher its exec)
         if self.hog_proc.poll() is not None:
@@ -191,7 +210,22 @@ METRICS = ("wall_s", "cpu_s", "share", "nvcsw", "nivcsw", "switches", "mean_run_
 RATIO_METRICS = ("wall_s", "cpu_s", "share", "nivcsw", "switches")
 
 
-def analyse(runs: dict[str, list[dict]]) -> tuple[dict, dict]:
+def ratios_to(runs: dict[str, list[dict]], base_name: str) -> dict:
+    """Each setting's metrics over those of `base_name` in the same repetition."""
+    ratios = {}
+    base = runs[base_name]
+    for s, rs in runs.items():
+        ratios[s] = {}
+        for m in RATIO_METRICS:
+            per_rep = []
+            for r, b in zip(rs, base):
+                if r.get(m) is not None and b.get(m):
+                    per_rep.append(r[m] / b[m])
+            ratios[s][m] = summary(per_rep)
+    return ratios
+
+
+def analyse(runs: dict[str, list[dict]]) -> dict:
     """Per-setting summaries, and ratios to the default of the same repetition."""
     per_setting = {}
     for s, rs in runs.items():
@@ -202,17 +236,7 @@ def analyse(runs: dict[str, list[dict]]) -> tuple[dict, dict]:
         if hog_slices:
             d["hog_slice_ms"] = hog_slices
         per_setting[s] = d
-    ratios = {}
-    base = runs["default"]
-    for s, rs in runs.items():
-        ratios[s] = {}
-        for m in RATIO_METRICS:
-            per_rep = []
-            for r, b in zip(rs, base):
-                if r.get(m) is not None and b.get(m):
-                    per_rep.append(r[m] / b[m])
-            ratios[s][m] = summary(per_rep)
-    return per_setting, ratios
+    return per_setting
 
 
 def main() -> int:
@@ -222,6 +246,8 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, help="the CPU both tasks share (default: the last one this process may use)")
     ap.add_argument("--fib-n", type=int, help="fib's N (default 42; --quick: 32)")
     ap.add_argument("--lu-n", type=int, help="lu's N (default 1500; --quick: 300)")
+    ap.add_argument("--hog", choices=("spin", "cache"), default="spin",
+                    help="spin: a register-only loop (default); cache: walks a buffer the size of one L2")
     ap.add_argument("--no-tune", action="store_true", help="leave out the `oslens tune` setting")
     ap.add_argument("--json", action="store_true", help="JSON only: no progress on stderr")
     args = ap.parse_args()
@@ -243,7 +269,9 @@ def main() -> int:
     try:
         build_workloads()
         hog, launch = build_tools(work)
-        runner = Runner(hog, launch, cpu, oslens if "tune" in settings else None)
+        l2_kb = l2_cache_kb(cpu)
+        hog_args = ["spin"] if args.hog == "spin" else ["cache", str(l2_kb)]
+        runner = Runner(hog, launch, cpu, oslens if "tune" in settings else None, hog_args)
         programs = {
             "fib": [str(ROOT / "workloads" / "fib" / "fib"), str(fib_n)],
             "lu": [str(ROOT / "workloads" / "lu" / "lu"), str(lu_n)],
@@ -263,7 +291,8 @@ def main() -> int:
             "online_cpus": os.cpu_count(),
             "repetitions": reps,
             "long_slice_ms": SLICE_US / 1000,
-            "hog": "register-only spin loop, same CPU",
+            "hog": "register-only spin loop, same CPU" if args.hog == "spin" else
+                   f"walks {l2_kb} KiB (this CPU's L2) one write per cache line, same CPU",
             "settings": {s: {"program": {"class": SETTINGS[s][0], "slice_ms": SETTINGS[s][1] / 1000 or "kernel"},
                              "hog": None if SETTINGS[s][2] is None else
                              {"class": SETTINGS[s][2], "slice_ms": SETTINGS[s][3] / 1000 or "kernel"}}
@@ -274,13 +303,14 @@ def main() -> int:
         result["settings"].get("tune", {}).update({"plan": str(PLAN.relative_to(ROOT))})
         for p, cmd in programs.items():
             outputs = sorted({r["output"] for rs in runs[p].values() for r in rs})
-            per_setting, ratios = analyse(runs[p])
+            per_setting = analyse(runs[p])
             result["programs"][p] = {
                 "command": " ".join([Path(cmd[0]).name, *cmd[1:]]),
                 "output": outputs[0] if len(outputs) == 1 else outputs,
                 "deterministic": len(outputs) == 1,
                 "per_setting": per_setting,
-                "ratio_to_default": ratios,
+                "ratio_to_default": ratios_to(runs[p], "default"),
+                "ratio_to_alone": ratios_to(runs[p], "alone"),
                 "runs": {s: [{k: v for k, v in r.items() if k != "output"} for r in rs] for s, rs in runs[p].items()},
             }
         print(json.dumps(result, indent=2))
