@@ -114,8 +114,10 @@ impl Chunk {
         if self.pos + slots > ready {
             return false;
         }
-        let early = WINDOW / 2 / RECORD_SIZE as u64;
-        self.limit = if ready == self.capacity { ready } else { ready.saturating_sub(early).max(self.pos + slots) };
+        // Come back half a window before the populated end (to ask for more in time), or, when
+        // already closer than that, at the end itself: never on every event.
+        let early = ready.saturating_sub(WINDOW / 2 / RECORD_SIZE as u64);
+        self.limit = if early >= self.pos + slots { early } else { ready };
         true
     }
 
