@@ -7,7 +7,8 @@ mod recorder_api;
 use oslens_format::header::{ChunkHeader, HEADER_SIZE};
 use oslens_format::record::{continuation_records, Record, CONT_PAYLOAD};
 use oslens_format::{kinds, read_chunk as read_chunk_file};
-use pyo3::exceptions::PyOSError;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::io::Write;
@@ -121,6 +122,186 @@ fn write_chunk(
     Ok(slots)
 }
 
+fn buffer_ptr(buf: &PyBuffer<u8>, bytes: usize, what: &str, writable: bool) -> PyResult<usize> {
+    if !buf.is_c_contiguous() || buf.len_bytes() != bytes || (writable && buf.readonly()) {
+        return Err(PyValueError::new_err(format!(
+            "split_records: {what} must be a {}contiguous buffer of {bytes} bytes",
+            if writable { "writable " } else { "" }
+        )));
+    }
+    Ok(buf.buf_ptr() as usize)
+}
+
+/// split_records(records, ts, kind, ident, cpu, value, key, clock=None): one pass over n 32-byte
+/// records (a chunk's `records`) writing each field into its own contiguous column: ts (int64),
+/// kind (uint8), ident (uint32), cpu (int64), value (int64: the `a` word), key (uint64: kind << 48
+/// | id, the name lookup's key). With clock = (r0, n0, slope, intercept) the raw TSC is converted
+/// to CLOCK_MONOTONIC ns as numpy's `n0 + rint((ts - r0) * slope + intercept)` does, and the tick
+/// counts of TIMER_STOP and PAUSE records as `rint(a * slope)` (bit for bit the same arithmetic:
+/// two separately rounded f64 operations, ties to even).
+#[pyfunction]
+#[pyo3(signature = (records, ts, kind, ident, cpu, value, key, clock=None))]
+#[allow(clippy::too_many_arguments)]
+fn split_records(
+    py: Python<'_>,
+    records: PyBuffer<u8>,
+    ts: PyBuffer<u8>,
+    kind: PyBuffer<u8>,
+    ident: PyBuffer<u8>,
+    cpu: PyBuffer<u8>,
+    value: PyBuffer<u8>,
+    key: PyBuffer<u8>,
+    clock: Option<(i64, i64, f64, f64)>,
+) -> PyResult<()> {
+    if records.len_bytes() % 32 != 0 {
+        return Err(PyValueError::new_err("split_records: records must be a whole number of 32-byte records"));
+    }
+    let n = records.len_bytes() / 32;
+    let rp = buffer_ptr(&records, n * 32, "records", false)?;
+    let tp = buffer_ptr(&ts, n * 8, "ts", true)?;
+    let kp = buffer_ptr(&kind, n, "kind", true)?;
+    let ip = buffer_ptr(&ident, n * 4, "ident", true)?;
+    let cp = buffer_ptr(&cpu, n * 8, "cpu", true)?;
+    let vp = buffer_ptr(&value, n * 8, "value", true)?;
+    let yp = buffer_ptr(&key, n * 8, "key", true)?;
+    py.allow_threads(move || {
+        // SAFETY: every buffer was checked to be contiguous and of the size used here, and the
+        // outputs writable; numpy arrays need no alignment for byte-wise unaligned access below.
+        let rec = unsafe { std::slice::from_raw_parts(rp as *const u8, n * 32) };
+        let (ts, kind, ident, cpu, value, key) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(tp as *mut u8, n * 8),
+                std::slice::from_raw_parts_mut(kp as *mut u8, n),
+                std::slice::from_raw_parts_mut(ip as *mut u8, n * 4),
+                std::slice::from_raw_parts_mut(cp as *mut u8, n * 8),
+                std::slice::from_raw_parts_mut(vp as *mut u8, n * 8),
+                std::slice::from_raw_parts_mut(yp as *mut u8, n * 8),
+            )
+        };
+        for i in 0..n {
+            let r = &rec[i * 32..i * 32 + 32];
+            let t = u64::from_le_bytes(r[0..8].try_into().unwrap());
+            let w1 = u64::from_le_bytes(r[8..16].try_into().unwrap());
+            let a = u64::from_le_bytes(r[16..24].try_into().unwrap());
+            let k = r[14];
+            let (t, v) = match clock {
+                Some((r0, n0, slope, intercept)) => {
+                    let d = (t as i64).wrapping_sub(r0) as f64;
+                    let ns = ((d * slope + intercept).round_ties_even() as i64).wrapping_add(n0);
+                    let v = if k == kinds::TIMER_STOP || k == kinds::PAUSE {
+                        ((a as i64) as f64 * slope).round_ties_even() as i64
+                    } else {
+                        a as i64
+                    };
+                    (ns, v)
+                }
+                None => (t as i64, a as i64),
+            };
+            ts[i * 8..i * 8 + 8].copy_from_slice(&t.to_le_bytes());
+            kind[i] = k;
+            ident[i * 4..i * 4 + 4].copy_from_slice(&r[8..12]);
+            cpu[i * 8..i * 8 + 8].copy_from_slice(&(u16::from_le_bytes([r[12], r[13]]) as i64).to_le_bytes());
+            value[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            key[i * 8..i * 8 + 8].copy_from_slice(&(w1 & 0x00FF_0000_FFFF_FFFF).to_le_bytes());
+        }
+    });
+    Ok(())
+}
+
+/// pair_nested(g, key, is_begin, match, depth) -> unmatched ends: begin/end pairing as
+/// oslens.store.pairing.pair_nested does it, in one pass per thread. g (int32, non-decreasing
+/// thread index), key (uint64), is_begin (uint8 0/1) are read; match and depth (int64) written:
+/// a begin is closed by the next end at its nesting level over all keys of its thread (a stack);
+/// a thread where that pairs different keys, or where an end closes nothing, is paired again
+/// with one stack per key. depth = begins open (not closed by a paired end) before each record,
+/// counting the record itself, minus one.
+#[pyfunction]
+fn pair_nested(
+    py: Python<'_>,
+    g: PyBuffer<u8>,
+    key: PyBuffer<u8>,
+    is_begin: PyBuffer<u8>,
+    matched: PyBuffer<u8>,
+    depth: PyBuffer<u8>,
+) -> PyResult<u64> {
+    let n = is_begin.len_bytes();
+    let gp = buffer_ptr(&g, n * 4, "g", false)?;
+    let kp = buffer_ptr(&key, n * 8, "key", false)?;
+    let bp = buffer_ptr(&is_begin, n, "is_begin", false)?;
+    let mp = buffer_ptr(&matched, n * 8, "match", true)?;
+    let dp = buffer_ptr(&depth, n * 8, "depth", true)?;
+    Ok(py.allow_threads(move || {
+        // SAFETY: sizes and writability checked above; unaligned reads and writes only.
+        let (gb, kb, begin) = unsafe {
+            (
+                std::slice::from_raw_parts(gp as *const u8, n * 4),
+                std::slice::from_raw_parts(kp as *const u8, n * 8),
+                std::slice::from_raw_parts(bp as *const u8, n),
+            )
+        };
+        let (mb, db) = unsafe {
+            (std::slice::from_raw_parts_mut(mp as *mut u8, n * 8), std::slice::from_raw_parts_mut(dp as *mut u8, n * 8))
+        };
+        let gi = |i: usize| i32::from_le_bytes(gb[i * 4..i * 4 + 4].try_into().unwrap());
+        let ki = |i: usize| u64::from_le_bytes(kb[i * 8..i * 8 + 8].try_into().unwrap());
+        let mut m = vec![-1i64; n];
+        let mut end_used = vec![false; n];
+        let mut unmatched = 0u64;
+        let mut stack: Vec<usize> = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let g0 = gi(start);
+            let mut end = start + 1;
+            while end < n && gi(end) == g0 {
+                end += 1;
+            }
+            stack.clear();
+            let mut bad = false;
+            for i in start..end {
+                if begin[i] != 0 {
+                    stack.push(i);
+                } else if let Some(b) = stack.pop() {
+                    m[b] = i as i64;
+                    end_used[i] = true;
+                    bad |= ki(b) != ki(i);
+                } else {
+                    bad = true;
+                }
+            }
+            if bad {
+                let mut stacks: std::collections::HashMap<u64, Vec<usize>> = std::collections::HashMap::new();
+                for i in start..end {
+                    m[i] = -1;
+                    end_used[i] = false;
+                }
+                for i in start..end {
+                    let st = stacks.entry(ki(i)).or_default();
+                    if begin[i] != 0 {
+                        st.push(i);
+                    } else if let Some(b) = st.pop() {
+                        m[b] = i as i64;
+                        end_used[i] = true;
+                    }
+                }
+            }
+            let mut open = 0i64;
+            for i in start..end {
+                if begin[i] != 0 {
+                    open += 1;
+                } else if end_used[i] {
+                    open -= 1;
+                } else {
+                    unmatched += 1;
+                }
+                db[i * 8..i * 8 + 8].copy_from_slice(&(open - 1).to_le_bytes());
+                mb[i * 8..i * 8 + 8].copy_from_slice(&m[i].to_le_bytes());
+            }
+            start = end;
+        }
+        unmatched
+    }))
+}
+
 /// A (raw clock, CLOCK_MONOTONIC ns) pair read back to back, with the TSC when invariant.
 #[pyfunction]
 fn clock_pair() -> (u64, u64) {
@@ -144,6 +325,8 @@ fn kind_name(kind: u8) -> &'static str {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_chunk, m)?)?;
     m.add_function(wrap_pyfunction!(write_chunk, m)?)?;
+    m.add_function(wrap_pyfunction!(split_records, m)?)?;
+    m.add_function(wrap_pyfunction!(pair_nested, m)?)?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
     recorder_api::register(m)?;

@@ -145,6 +145,11 @@ def to_ns_into(out: np.ndarray, raw_ts: np.ndarray, clock: raw.ClockConverter, s
     out += np.int64(clock.n0)
 
 
+def native_clock(clock: raw.ClockConverter) -> tuple:
+    """(r0, n0, slope, intercept) as to_ns_into uses them, for _native.split_records."""
+    return int(np.int64(clock.r0)), int(np.int64(clock.n0)), float(clock.slope), float(clock.intercept)
+
+
 def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_tsc: bool, lookup: "NameLookup"):
     """Lays the app chunks' records end to end, one column per field. Returns (threads, Columns)."""
     app = sorted((c for c in chunks if is_app_chunk(c)), key=chunk_order_key)
@@ -188,26 +193,14 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
             s, e = pos, pos + n
             w = r.view(np.uint64).reshape(n, 4)
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_clock_tsc
-            if tsc:
-                to_ns_into(ts[s:e], w[:, 0], clock, scratch)
-            else:
-                ts[s:e] = w[:, 0]
-            # the second word once, contiguous; its fields are read from that copy
-            w1 = scratch.words(n)
-            w1[:] = w[:, 1]
+            # one pass in Rust: every field into its column, the TSC converted to ns
+            keys = scratch.words(n)
             k = kind[s:e]
-            k[:] = w1.view(np.uint8)[6::8]
-            ident[s:e] = w1.view(np.uint32)[0::2]
-            cpu[s:e] = w1.view(np.uint16)[2::4]
-            v = value[s:e]
-            v[:] = w[:, 2]
+            _native.split_records(*(x.view(np.uint8) for x in (r, ts[s:e], k, ident[s:e], cpu[s:e], value[s:e], keys)),
+                                  native_clock(clock) if tsc else None)
             b_parts.append(w)
             b_starts.append(s)
-            if tsc:
-                ticks = np.flatnonzero((k == raw.TIMER_STOP) | (k == raw.PAUSE))
-                if len(ticks):
-                    v[ticks] = clock.ticks_to_ns(v[ticks])
-            part = lookup.lookup(t.pid, w1)
+            part = lookup.lookup_keys(t.pid, keys)
             name_parts.append(part)
             name[s:e] = pc.fill_null(part, -1).to_numpy(zero_copy_only=False)
             for i, p in c.payloads.items():
@@ -257,6 +250,13 @@ class NameLookup:
         keys, vals = self.per_pid[pid]
         pos = pc.index_in(pa.array(w1 & KIND_ID_MASK), value_set=keys)
         return pc.take(vals, pos)
+
+    def lookup_keys(self, pid: int, keys: np.ndarray) -> pa.Array:
+        """lookup() of keys already masked to kind << 48 | id."""
+        if pid not in self.per_pid or len(keys) == 0:
+            return pa.nulls(len(keys), pa.int32())
+        k, vals = self.per_pid[pid]
+        return pc.take(vals, pc.index_in(pa.array(keys), value_set=k))
 
     def dictionary(self) -> pa.Array:
         return pa.array(self.values, type=pa.string())
