@@ -28,6 +28,10 @@ for both programs, and each ratio is taken against the default measured in the s
 repetition (and, in ratio_to_alone, against the program alone); the JSON gives the median and
 the min/max of those per-repetition ratios.
 
+Each run also records what else used that CPU meanwhile (background_share: /proc/stat busy
+time less the hog's and the program's, 10 ms resolution) and the hypervisor's steal time, since
+other tasks waking on the CPU also preempt the program and count as its context switches.
+
 Prints one JSON object on stdout (progress on stderr unless --json).
 
     .venv/bin/python bench/quantum/run.py [--quick] [--reps R] [--cpu N] [--json]
@@ -103,6 +107,21 @@ def proc_counts(pid: int) -> dict:
     return out
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(cpu: int) -> dict:
+    """Busy (neither idle nor iowait nor steal) and steal time of one CPU, in clock ticks."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:]]
+                idle, iowait, steal = v[3], v[4], v[7] if len(v) > 7 else 0
+                # guest time is already part of user time
+                return {"busy": sum(v[:8]) - idle - iowait - steal, "steal": steal}
+    raise RuntimeError(f"cpu{cpu} is not in /proc/stat")
+
+
 def proc_slice(pid: int) -> int | None:
     with open(f"/proc/{pid}/sched") as f:
         for line in f:
@@ -136,6 +155,7 @@ class Runner:
     def __init__(self, hog: Path, launch: Path, cpu: int, oslens: Path | None, hog_args: list[str]):
         self.hog, self.launch, self.cpu, self.oslens = hog, launch, cpu, oslens
         self.hog_args = hog_args
+        self.work = hog.parent
         self.hog_proc: subprocess.Popen | None = None
 
     def start_hog(self, cls: str, slice_us: int) -> None:
@@ -158,7 +178,6 @@ class Runner:
     def measure(self, setting: str, prog: list[str]) -> dict:
         cls, slice_us, hog_cls, hog_slice_us = SETTINGS[setting]
         cmd = [str(self.launch), str(self.cpu), cls, str(slice_us), *prog, "--stats"]
-        env = None
         if setting == "tune":
             cmd = [str(self.oslens), "tune", "--plan", str(PLAN), "-q", "--", *cmd, "--adapt"]
         try:
@@ -167,15 +186,22 @@ class Runner:
                 self.start_hog(hog_cls, hog_slice_us)
                 hog_slice = proc_slice(self.hog_proc.pid)
                 hog0 = proc_counts(self.hog_proc.pid)
-            w0 = time.monotonic()
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            outer_wall = time.monotonic() - w0
+            out_path, err_path = self.work / "out", self.work / "err"
+            with open(out_path, "w") as out, open(err_path, "w") as err:
+                cpu0 = cpu_ticks(self.cpu)
+                w0 = time.monotonic()
+                child = subprocess.Popen(cmd, stdout=out, stderr=err)
+                _, status, ru = os.wait4(child.pid, 0)
+                outer_wall = time.monotonic() - w0
+                cpu1 = cpu_ticks(self.cpu)
+                child.returncode = os.waitstatus_to_exitcode(status)
             hog1 = proc_counts(self.hog_proc.pid) if hog_cls is not None else None
         finally:
             self.stop_hog()
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
-        st = parse_stats(proc.stderr)
+        stdout, stderr = out_path.read_text(), err_path.read_text()
+        if child.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {child.returncode}: {stderr.strip()}")
+        st = parse_stats(stderr)
         wall, cpu = st["wall_ns"] / 1e9, st["cpu_ns"] / 1e9
         switches = st["nvcsw"] + st["nivcsw"]
         r = {
@@ -189,8 +215,14 @@ class Runner:
             "mean_run_ms": cpu * 1e3 / (switches + 1),
             "policy": POLICY_NAMES.get(st["policy"], str(st["policy"])),
             "slice_ms": st["slice_ns"] / 1e6 if st["slice_ns"] >= 0 else None,
-            "output": proc.stdout.strip(),
+            "output": stdout.strip(),
         }
+        # What else ran on the CPU (other users' tasks, kernel threads, interrupts), and the time
+        # the hypervisor took it away (steal), as shares of the run; /proc/stat's 10 ms ticks.
+        hog_cpu_s = (hog1["cpu_ns"] - hog0["cpu_ns"]) / 1e9 if hog1 is not None else 0.0
+        busy_s = (cpu1["busy"] - cpu0["busy"]) / TICKS
+        r["background_share"] = max(0.0, busy_s - hog_cpu_s - (ru.ru_utime + ru.ru_stime)) / outer_wall
+        r["steal_share"] = (cpu1["steal"] - cpu0["steal"]) / TICKS / outer_wall
         if hog1 is not None:
             # the hog's share of the CPU over the program's whole run (launch to exit)
             r["hog_share"] = (hog1["cpu_ns"] - hog0["cpu_ns"]) / 1e9 / outer_wall
@@ -206,7 +238,8 @@ def summary(values: list) -> dict | None:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-METRICS = ("wall_s", "cpu_s", "share", "nvcsw", "nivcsw", "switches", "mean_run_ms", "hog_share", "hog_nivcsw")
+METRICS = ("wall_s", "cpu_s", "share", "nvcsw", "nivcsw", "switches", "mean_run_ms", "hog_share", "hog_nivcsw",
+           "background_share", "steal_share")
 RATIO_METRICS = ("wall_s", "cpu_s", "share", "nivcsw", "switches")
 
 
@@ -278,6 +311,7 @@ def main() -> int:
         }
         runs = {p: {s: [] for s in settings} for p in programs}
         t0 = time.monotonic()
+        load0 = Path("/proc/loadavg").read_text().split()[:3]
         for rep in range(reps):
             order = settings[rep % len(settings):] + settings[:rep % len(settings)]
             for s in order:
@@ -298,6 +332,7 @@ def main() -> int:
                              {"class": SETTINGS[s][2], "slice_ms": SETTINGS[s][3] / 1000 or "kernel"}}
                          for s in settings},
             "seconds": round(time.monotonic() - t0, 1),
+            "loadavg": {"start": load0, "end": Path("/proc/loadavg").read_text().split()[:3]},
             "programs": {},
         }
         result["settings"].get("tune", {}).update({"plan": str(PLAN.relative_to(ROOT))})
