@@ -36,7 +36,55 @@ fn header_dict<'py>(py: Python<'py>, h: &ChunkHeader) -> PyResult<Bound<'py, PyD
 /// read_chunk(path) -> dict(header, records, names, payloads, damage)
 #[pyfunction]
 fn read_chunk<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyDict>> {
-    let chunk = py
+    chunk_dict(py, path, false)
+}
+
+/// read_chunk_records(path): read_chunk, but `records` is a read-only buffer object (numpy views
+/// it with frombuffer) holding the decoded records without a second copy into a bytes object.
+#[pyfunction]
+fn read_chunk_records<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyDict>> {
+    chunk_dict(py, path, true)
+}
+
+/// Decoded records, exposed through the buffer protocol (read-only, one-dimensional bytes).
+#[pyclass(frozen, module = "oslens._native")]
+struct RecordBuffer {
+    data: Vec<u8>,
+}
+
+#[pymethods]
+impl RecordBuffer {
+    /// # Safety
+    /// Called by Python with a valid Py_buffer to fill.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+        let data = &slf.get().data;
+        // SAFETY: the buffer points into the Vec this object owns; PyBuffer_FillInfo takes a
+        // reference to the object, which keeps the Vec alive (frozen: it never changes).
+        let rc = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut std::os::raw::c_void,
+                data.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}
+
+fn chunk_dict<'py>(py: Python<'py>, path: &str, no_copy: bool) -> PyResult<Bound<'py, PyDict>> {
+    let mut chunk = py
         .allow_threads(|| read_chunk_file(std::path::Path::new(path)))
         .map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
     let d = PyDict::new(py);
@@ -44,7 +92,11 @@ fn read_chunk<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyDict>> 
         Some(h) => d.set_item("header", header_dict(py, h)?)?,
         None => d.set_item("header", py.None())?,
     }
-    d.set_item("records", PyBytes::new(py, &chunk.records))?;
+    if no_copy {
+        d.set_item("records", Bound::new(py, RecordBuffer { data: std::mem::take(&mut chunk.records) })?)?;
+    } else {
+        d.set_item("records", PyBytes::new(py, &chunk.records))?;
+    }
     d.set_item("names", chunk.names.clone())?;
     let payloads = PyList::empty(py);
     for (idx, bytes) in &chunk.payloads {
@@ -327,6 +379,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_chunk, m)?)?;
     m.add_function(wrap_pyfunction!(split_records, m)?)?;
     m.add_function(wrap_pyfunction!(pair_nested, m)?)?;
+    m.add_function(wrap_pyfunction!(read_chunk_records, m)?)?;
+    m.add_class::<RecordBuffer>()?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
     recorder_api::register(m)?;

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from oslens import _native
+
 
 def _stable_order(key: np.ndarray) -> np.ndarray:
     """argsort(key, stable); radix sort when the key fits in 16 bits."""
@@ -101,6 +103,28 @@ def _pair_by_level(grp: np.ndarray, is_begin: np.ndarray, key: np.ndarray | None
 
 
 def pair_nested(g: np.ndarray, key: np.ndarray, is_begin: np.ndarray):
+    """Pairs begins and ends per thread `g` (non-decreasing) by `key` (region id, function
+    address). Returns (match, depth, unmatched_ends): match[i] = index of the end closing begin
+    i, or -1 when it never ended; depth[i] = how many regions of its thread were open when begin
+    i began; unmatched_ends = ends that close nothing (they get no row).
+
+    One linear pass in Rust (oslens._native.pair_nested) where the extension has it; the same
+    result as pair_nested_numpy."""
+    native = getattr(_native, "pair_nested", None)
+    n = len(g)
+    if native is None or n == 0:
+        return pair_nested_numpy(g, key, is_begin)
+    u8 = np.uint8
+    g32 = np.ascontiguousarray(g, dtype=np.int32)
+    k64 = np.ascontiguousarray(key).astype(np.uint64, copy=False)
+    b8 = np.ascontiguousarray(is_begin, dtype=bool)
+    match = np.empty(n, np.int64)
+    depth = np.empty(n, np.int64)
+    unmatched = native(g32.view(u8), k64.view(u8), b8.view(u8), match.view(u8), depth.view(u8))
+    return match, depth, int(unmatched)
+
+
+def pair_nested_numpy(g: np.ndarray, key: np.ndarray, is_begin: np.ndarray):
     """Pairs begins and ends per thread `g` (non-decreasing) by `key` (region id, function
     address). Returns (match, depth, unmatched_ends): match[i] = index of the end closing begin
     i, or -1 when it never ended; depth[i] = how many regions of its thread were open when begin
