@@ -184,15 +184,63 @@ fn buffer_ptr(buf: &PyBuffer<u8>, bytes: usize, what: &str, writable: bool) -> P
     Ok(buf.buf_ptr() as usize)
 }
 
-/// split_records(records, ts, kind, ident, cpu, value, key, clock=None): one pass over n 32-byte
-/// records (a chunk's `records`) writing each field into its own contiguous column: ts (int64),
-/// kind (uint8), ident (uint32), cpu (int64), value (int64: the `a` word), key (uint64: kind << 48
-/// | id, the name lookup's key). With clock = (r0, n0, slope, intercept) the raw TSC is converted
-/// to CLOCK_MONOTONIC ns as numpy's `n0 + rint((ts - r0) * slope + intercept)` does, and the tick
-/// counts of TIMER_STOP and PAUSE records as `rint(a * slope)` (bit for bit the same arithmetic:
-/// two separately rounded f64 operations, ties to even).
+/// Open-addressing map from a record's name key (kind << 48 | id) to a name index.
+struct NameMap {
+    bits: u32,
+    slots: Vec<(u64, i32)>,
+}
+
+const EMPTY_KEY: u64 = u64::MAX; // kind 255, id 0xffffffff: never a key (the mask clears bits 32..48 only)
+
+impl NameMap {
+    fn new(keys: &[u8], vals: &[u8]) -> NameMap {
+        let n = vals.len() / 4;
+        let bits = ((2 * n).max(2)).next_power_of_two().trailing_zeros();
+        let mut m = NameMap { bits, slots: vec![(EMPTY_KEY, -1); 1 << bits] };
+        for i in 0..n {
+            let k = u64::from_le_bytes(keys[i * 8..i * 8 + 8].try_into().unwrap());
+            let v = i32::from_le_bytes(vals[i * 4..i * 4 + 4].try_into().unwrap());
+            let mut h = m.hash(k);
+            while m.slots[h].0 != EMPTY_KEY && m.slots[h].0 != k {
+                h = (h + 1) & (m.slots.len() - 1);
+            }
+            m.slots[h] = (k, v);
+        }
+        m
+    }
+
+    #[inline(always)]
+    fn hash(&self, k: u64) -> usize {
+        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+    }
+
+    #[inline(always)]
+    fn get(&self, k: u64) -> i32 {
+        let mut h = self.hash(k);
+        loop {
+            let (sk, v) = self.slots[h];
+            if sk == k {
+                return v;
+            }
+            if sk == EMPTY_KEY {
+                return -1;
+            }
+            h = (h + 1) & (self.slots.len() - 1);
+        }
+    }
+}
+
+/// split_records(records, ts, kind, ident, cpu, value, name, name_keys, name_values, clock=None)
+/// -> records per kind (256 counts): one pass over n 32-byte records (a chunk's `records`)
+/// writing each field into its own contiguous column: ts (int64), kind (uint8), ident (uint32),
+/// cpu (int64), value (int64: the `a` word), name (int32: name_values[j] where
+/// name_keys[j] == kind << 48 | id, else -1; name_keys uint64, name_values int32). With
+/// clock = (r0, n0, slope, intercept) the raw TSC is converted to CLOCK_MONOTONIC ns as numpy's
+/// `n0 + rint((ts - r0) * slope + intercept)` does, and the tick counts of TIMER_STOP and PAUSE
+/// records as `rint(a * slope)` (bit for bit the same arithmetic: two separately rounded f64
+/// operations, ties to even).
 #[pyfunction]
-#[pyo3(signature = (records, ts, kind, ident, cpu, value, key, clock=None))]
+#[pyo3(signature = (records, ts, kind, ident, cpu, value, name, name_keys, name_values, clock=None))]
 #[allow(clippy::too_many_arguments)]
 fn split_records(
     py: Python<'_>,
@@ -202,40 +250,50 @@ fn split_records(
     ident: PyBuffer<u8>,
     cpu: PyBuffer<u8>,
     value: PyBuffer<u8>,
-    key: PyBuffer<u8>,
+    name: PyBuffer<u8>,
+    name_keys: PyBuffer<u8>,
+    name_values: PyBuffer<u8>,
     clock: Option<(i64, i64, f64, f64)>,
-) -> PyResult<()> {
+) -> PyResult<Vec<u64>> {
     if records.len_bytes() % 32 != 0 {
         return Err(PyValueError::new_err("split_records: records must be a whole number of 32-byte records"));
     }
     let n = records.len_bytes() / 32;
+    let names = name_values.len_bytes() / 4;
     let rp = buffer_ptr(&records, n * 32, "records", false)?;
     let tp = buffer_ptr(&ts, n * 8, "ts", true)?;
     let kp = buffer_ptr(&kind, n, "kind", true)?;
     let ip = buffer_ptr(&ident, n * 4, "ident", true)?;
     let cp = buffer_ptr(&cpu, n * 8, "cpu", true)?;
     let vp = buffer_ptr(&value, n * 8, "value", true)?;
-    let yp = buffer_ptr(&key, n * 8, "key", true)?;
-    py.allow_threads(move || {
+    let np_ = buffer_ptr(&name, n * 4, "name", true)?;
+    let nkp = buffer_ptr(&name_keys, names * 8, "name_keys", false)?;
+    let nvp = buffer_ptr(&name_values, names * 4, "name_values", false)?;
+    Ok(py.allow_threads(move || {
         // SAFETY: every buffer was checked to be contiguous and of the size used here, and the
-        // outputs writable; numpy arrays need no alignment for byte-wise unaligned access below.
+        // outputs writable; all access is byte-wise (no alignment assumed).
         let rec = unsafe { std::slice::from_raw_parts(rp as *const u8, n * 32) };
-        let (ts, kind, ident, cpu, value, key) = unsafe {
+        let map = unsafe {
+            NameMap::new(std::slice::from_raw_parts(nkp as *const u8, names * 8), std::slice::from_raw_parts(nvp as *const u8, names * 4))
+        };
+        let (ts, kind, ident, cpu, value, name) = unsafe {
             (
                 std::slice::from_raw_parts_mut(tp as *mut u8, n * 8),
                 std::slice::from_raw_parts_mut(kp as *mut u8, n),
                 std::slice::from_raw_parts_mut(ip as *mut u8, n * 4),
                 std::slice::from_raw_parts_mut(cp as *mut u8, n * 8),
                 std::slice::from_raw_parts_mut(vp as *mut u8, n * 8),
-                std::slice::from_raw_parts_mut(yp as *mut u8, n * 8),
+                std::slice::from_raw_parts_mut(np_ as *mut u8, n * 4),
             )
         };
+        let mut counts = vec![0u64; 256];
         for i in 0..n {
             let r = &rec[i * 32..i * 32 + 32];
             let t = u64::from_le_bytes(r[0..8].try_into().unwrap());
             let w1 = u64::from_le_bytes(r[8..16].try_into().unwrap());
             let a = u64::from_le_bytes(r[16..24].try_into().unwrap());
             let k = r[14];
+            counts[k as usize] += 1;
             let (t, v) = match clock {
                 Some((r0, n0, slope, intercept)) => {
                     let d = (t as i64).wrapping_sub(r0) as f64;
@@ -249,15 +307,16 @@ fn split_records(
                 }
                 None => (t as i64, a as i64),
             };
+            let nm = if names == 0 { -1 } else { map.get(w1 & 0x00FF_0000_FFFF_FFFF) };
             ts[i * 8..i * 8 + 8].copy_from_slice(&t.to_le_bytes());
             kind[i] = k;
             ident[i * 4..i * 4 + 4].copy_from_slice(&r[8..12]);
             cpu[i * 8..i * 8 + 8].copy_from_slice(&(u16::from_le_bytes([r[12], r[13]]) as i64).to_le_bytes());
             value[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
-            key[i * 8..i * 8 + 8].copy_from_slice(&(w1 & 0x00FF_0000_FFFF_FFFF).to_le_bytes());
+            name[i * 4..i * 4 + 4].copy_from_slice(&nm.to_le_bytes());
         }
-    });
-    Ok(())
+        counts
+    }))
 }
 
 /// pair_nested(g, key, is_begin, match, depth) -> unmatched ends: begin/end pairing as

@@ -180,9 +180,9 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
     value = np.empty(total, np.int64)
     b_parts, b_starts = [], []
     name = np.empty(total, np.int32)
-    name_parts = []
+    name_parts: list = []  # not kept any more: `name` holds the indices (-1: unnamed)
+    counts = np.zeros(256, np.int64)
     payloads = {}
-    scratch = _Scratch()
     pos = 0
     for t in threads:
         for c in t.chunks:
@@ -193,22 +193,20 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
             s, e = pos, pos + n
             w = r.view(np.uint64).reshape(n, 4)
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_clock_tsc
-            # one pass in Rust: every field into its column, the TSC converted to ns
-            keys = scratch.words(n)
-            k = kind[s:e]
-            _native.split_records(*(x.view(np.uint8) for x in (r, ts[s:e], k, ident[s:e], cpu[s:e], value[s:e], keys)),
-                                  native_clock(clock) if tsc else None)
+            # one pass in Rust: every field into its column, the TSC converted to ns, the names
+            # looked up and the kinds counted
+            nk, nv = lookup.native_table(t.pid)
+            got = _native.split_records(*(x.view(np.uint8) for x in (r, ts[s:e], kind[s:e], ident[s:e], cpu[s:e],
+                                                                       value[s:e], name[s:e], nk, nv)),
+                                        native_clock(clock) if tsc else None)
+            counts += np.array(got, dtype=np.int64)
             b_parts.append(w)
             b_starts.append(s)
-            part = lookup.lookup_keys(t.pid, keys)
-            name_parts.append(part)
-            name[s:e] = pc.fill_null(part, -1).to_numpy(zero_copy_only=False)
             for i, p in c.payloads.items():
                 payloads[s + int(i)] = p
             pos = e
     lengths = [t.records for t in threads]
     g = np.repeat(np.arange(len(threads), dtype=np.int32), lengths) if threads else np.zeros(0, np.int32)
-    counts = np.bincount(kind, minlength=256) if total else np.zeros(256, np.int64)
     b = RecordWord(b_parts, b_starts, 3)
     return threads, Columns(ts, kind, ident, cpu, value, b, name, name_parts, g, payloads, counts)
 
@@ -242,6 +240,15 @@ class NameLookup:
                         entries[key] = where[name]
             keys = sorted(entries)
             self.per_pid[pid] = (pa.array(keys, pa.uint64()), pa.array([entries[k] for k in keys], pa.int32()))
+        self.empty = (np.zeros(0, np.uint64), np.zeros(0, np.int32))
+
+    def native_table(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
+        """(keys uint64, name indices int32) of a process, for _native.split_records."""
+        if pid not in self.per_pid:
+            return self.empty
+        keys, vals = self.per_pid[pid]
+        return (np.ascontiguousarray(keys.to_numpy(zero_copy_only=False), dtype=np.uint64),
+                np.ascontiguousarray(vals.to_numpy(zero_copy_only=False), dtype=np.int32))
 
     def lookup(self, pid: int, w1: np.ndarray) -> pa.Array:
         """Int32 dictionary indices (null where the program named nothing) for records' word 1."""
@@ -250,13 +257,6 @@ class NameLookup:
         keys, vals = self.per_pid[pid]
         pos = pc.index_in(pa.array(w1 & KIND_ID_MASK), value_set=keys)
         return pc.take(vals, pos)
-
-    def lookup_keys(self, pid: int, keys: np.ndarray) -> pa.Array:
-        """lookup() of keys already masked to kind << 48 | id."""
-        if pid not in self.per_pid or len(keys) == 0:
-            return pa.nulls(len(keys), pa.int32())
-        k, vals = self.per_pid[pid]
-        return pc.take(vals, pc.index_in(pa.array(keys), value_set=k))
 
     def dictionary(self) -> pa.Array:
         return pa.array(self.values, type=pa.string())
@@ -308,15 +308,14 @@ def _payload_array(kind: np.ndarray, a: np.ndarray, b: np.ndarray, payloads: dic
             prev = cut
         pieces.append(data[prev:])
         data = np.concatenate(pieces)
-    row_lens = np.zeros(n, dtype=np.int64)
-    row_lens[ev] = lens
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(row_lens, out=offsets[1:])
+    # offsets built in place, in 32 bits unless the payloads reach 2 GiB
+    small = int(lens.sum()) < 2**31
+    offsets = np.zeros(n + 1, dtype=np.int32 if small else np.int64)
+    offsets[1:][ev] = lens
+    np.cumsum(offsets[1:], out=offsets[1:])
     validity = pa.py_buffer(np.packbits(is_ev, bitorder="little"))
-    if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets.astype(np.int32)),
-                                                      pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), n,
+                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _indexed(g: np.ndarray, values: np.ndarray, typ=pa.int64()) -> pa.DictionaryArray:
@@ -368,8 +367,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         "pid": np.repeat(t_pid, [t.records for t in threads]) if n else np.zeros(0, np.int64),
         "tid": np.repeat(t_tid, [t.records for t in threads]) if n else np.zeros(0, np.int64),
         "cpu": col.cpu,
-        "instrument": pa.chunked_array([pa.DictionaryArray.from_arrays(p, dictionary) for p in col.name_parts],
-                                       pa.dictionary(pa.int32(), pa.string())),
+        "instrument": _dict_array(name_idx, dictionary),
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind.view(np.int8) if not counts[128:].any()
                                                         else kind.astype(np.int16)), KIND_LABELS),
         "value": value,
