@@ -110,6 +110,13 @@ def proc_counts(pid: int) -> dict:
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def read_autogroup(pid: int | str) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/autogroup").read_text().split()[0]
+    except (OSError, IndexError):
+        return None  # no CONFIG_SCHED_AUTOGROUP
+
+
 def cpu_ticks(cpu: int) -> dict:
     """Busy (neither idle nor iowait nor steal) and steal time of one CPU, in clock ticks."""
     with open("/proc/stat") as f:
@@ -157,13 +164,17 @@ class Runner:
         self.hog_args = hog_args
         self.work = hog.parent
         self.hog_proc: subprocess.Popen | None = None
+        self.hog_autogroup: str | None = None
 
     def start_hog(self, cls: str, slice_us: int) -> None:
         self.hog_proc = subprocess.Popen([str(self.launch), str(self.cpu), cls, str(slice_us), str(self.hog), *self.hog_args],
-                                         start_new_session=True)
+                                         process_group=0)  # same session, so the same autogroup as the program
         time.sleep(0.05)  # let it reach its loop (and the launcher its exec)
         if self.hog_proc.poll() is not None:
             raise RuntimeError(f"the hog exited at once (status {self.hog_proc.returncode})")
+        # With autogroup on, tasks of different sessions compete as groups first; the hog stays
+        # in our session (the program's too), so the two compete as tasks on one runqueue.
+        self.hog_autogroup = read_autogroup(self.hog_proc.pid)
 
     def stop_hog(self) -> None:
         p, self.hog_proc = self.hog_proc, None
@@ -325,6 +336,7 @@ def main() -> int:
             "online_cpus": os.cpu_count(),
             "repetitions": reps,
             "long_slice_ms": SLICE_US / 1000,
+            "hog_same_autogroup": runner.hog_autogroup == read_autogroup("self"),
             "hog": "register-only spin loop, same CPU" if args.hog == "spin" else
                    f"walks {l2_kb} KiB (this CPU's L2) one write per cache line, same CPU",
             "settings": {s: {"program": {"class": SETTINGS[s][0], "slice_ms": SETTINGS[s][1] / 1000 or "kernel"},
