@@ -413,6 +413,148 @@ fn pair_nested(
     }))
 }
 
+/// pair_kinds(kind, g, key, key_width, begin_kind, end_kind, begins, ends, depth) -> unmatched
+/// ends: pair_nested over the records of two kinds among all records, without selecting them
+/// first. kind (uint8), g (int32, non-decreasing thread index) and key (key_width = 4 or 8
+/// bytes per record, unsigned) are read for every record; for each begin_kind record, in
+/// record order, begins gets its row, ends the row of the end_kind record that closes it (-1:
+/// never closed) and depth the number of its thread's begins open before it (int64 each, as
+/// many as there are begin_kind records). Pairing as pair_nested: a stack per thread over all
+/// keys, redone with a stack per key in a thread where that pairs different keys or an end
+/// closes nothing.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn pair_kinds(
+    py: Python<'_>,
+    kind: PyBuffer<u8>,
+    g: PyBuffer<u8>,
+    key: PyBuffer<u8>,
+    key_width: usize,
+    begin_kind: u8,
+    end_kind: u8,
+    begins: PyBuffer<u8>,
+    ends: PyBuffer<u8>,
+    depth: PyBuffer<u8>,
+) -> PyResult<u64> {
+    let n = kind.len_bytes();
+    if key_width != 4 && key_width != 8 {
+        return Err(PyValueError::new_err("pair_kinds: key_width must be 4 or 8"));
+    }
+    let nb = begins.len_bytes() / 8;
+    let kp = buffer_ptr(&kind, n, "kind", false)?;
+    let gp = buffer_ptr(&g, n * 4, "g", false)?;
+    let yp = buffer_ptr(&key, n * key_width, "key", false)?;
+    let bp = buffer_ptr(&begins, nb * 8, "begins", true)?;
+    let ep = buffer_ptr(&ends, nb * 8, "ends", true)?;
+    let dp = buffer_ptr(&depth, nb * 8, "depth", true)?;
+    let got = py.allow_threads(move || {
+        // SAFETY: sizes and writability checked above; byte-wise access only.
+        let (kb, gb, yb) = unsafe {
+            (
+                std::slice::from_raw_parts(kp as *const u8, n),
+                std::slice::from_raw_parts(gp as *const u8, n * 4),
+                std::slice::from_raw_parts(yp as *const u8, n * key_width),
+            )
+        };
+        let (bo, eo, dout) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(bp as *mut u8, nb * 8),
+                std::slice::from_raw_parts_mut(ep as *mut u8, nb * 8),
+                std::slice::from_raw_parts_mut(dp as *mut u8, nb * 8),
+            )
+        };
+        let gi = |i: usize| i32::from_le_bytes(gb[i * 4..i * 4 + 4].try_into().unwrap());
+        let ki = |i: usize| {
+            if key_width == 8 {
+                u64::from_le_bytes(yb[i * 8..i * 8 + 8].try_into().unwrap())
+            } else {
+                u32::from_le_bytes(yb[i * 4..i * 4 + 4].try_into().unwrap()) as u64
+            }
+        };
+        let mut out = 0usize; // begins written
+        let mut unmatched = 0u64;
+        let mut ev: Vec<usize> = Vec::new(); // the thread's begin/end rows
+        let mut m: Vec<i64> = Vec::new(); // per event: the event closing it (index into ev)
+        let mut used: Vec<bool> = Vec::new();
+        let mut stack: Vec<usize> = Vec::new();
+        let mut i = 0;
+        while i <= n {
+            // gather one thread's events
+            let at_end = i == n;
+            if !at_end {
+                let k = kb[i];
+                if k != begin_kind && k != end_kind {
+                    i += 1;
+                    continue;
+                }
+            }
+            let flush = at_end || (!ev.is_empty() && gi(i) != gi(ev[0]));
+            if flush && !ev.is_empty() {
+                let len = ev.len();
+                m.clear();
+                m.resize(len, -1);
+                used.clear();
+                used.resize(len, false);
+                stack.clear();
+                let mut bad = false;
+                for j in 0..len {
+                    if kb[ev[j]] == begin_kind {
+                        stack.push(j);
+                    } else if let Some(b) = stack.pop() {
+                        m[b] = j as i64;
+                        used[j] = true;
+                        bad |= ki(ev[b]) != ki(ev[j]);
+                    } else {
+                        bad = true;
+                    }
+                }
+                if bad {
+                    m.iter_mut().for_each(|x| *x = -1);
+                    used.iter_mut().for_each(|x| *x = false);
+                    let mut stacks: std::collections::HashMap<u64, Vec<usize>> = std::collections::HashMap::new();
+                    for j in 0..len {
+                        let st = stacks.entry(ki(ev[j])).or_default();
+                        if kb[ev[j]] == begin_kind {
+                            st.push(j);
+                        } else if let Some(b) = st.pop() {
+                            m[b] = j as i64;
+                            used[j] = true;
+                        }
+                    }
+                }
+                let mut open = 0i64;
+                for j in 0..len {
+                    if kb[ev[j]] == begin_kind {
+                        if out < nb {
+                            let e = if m[j] >= 0 { ev[m[j] as usize] as i64 } else { -1 };
+                            bo[out * 8..out * 8 + 8].copy_from_slice(&(ev[j] as i64).to_le_bytes());
+                            eo[out * 8..out * 8 + 8].copy_from_slice(&e.to_le_bytes());
+                            dout[out * 8..out * 8 + 8].copy_from_slice(&open.to_le_bytes());
+                        }
+                        out += 1;
+                        open += 1;
+                    } else if used[j] {
+                        open -= 1;
+                    } else {
+                        unmatched += 1;
+                    }
+                }
+                ev.clear();
+            }
+            if at_end {
+                break;
+            }
+            ev.push(i);
+            i += 1;
+        }
+        (out, unmatched)
+    });
+    if got.0 != nb {
+        return Err(PyValueError::new_err(format!("pair_kinds: {} begins found, room for {nb}", got.0)));
+    }
+    Ok(got.1)
+}
+
 /// A (raw clock, CLOCK_MONOTONIC ns) pair read back to back, with the TSC when invariant.
 #[pyfunction]
 fn clock_pair() -> (u64, u64) {
@@ -438,6 +580,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_chunk, m)?)?;
     m.add_function(wrap_pyfunction!(split_records, m)?)?;
     m.add_function(wrap_pyfunction!(pair_nested, m)?)?;
+    m.add_function(wrap_pyfunction!(pair_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(read_chunk_records, m)?)?;
     m.add_class::<RecordBuffer>()?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;

@@ -419,31 +419,26 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
 def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, begin_kind, end_kind, table):
     if not (col.counts[begin_kind] or col.counts[end_kind]):
         return schema.empty(table), 0
-    idx = np.flatnonzero((kind == begin_kind) | (kind == end_kind))
-    is_begin = kind[idx] == begin_kind
-    g = col.g[idx]
-    key = col.ident[idx] if table == "regions" else col.a[idx]
-    match, depth, unmatched_ends = pairing.pair_nested(g, key, is_begin)
-    bsel = np.flatnonzero(is_begin)
-    bi = idx[bsel]
-    m = match[bsel]
-    complete = m >= 0
-    bg = g[bsel]
+    key = col.ident if table == "regions" else col.a
+    bi, ei, depth, unmatched_ends = pairing.pair_kinds(kind, col.g, key, begin_kind, end_kind,
+                                                        int(col.counts[begin_kind]))
+    complete = ei >= 0
+    bg = col.g[bi]
     begin_ns = col.ts[bi]
-    end_ns = col.ts[idx[np.maximum(m, 0)]]
+    end_ns = col.ts[np.maximum(ei, 0)]
     if not complete.all():
         end_ns = np.where(complete, end_ns, np.maximum(thread_end[bg], begin_ns))
     cols = {"pid": t_pid[bg], "tid": t_tid[bg]}
     if table == "regions":
         cols.update({
             "name": _dict_array(name_idx[bi], dictionary), "begin_ns": begin_ns, "end_ns": end_ns,
-            "duration_ns": end_ns - begin_ns, "depth": depth[bsel], "complete": complete,
+            "duration_ns": end_ns - begin_ns, "depth": depth, "complete": complete,
             "id": col.ident[bi],
         })
     else:
         cols.update({
             "address": col.a[bi], "call_site": col.b[bi], "name": pa.nulls(len(bi), pa.string()),
-            "begin_ns": begin_ns, "end_ns": end_ns, "duration_ns": end_ns - begin_ns, "depth": depth[bsel],
+            "begin_ns": begin_ns, "end_ns": end_ns, "duration_ns": end_ns - begin_ns, "depth": depth,
             "complete": complete,
         })
     return pa.table(cols), unmatched_ends
@@ -476,11 +471,8 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.
 
     def paired(begin_kind, end_kind):
         """Begins of `begin_kind` (positions in idx) and the position of their end, or -1."""
-        sub = np.flatnonzero((k == begin_kind) | (k == end_kind))
-        match, _depth, _lost = pairing.pair_nested(g[sub], addr[sub], k[sub] == begin_kind)
-        is_b = k[sub] == begin_kind
-        m = match[is_b]
-        return sub[is_b], np.where(m >= 0, sub[np.maximum(m, 0)], -1)
+        begins, ends, _depth, _lost = pairing.pair_kinds(k, g, addr, begin_kind, end_kind, int(counts[begin_kind]))
+        return begins, ends
 
     # locks
     acq = np.flatnonzero(k == LOCK_ACQUIRE)

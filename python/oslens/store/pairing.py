@@ -124,6 +124,31 @@ def pair_nested(g: np.ndarray, key: np.ndarray, is_begin: np.ndarray):
     return match, depth, int(unmatched)
 
 
+def pair_kinds(kind: np.ndarray, g: np.ndarray, key: np.ndarray, begin_kind: int, end_kind: int, n_begins: int):
+    """pair_nested over the records of two kinds (begin_kind, end_kind) among all records, in one
+    pass without selecting them first. kind, g (non-decreasing) and key have one entry per
+    record; n_begins is how many begin_kind records there are. Returns (begins, ends, depth,
+    unmatched_ends): for each begin_kind record in order its row, the row of the end that
+    closes it (-1: never closed) and its depth."""
+    native = getattr(_native, "pair_kinds", None)
+    key = np.ascontiguousarray(key)
+    if native is None or key.dtype.itemsize not in (4, 8) or key.dtype.kind not in "ui" or len(kind) == 0:
+        idx = np.flatnonzero((kind == begin_kind) | (kind == end_kind))
+        is_begin = kind[idx] == begin_kind
+        match, depth, unmatched = pair_nested(g[idx], key[idx], is_begin)
+        bsel = np.flatnonzero(is_begin)
+        m = match[bsel]
+        return idx[bsel], np.where(m >= 0, idx[np.maximum(m, 0)], -1), depth[bsel], unmatched
+    u8 = np.uint8
+    begins = np.empty(n_begins, np.int64)
+    ends = np.empty(n_begins, np.int64)
+    depth = np.empty(n_begins, np.int64)
+    unmatched = native(np.ascontiguousarray(kind, dtype=np.uint8).view(u8),
+                       np.ascontiguousarray(g, dtype=np.int32).view(u8), key.view(u8), key.dtype.itemsize,
+                       int(begin_kind), int(end_kind), begins.view(u8), ends.view(u8), depth.view(u8))
+    return begins, ends, depth, int(unmatched)
+
+
 def pair_nested_numpy(g: np.ndarray, key: np.ndarray, is_begin: np.ndarray):
     """Pairs begins and ends per thread `g` (non-decreasing) by `key` (region id, function
     address). Returns (match, depth, unmatched_ends): match[i] = index of the end closing begin
