@@ -267,6 +267,9 @@ fn split_records(
     let cp = buffer_ptr(&cpu, n * 8, "cpu", true)?;
     let vp = buffer_ptr(&value, n * 8, "value", true)?;
     let np_ = buffer_ptr(&name, n * 4, "name", true)?;
+    if tp % 8 != 0 || ip % 4 != 0 || cp % 8 != 0 || vp % 8 != 0 || np_ % 4 != 0 {
+        return Err(PyValueError::new_err("split_records: the columns must be aligned to their item size"));
+    }
     let nkp = buffer_ptr(&name_keys, names * 8, "name_keys", false)?;
     let nvp = buffer_ptr(&name_values, names * 4, "name_values", false)?;
     Ok(py.allow_threads(move || {
@@ -276,44 +279,40 @@ fn split_records(
         let map = unsafe {
             NameMap::new(std::slice::from_raw_parts(nkp as *const u8, names * 8), std::slice::from_raw_parts(nvp as *const u8, names * 4))
         };
+        // typed views of the columns (alignment checked before the GIL was released)
         let (ts, kind, ident, cpu, value, name) = unsafe {
             (
-                std::slice::from_raw_parts_mut(tp as *mut u8, n * 8),
+                std::slice::from_raw_parts_mut(tp as *mut i64, n),
                 std::slice::from_raw_parts_mut(kp as *mut u8, n),
-                std::slice::from_raw_parts_mut(ip as *mut u8, n * 4),
-                std::slice::from_raw_parts_mut(cp as *mut u8, n * 8),
-                std::slice::from_raw_parts_mut(vp as *mut u8, n * 8),
-                std::slice::from_raw_parts_mut(np_ as *mut u8, n * 4),
+                std::slice::from_raw_parts_mut(ip as *mut u32, n),
+                std::slice::from_raw_parts_mut(cp as *mut i64, n),
+                std::slice::from_raw_parts_mut(vp as *mut i64, n),
+                std::slice::from_raw_parts_mut(np_ as *mut i32, n),
             )
         };
         let mut counts = vec![0u64; 256];
-        for i in 0..n {
-            let r = &rec[i * 32..i * 32 + 32];
-            let t = u64::from_le_bytes(r[0..8].try_into().unwrap());
-            let w1 = u64::from_le_bytes(r[8..16].try_into().unwrap());
-            let a = u64::from_le_bytes(r[16..24].try_into().unwrap());
+        let word = |r: &[u8], o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
+        let (tsc, (r0, n0, slope, intercept)) = match clock {
+            Some(c) => (true, c),
+            None => (false, (0, 0, 1.0, 0.0)),
+        };
+        for (i, r) in rec.chunks_exact(32).enumerate() {
+            let w1 = word(r, 8);
             let k = r[14];
+            let a = word(r, 16) as i64;
             counts[k as usize] += 1;
-            let (t, v) = match clock {
-                Some((r0, n0, slope, intercept)) => {
-                    let d = (t as i64).wrapping_sub(r0) as f64;
-                    let ns = ((d * slope + intercept).round_ties_even() as i64).wrapping_add(n0);
-                    let v = if k == kinds::TIMER_STOP || k == kinds::PAUSE {
-                        ((a as i64) as f64 * slope).round_ties_even() as i64
-                    } else {
-                        a as i64
-                    };
-                    (ns, v)
-                }
-                None => (t as i64, a as i64),
-            };
-            let nm = if names == 0 { -1 } else { map.get(w1 & 0x00FF_0000_FFFF_FFFF) };
-            ts[i * 8..i * 8 + 8].copy_from_slice(&t.to_le_bytes());
             kind[i] = k;
-            ident[i * 4..i * 4 + 4].copy_from_slice(&r[8..12]);
-            cpu[i * 8..i * 8 + 8].copy_from_slice(&(u16::from_le_bytes([r[12], r[13]]) as i64).to_le_bytes());
-            value[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
-            name[i * 4..i * 4 + 4].copy_from_slice(&nm.to_le_bytes());
+            ident[i] = w1 as u32;
+            cpu[i] = (w1 >> 32) as u16 as i64;
+            name[i] = if names == 0 { -1 } else { map.get(w1 & 0x00FF_0000_FFFF_FFFF) };
+            if tsc {
+                let d = (word(r, 0) as i64).wrapping_sub(r0) as f64;
+                ts[i] = ((d * slope + intercept).round_ties_even() as i64).wrapping_add(n0);
+                value[i] = if k == kinds::TIMER_STOP || k == kinds::PAUSE { (a as f64 * slope).round_ties_even() as i64 } else { a };
+            } else {
+                ts[i] = word(r, 0) as i64;
+                value[i] = a;
+            }
         }
         counts
     }))

@@ -334,14 +334,18 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
 # ---------------------------------------------------------------- writing
 
 
+def _prunes(column: str) -> bool:
+    return column in ("ts", "pid", "tid", "cpu") or column.endswith("_ns") or column.endswith("_tid")
+
+
 def write_table(path: Path, table: pa.Table) -> None:
     dict_cols = [c for c in table.column_names if c in schema.DICTIONARY_COLUMNS]
     delta = {c: "DELTA_BINARY_PACKED" for c in table.column_names
              if c in schema.DELTA_COLUMNS and pa.types.is_integer(table.schema.field(c).type)}
-    # min/max statistics where they prune row groups (numbers, times); computing them for
-    # string and binary columns costs as much as encoding them
-    stats = [f.name for f in table.schema if pa.types.is_integer(f.type) or pa.types.is_boolean(f.type)
-             or pa.types.is_floating(f.type)]
+    # min/max statistics where they prune row groups: times and thread ids (rows are ordered by
+    # thread and time); computing them for string and binary columns costs as much as encoding
+    # them, and for other numbers (values, ids, addresses) they prune nothing
+    stats = [f.name for f in table.schema if pa.types.is_integer(f.type) and _prunes(f.name)]
     pq.write_table(table, path, compression="lz4", use_dictionary=dict_cols or False, write_statistics=stats or False,
                    row_group_size=1 << 22, column_encoding=delta or None)
 
