@@ -17,24 +17,28 @@ Settings (program policy / hog policy; both pinned to the same CPU):
                   program sets its own 100 ms slice with osl_adapt("compute") / default
                   (left out when oslens is not installed, or with --no-tune)
 
-The slice and class are set with sched_setattr by a small launcher (launch.c) and the CPU with
-sched_setaffinity; the hog (hog.c) is a register-only loop (--hog cache: it walks a buffer the size
-of one CPU's L2, so every switch back costs the program refills). Both are compiled into a temporary
-directory. Each program reports its own compute phase (--stats): wall and thread CPU time,
-voluntary and involuntary context switches (getrusage RUSAGE_THREAD) and the slice and class
-in force (/proc/thread-self/sched se.slice, sched_getscheduler), so the settings are checked,
-not assumed. Repetitions alternate: every repetition runs every setting (in a rotated order)
-for both programs, and each ratio is taken against the default measured in the same
-repetition (and, in ratio_to_alone, against the program alone); the JSON gives the median and
-the min/max of those per-repetition ratios.
+The slice and class are set with sched_setattr by a small launcher (launch.c) and the CPU
+with sched_setaffinity; the hog (hog.c), started 50 ms before the program in this session (so
+in the same autogroup) and killed after it, is a register-only loop (--hog cache: it walks a
+buffer the size of one CPU's L2, so every switch back costs the program refills). Both are
+compiled into a temporary directory. Each program reports its own compute phase (--stats):
+wall and thread CPU time, voluntary and involuntary context switches (getrusage
+RUSAGE_THREAD) and the slice and class in force (/proc/thread-self/sched se.slice,
+sched_getscheduler), so the settings are checked, not assumed. Repetitions alternate: every
+repetition runs every setting (in a rotated order) for both programs, and each ratio is taken
+against the default measured in the same repetition (and, in ratio_to_alone, against the
+program alone); the JSON gives the median and the min/max of those per-repetition ratios.
 
-Each run also records what else used that CPU meanwhile (background_share: /proc/stat busy
-time less the hog's and the program's, 10 ms resolution) and the hypervisor's steal time, since
-other tasks waking on the CPU also preempt the program and count as its context switches.
+hog_share is the hog's CPU share from the program's launch to its exit (for `tune` that
+includes oslens's own start-up, when the hog has the CPU to itself). Each run also records
+what else used that CPU meanwhile (background_share: /proc/stat busy time less the hog's and
+the program's, 10 ms resolution) and the hypervisor's steal time, since other tasks waking on
+the CPU also preempt the program and count as its context switches. docs/experiments.md
+has the figures and what they mean.
 
 Prints one JSON object on stdout (progress on stderr unless --json).
 
-    .venv/bin/python bench/quantum/run.py [--quick] [--reps R] [--cpu N] [--json]
+    .venv/bin/python bench/quantum/run.py [--quick] [--reps R] [--cpu N] [--hog spin|cache] [--no-tune] [--json]
 """
 
 from __future__ import annotations
