@@ -237,6 +237,18 @@ def keep_freed_memory():
             mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULTS[_M_TRIM_THRESHOLD])
 
 
+def release_freed_memory() -> None:
+    """Gives the memory the import freed back to the system (what keep_freed_memory kept)."""
+    try:
+        import ctypes
+
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+        if trim is not None:
+            trim(0)
+    except OSError:
+        pass
+
+
 def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None = None,
                  extensions: bool = True) -> dict[str, pa.Table]:
     with no_hugepage_advice(), keep_freed_memory():
@@ -406,6 +418,8 @@ def import_trace(trace, force: bool = False, quiet: bool = False) -> Path:
                               "keeps them in memory", 1) from err
     finally:
         progress.close()
+    del tables
+    release_freed_memory()
     salvage.warn(trace, losses)
     if not quiet:
         dt = time.perf_counter() - t0
