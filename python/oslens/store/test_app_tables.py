@@ -105,3 +105,38 @@ def test_chunks_in_sequence_order(tmp_path, n_chunks):
                             [(seq * 100 + i, 1, 0, raw.EVENT, 0, 0) for i in range(per)])
     con = open_trace(tmp_path, quiet=True)
     assert [r[0] for r in rows(con, "SELECT ts FROM app_events")] == [s * 100 + i for s in range(n_chunks) for i in range(per)]
+
+
+def test_native_record_split_matches_numpy():
+    """_native.split_records converts the TSC bit for bit as ClockConverter.to_ns does (and the
+    tick counts of timers as ticks_to_ns), and looks names up by kind and id."""
+    import numpy as np
+
+    from oslens.store import app_tables
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    rec = np.zeros(n, raw.RECORD_DTYPE)
+    rec["ts"] = rng.integers(10**9, 10**15, n, dtype=np.uint64)
+    rec["id"] = rng.integers(0, 5, n)
+    rec["cpu"] = rng.integers(0, 300, n)
+    rec["kind"] = rng.choice(np.array([raw.REGION_BEGIN, raw.TIMER_STOP, raw.PAUSE, raw.COUNTER], np.uint8), n)
+    rec["a"] = rng.integers(0, 10**12, n, dtype=np.uint64)
+    clock = raw.ClockConverter([(10**9, 5 * 10**9), (10**15 + 12345, 5 * 10**9 + 10**15 // 3 + 77), (10**12, 3 * 10**11)])
+    keys = np.array([(raw.REGION_BEGIN << 48) | 1, (raw.COUNTER << 48) | 3], np.uint64)
+    vals = np.array([7, 9], np.int32)
+    cols = [np.empty(n, t) for t in (np.int64, np.uint8, np.uint32, np.int64, np.int64, np.int32)]
+    counts = _native.split_records(*(x.view(np.uint8) for x in (rec, *cols, keys, vals)),
+                                   app_tables.native_clock(clock))
+    ts, kind, ident, cpu, value, name = cols
+    assert np.array_equal(ts, clock.to_ns(rec["ts"]))
+    ticks = (rec["kind"] == raw.TIMER_STOP) | (rec["kind"] == raw.PAUSE)
+    want = rec["a"].astype(np.int64)
+    want[ticks] = clock.ticks_to_ns(want[ticks])
+    assert np.array_equal(value, want)
+    assert np.array_equal(kind, rec["kind"]) and np.array_equal(ident, rec["id"]) and np.array_equal(cpu, rec["cpu"])
+    want_name = np.full(n, -1, np.int32)
+    want_name[(rec["kind"] == raw.REGION_BEGIN) & (rec["id"] == 1)] = 7
+    want_name[(rec["kind"] == raw.COUNTER) & (rec["id"] == 3)] = 9
+    assert np.array_equal(name, want_name)
+    assert counts[raw.TIMER_STOP] == int((rec["kind"] == raw.TIMER_STOP).sum())

@@ -91,3 +91,27 @@ def test_grouped_cumsum_restarts_per_group():
     v = np.array([1, 1, 1, 1, 1], np.int64)
     g = np.array([0, 0, 1, 1, 1])
     assert pairing.grouped_cumsum(v, g).tolist() == [1, 2, 1, 2, 3]
+
+
+def test_native_pairing_matches_the_numpy_pairing():
+    """pair_nested and pair_kinds run in Rust where the extension has them; both must give what
+    the numpy pairing gives, ill-nested threads, lost begins and ends included."""
+    if not hasattr(pairing._native, "pair_kinds"):
+        return
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n = int(rng.integers(1, 200))
+        g = np.sort(rng.integers(0, 4, n)).astype(np.int32)
+        key = rng.integers(0, int(rng.integers(1, 4)), n).astype(rng.choice([np.uint32, np.uint64]))
+        kind = rng.choice(np.array([4, 5, 6], np.uint8), n)
+        sel = np.flatnonzero(kind != 6)
+        is_begin = kind[sel] == 4
+        want = pairing.pair_nested_numpy(g[sel], key[sel], is_begin)
+        got = pairing.pair_nested(g[sel], key[sel], is_begin)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
+        begins, ends, depth, lost = pairing.pair_kinds(kind, g, key, 4, 5, int(is_begin.sum()))
+        b = np.flatnonzero(is_begin)
+        m = want[0][b]
+        assert np.array_equal(begins, sel[b])
+        assert np.array_equal(ends, np.where(m >= 0, sel[np.maximum(m, 0)], -1))
+        assert np.array_equal(depth, want[1][b]) and lost == want[2]
