@@ -147,12 +147,18 @@ def test_direct_io_yields_issue_complete_pairs(compile_c, tmp_path):
     need_tracepoints(tmp_path / "t", "block/block_rq_issue", "block/block_rq_complete")
     pid = meta(tmp_path / "t")["pid"]
     bio = tables(tmp_path / "t")["block_io"].to_pylist()
-    writes = [b for b in bio if "W" in b["rw"] and b["complete_ns"] is not None]
+    writes = [b for b in bio if "W" in b["rw"]]
     if not writes:
         pytest.skip(f"no block requests reached a device for {target_dir} (a device without a block layer?)")
-    assert all(b["complete_ns"] >= b["issue_ns"] for b in writes)
-    assert sum(b["bytes"] for b in writes if b["pid"] == pid) >= k << 20
+    # Attributed to the program even when a kworker dispatches the plugged requests (the
+    # collector remembers who queued each bio).
+    assert sum(b["bytes"] for b in writes if b["pid"] == pid and "S" in b["rw"]) >= k << 20
     assert all(b["tid"] == pid or b["pid"] == pid for b in bio), bio[:5]
+    done = [b for b in writes if b["complete_ns"] is not None]
+    if not done:
+        pytest.skip("the kernel fired no block_rq_complete for these requests (on this VM perf sees none "
+                    "either): issues are checked, completions cannot be")
+    assert all(b["complete_ns"] >= b["issue_ns"] for b in done)
 
 
 @root_only

@@ -218,6 +218,7 @@ enum Ev {
     SysEnter,
     SysExit,
     Fault,
+    BioQueue,
     BlockIssue,
     BlockComplete,
     IrqEntry,
@@ -227,7 +228,7 @@ enum Ev {
 }
 
 /// (tracepoint, handler, event set, opened for every task on the CPU rather than per task)
-const TRACEPOINTS: [(&str, Ev, &str, bool); 15] = [
+const TRACEPOINTS: [(&str, Ev, &str, bool); 16] = [
     ("sched/sched_switch", Ev::Switch, "sched", true),
     ("sched/sched_waking", Ev::Waking, "sched", true),
     ("task/task_newtask", Ev::NewTask, "", false),
@@ -237,6 +238,8 @@ const TRACEPOINTS: [(&str, Ev, &str, bool); 15] = [
     ("raw_syscalls/sys_enter", Ev::SysEnter, "syscalls", false),
     ("raw_syscalls/sys_exit", Ev::SysExit, "syscalls", false),
     ("exceptions/page_fault_user", Ev::Fault, "faults", false),
+    // in the submitter's context: who a request is for, when a kworker dispatches it
+    ("block/block_bio_queue", Ev::BioQueue, "io", true),
     ("block/block_rq_issue", Ev::BlockIssue, "io", true),
     ("block/block_rq_complete", Ev::BlockComplete, "io", true),
     ("irq/irq_handler_entry", Ev::IrqEntry, "irq", false),
@@ -257,7 +260,7 @@ fn fields_of(ev: Ev) -> &'static [&'static str] {
         Ev::SysEnter => &["id", "args"],
         Ev::SysExit => &["id", "ret"],
         Ev::Fault => &["address", "ip", "error_code"],
-        Ev::BlockIssue | Ev::BlockComplete => &["dev", "sector", "nr_sector", "rwbs"],
+        Ev::BioQueue | Ev::BlockIssue | Ev::BlockComplete => &["dev", "sector", "nr_sector", "rwbs"],
         Ev::IrqEntry => &["irq", "name"],
         Ev::IrqExit => &["irq", "ret"],
         Ev::SoftEntry | Ev::SoftExit => &["vec"],
@@ -361,6 +364,8 @@ struct State {
     comms: HashMap<u32, [u8; 16], Fast>,
     irq_names: HashSet<i64, Fast>,
     pending_block: HashSet<(u64, u64), Fast>,
+    /// (dev, sector) of bios the tree queued, with the submitting task.
+    queued_block: HashMap<(u64, u64), u32, Fast>,
     last_waking: HashMap<u32, (u64, u32, u32), Fast>,
     samples_seen: u64,
     kept: u64,
@@ -609,25 +614,45 @@ impl State {
                 let code = uval(raw, f[2]) & 0xffff;
                 self.emit(cpu, Record::new(ts, tid, c, k::FAULT, addr, ip | code << 48));
             }
+            Ev::BioQueue => {
+                // Not recorded: remembers which traced task a bio is for, since the request
+                // may be dispatched later from a kworker's context.
+                if self.traced.contains(&tid) {
+                    let dev = uval(raw, f[0]) & 0xffff_ffff;
+                    let sector = uval(raw, f[1]);
+                    if self.queued_block.len() > 1 << 16 {
+                        self.queued_block.clear();
+                    }
+                    self.queued_block.insert((dev, sector), tid);
+                }
+            }
             Ev::BlockIssue | Ev::BlockComplete => {
                 let dev = uval(raw, f[0]) & 0xffff_ffff;
                 let sector = uval(raw, f[1]);
                 let nsec = uval(raw, f[2]) & 0xff_ffff;
                 let flags = rw_flags(bytes(raw, f[3]));
+                // the task a request is for: its issuer when traced, else the traced task that
+                // queued its first bio
+                let owner = match self.queued_block.remove(&(dev, sector)) {
+                    Some(t) if h.ev == Ev::BlockIssue && !self.traced.contains(&tid) => t,
+                    _ => tid,
+                };
                 if !self.system_wide {
                     if h.ev == Ev::BlockIssue {
-                        if !self.traced.contains(&tid) {
+                        if !self.traced.contains(&owner) {
                             self.filtered += 1;
                             return;
                         }
                         self.pending_block.insert((dev, sector));
-                    } else if !self.pending_block.remove(&(dev, sector)) {
-                        self.filtered += 1;
-                        return;
+                    } else {
+                        // Every completion is kept: the rings are drained CPU by CPU, so a
+                        // completion on one CPU may be read before its issue on another. The
+                        // importer pairs them and drops completions of others' requests.
+                        self.pending_block.remove(&(dev, sector));
                     }
                 }
                 let kind = if h.ev == Ev::BlockIssue { k::BLOCK_ISSUE } else { k::BLOCK_COMPLETE };
-                self.emit(cpu, Record::new(ts, tid, c, kind, sector, dev | nsec << 32 | flags << 56));
+                self.emit(cpu, Record::new(ts, owner, c, kind, sector, dev | nsec << 32 | flags << 56));
             }
             Ev::IrqEntry => {
                 let irq = sval(raw, f[0]);
@@ -748,6 +773,7 @@ impl Collector {
             comms: HashMap::default(),
             irq_names: HashSet::default(),
             pending_block: HashSet::default(),
+            queued_block: HashMap::default(),
             last_waking: HashMap::default(),
             samples_seen: 0,
             kept: 0,
