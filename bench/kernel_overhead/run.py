@@ -149,5 +149,16 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def main_leaving_tracefs_as_found() -> int:
+    """`perf record` mounts tracefs at /sys/kernel/tracing when it is not; unmount it again."""
+    tracefs = "/sys/kernel/tracing"
+    was_mounted = os.path.ismount(tracefs)
+    try:
+        return main()
+    finally:
+        if not was_mounted and os.path.ismount(tracefs):
+            subprocess.run(["umount", tracefs], check=False)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_leaving_tracefs_as_found())
