@@ -5,7 +5,7 @@
 mod recorder_api;
 
 use oslens_format::header::{ChunkHeader, HEADER_SIZE};
-use oslens_format::record::{continuation_records, Record, CONT_PAYLOAD};
+use oslens_format::record::{continuation_records, Record, CONT_PAYLOAD, RECORD_SIZE};
 use oslens_format::{kinds, read_chunk as read_chunk_file};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -46,10 +46,57 @@ fn read_chunk_records<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, P
     chunk_dict(py, path, true)
 }
 
-/// Decoded records, exposed through the buffer protocol (read-only, one-dimensional bytes).
+/// Decoded records, exposed through the buffer protocol (read-only, one-dimensional bytes):
+/// either decoded into memory, or, for a chunk that needs no decoding, the file's own slots
+/// mapped read-only (no copy, and page-cache pages cost no zeroing on first touch).
 #[pyclass(frozen, module = "oslens._native")]
 struct RecordBuffer {
-    data: Vec<u8>,
+    data: Records,
+}
+
+enum Records {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap, std::ops::Range<usize>),
+}
+
+impl Records {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Records::Owned(v) => v,
+            Records::Mapped(m, r) => &m[r.clone()],
+        }
+    }
+}
+
+/// Where a mapped chunk's decoded records are its slots as they lie in the file: a readable
+/// header, every committed slot present and valid, none a continuation or a record that takes
+/// continuations (a name, an event payload over 8 bytes). decode_chunk would then copy every
+/// slot and report no damage, names or payloads. Returns the header and the committed slots.
+fn clean_slots(map: &[u8]) -> Option<(ChunkHeader, usize)> {
+    let h = if map.len() >= HEADER_SIZE { ChunkHeader::parse(map)? } else { return None };
+    let committed = h.committed.min(h.capacity) as usize;
+    if committed > (map.len() - HEADER_SIZE) / RECORD_SIZE {
+        return None;
+    }
+    let body = &map[HEADER_SIZE..HEADER_SIZE + committed * RECORD_SIZE];
+    let plain = |s: &[u8]| {
+        let r = Record::from_bytes(s);
+        r.is_valid() && r.kind != kinds::CONT && !(r.kind == kinds::NAME && r.b > 0) && !(r.kind == kinds::EVENT && r.a > 8)
+    };
+    body.chunks_exact(RECORD_SIZE).all(plain).then_some((h, committed))
+}
+
+/// A chunk file mapped read-only (pages populated up front) and, when clean_slots says so, the
+/// range of its records.
+fn map_clean(path: &str) -> std::io::Result<Option<(ChunkHeader, Records)>> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(None);
+    }
+    // SAFETY: read-only mapping of a finished chunk (a writer still running only appends past
+    // `committed`); a file truncated while mapped would fault, as with the format's own reader.
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
+    Ok(clean_slots(&map).map(|(h, n)| (h, Records::Mapped(map, HEADER_SIZE..HEADER_SIZE + n * RECORD_SIZE))))
 }
 
 #[pymethods]
@@ -57,7 +104,7 @@ impl RecordBuffer {
     /// # Safety
     /// Called by Python with a valid Py_buffer to fill.
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
-        let data = &slf.get().data;
+        let data = slf.get().data.bytes();
         // SAFETY: the buffer points into the Vec this object owns; PyBuffer_FillInfo takes a
         // reference to the object, which keeps the Vec alive (frozen: it never changes).
         let rc = unsafe {
@@ -79,11 +126,23 @@ impl RecordBuffer {
     unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
 
     fn __len__(&self) -> usize {
-        self.data.len()
+        self.data.bytes().len()
     }
 }
 
 fn chunk_dict<'py>(py: Python<'py>, path: &str, no_copy: bool) -> PyResult<Bound<'py, PyDict>> {
+    if no_copy {
+        let mapped = py.allow_threads(|| map_clean(path)).map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
+        if let Some((h, records)) = mapped {
+            let d = PyDict::new(py);
+            d.set_item("header", header_dict(py, &h)?)?;
+            d.set_item("records", Bound::new(py, RecordBuffer { data: records })?)?;
+            d.set_item("names", PyList::empty(py))?;
+            d.set_item("payloads", PyList::empty(py))?;
+            d.set_item("damage", PyList::empty(py))?;
+            return Ok(d);
+        }
+    }
     let mut chunk = py
         .allow_threads(|| read_chunk_file(std::path::Path::new(path)))
         .map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
@@ -93,7 +152,7 @@ fn chunk_dict<'py>(py: Python<'py>, path: &str, no_copy: bool) -> PyResult<Bound
         None => d.set_item("header", py.None())?,
     }
     if no_copy {
-        d.set_item("records", Bound::new(py, RecordBuffer { data: std::mem::take(&mut chunk.records) })?)?;
+        d.set_item("records", Bound::new(py, RecordBuffer { data: Records::Owned(std::mem::take(&mut chunk.records)) })?)?;
     } else {
         d.set_item("records", PyBytes::new(py, &chunk.records))?;
     }

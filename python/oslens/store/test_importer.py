@@ -1,0 +1,53 @@
+"""The importer's chunk reader: the no-copy path (a clean chunk's records mapped from the file)
+gives what the decoding reader gives, and damaged or payload-carrying chunks still decode."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from oslens import _native
+from oslens.capture import raw
+from oslens.store import importer
+
+HEADER = {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": 7, "tid": 8, "seq": 0, "name": "w"}
+RECORDS = [(100 + i, 5, 1, raw.COUNTER, i, 1) for i in range(50)]
+
+
+def same_chunk(path):
+    fast, slow = importer.read_chunk(path), raw.read_chunk(path)
+    assert fast.header == slow.header
+    assert fast.records.tobytes() == slow.records.tobytes()
+    assert (fast.names, fast.payloads, fast.damage) == (slow.names, slow.payloads, slow.damage)
+    return fast
+
+
+def test_a_clean_chunk_is_read_without_decoding(tmp_path):
+    path = tmp_path / "app-7-8-0.osl"
+    _native.write_chunk(str(path), HEADER, RECORDS)
+    got = same_chunk(path)
+    assert len(got.records) == 50
+    assert got.records["a"].tolist() == list(range(50))
+    assert not got.records.flags.writeable
+
+
+def test_chunks_with_payloads_names_or_damage_read_as_decoded(tmp_path):
+    with_payload = tmp_path / "app-7-8-1.osl"
+    _native.write_chunk(str(with_payload), HEADER, [(1, 4, 0, raw.EVENT, 20, 0), *RECORDS],
+                        names=[(5, 3, 0, "a counter name")], payloads={0: b"x" * 20})
+    assert same_chunk(with_payload).payloads == {1: b"x" * 20}  # record 0: the name
+    damaged = tmp_path / "app-7-8-2.osl"
+    _native.write_chunk(str(damaged), HEADER, RECORDS)
+    data = bytearray(damaged.read_bytes())
+    data[_native.HEADER_SIZE + 32 * 3 + 16] ^= 0xFF  # record 3 fails its check
+    damaged.write_bytes(bytes(data))
+    assert len(same_chunk(damaged).damage) == 1
+    truncated = tmp_path / "app-7-8-3.osl"
+    _native.write_chunk(str(truncated), HEADER, RECORDS)
+    os.truncate(truncated, os.path.getsize(truncated) - 64)
+    got = same_chunk(truncated)
+    assert len(got.records) == 48 and "truncated" in got.damage[0]["reason"]
+    empty = tmp_path / "app-7-8-4.osl"
+    empty.write_bytes(b"")
+    assert np.size(same_chunk(empty).records) == 0
