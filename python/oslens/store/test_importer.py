@@ -51,3 +51,16 @@ def test_chunks_with_payloads_names_or_damage_read_as_decoded(tmp_path):
     empty = tmp_path / "app-7-8-4.osl"
     empty.write_bytes(b"")
     assert np.size(same_chunk(empty).records) == 0
+
+
+def test_columns_without_nulls_are_written_required_with_the_same_values(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"ts": pa.array([3, 1, 2], pa.int64()), "maybe": pa.array([1, None, 3], pa.int64()),
+                      "name": pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int32()), pa.array(["a", "b"]))})
+    importer.write_table(tmp_path / "t.parquet", table)
+    back = pq.read_table(tmp_path / "t.parquet")
+    assert [f.nullable for f in back.schema] == [False, True, False]
+    assert back.column("ts").to_pylist() == [3, 1, 2] and back.column("maybe").to_pylist() == [1, None, 3]
+    assert back.column("name").to_pylist() == ["a", "b", "a"]
