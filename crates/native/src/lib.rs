@@ -613,6 +613,82 @@ fn pair_kinds(
     Ok(got.1)
 }
 
+/// lock_requests(kind, g, addr, ts, request, stuck) -> stuck requests: when each lock
+/// acquisition was asked for, in one pass over all records. kind (uint8), g (int32 thread
+/// index), addr (uint64: the `a` word) and ts (int64) are read for every record; among the
+/// sync records (kinds LOCK_REQUEST..=COND_WAIT_EXIT, in record order) an acquisition right
+/// after a request of the same thread and object was asked for at the request's time, else at
+/// its own. request (int64, one per LOCK_ACQUIRE record in order) gets that time; stuck (int64,
+/// room for one per LOCK_REQUEST) the rows of the requests not followed so by an acquisition.
+#[pyfunction]
+fn lock_requests(
+    py: Python<'_>,
+    kind: PyBuffer<u8>,
+    g: PyBuffer<u8>,
+    addr: PyBuffer<u8>,
+    ts: PyBuffer<u8>,
+    request: PyBuffer<u8>,
+    stuck: PyBuffer<u8>,
+) -> PyResult<usize> {
+    let n = kind.len_bytes();
+    let (n_acq, n_req) = (request.len_bytes() / 8, stuck.len_bytes() / 8);
+    let kp = buffer_ptr(&kind, n, "kind", false)?;
+    let gp = buffer_ptr(&g, n * 4, "g", false)?;
+    let ap = buffer_ptr(&addr, n * 8, "addr", false)?;
+    let tp = buffer_ptr(&ts, n * 8, "ts", false)?;
+    let rp = buffer_ptr(&request, n_acq * 8, "request", true)?;
+    let sp = buffer_ptr(&stuck, n_req * 8, "stuck", true)?;
+    let got = py.allow_threads(move || {
+        // SAFETY: sizes and writability checked above; byte-wise access only.
+        let (kb, gb, ab, tb) = unsafe {
+            (
+                std::slice::from_raw_parts(kp as *const u8, n),
+                std::slice::from_raw_parts(gp as *const u8, n * 4),
+                std::slice::from_raw_parts(ap as *const u8, n * 8),
+                std::slice::from_raw_parts(tp as *const u8, n * 8),
+            )
+        };
+        let (ro, so) = unsafe {
+            (std::slice::from_raw_parts_mut(rp as *mut u8, n_acq * 8), std::slice::from_raw_parts_mut(sp as *mut u8, n_req * 8))
+        };
+        let gi = |i: usize| i32::from_le_bytes(gb[i * 4..i * 4 + 4].try_into().unwrap());
+        let ai = |i: usize| u64::from_le_bytes(ab[i * 8..i * 8 + 8].try_into().unwrap());
+        let ti = |i: usize| i64::from_le_bytes(tb[i * 8..i * 8 + 8].try_into().unwrap());
+        let same = |p: usize, i: usize| gi(p) == gi(i) && ai(p) == ai(i);
+        let (mut acquired, mut stuck_n) = (0usize, 0usize);
+        let put = |o: &mut [u8], at: &mut usize, v: i64| {
+            if *at * 8 + 8 <= o.len() {
+                o[*at * 8..*at * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            *at += 1;
+        };
+        let mut last: Option<usize> = None; // the previous sync record
+        for (i, &k) in kb.iter().enumerate() {
+            if !(kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT).contains(&k) {
+                continue;
+            }
+            let asked = last.filter(|&p| kb[p] == kinds::LOCK_REQUEST && same(p, i));
+            if let Some(p) = last.filter(|&p| kb[p] == kinds::LOCK_REQUEST) {
+                if !(k == kinds::LOCK_ACQUIRE && same(p, i)) {
+                    put(so, &mut stuck_n, p as i64);
+                }
+            }
+            if k == kinds::LOCK_ACQUIRE {
+                put(ro, &mut acquired, ti(asked.unwrap_or(i)));
+            }
+            last = Some(i);
+        }
+        if let Some(p) = last.filter(|&p| kb[p] == kinds::LOCK_REQUEST) {
+            put(so, &mut stuck_n, p as i64);
+        }
+        (acquired, stuck_n)
+    });
+    if got.0 != n_acq || got.1 > n_req {
+        return Err(PyValueError::new_err(format!("lock_requests: {} acquisitions and {} requests do not fit", got.0, got.1)));
+    }
+    Ok(got.1)
+}
+
 /// A (raw clock, CLOCK_MONOTONIC ns) pair read back to back, with the TSC when invariant.
 #[pyfunction]
 fn clock_pair() -> (u64, u64) {
@@ -639,6 +715,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(split_records, m)?)?;
     m.add_function(wrap_pyfunction!(pair_nested, m)?)?;
     m.add_function(wrap_pyfunction!(pair_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(lock_requests, m)?)?;
     m.add_function(wrap_pyfunction!(read_chunk_records, m)?)?;
     m.add_class::<RecordBuffer>()?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;

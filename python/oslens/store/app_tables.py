@@ -449,59 +449,51 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.
     per condition-variable wait. A thread is blocked between its request and its acquisition,
     so the request is the thread's sync record right before the acquisition; acquisitions and
     releases, barrier entries and exits, wait entries and exits are paired per thread and
-    object like regions (a stack per object where locks are not released in nesting order)."""
+    object like regions (a stack per object where locks are not released in nesting order).
+    Everything runs over all records (pairing skips other kinds): no copy of the sync records."""
     if not counts[LOCK_REQUEST:COND_WAIT_EXIT + 1].any():
         return schema.empty("sync")
-    idx = np.flatnonzero((kind >= LOCK_REQUEST) & (kind <= COND_WAIT_EXIT))
-    k, g, addr, ts = kind[idx], col.g[idx], col.a[idx], col.ts[idx]
     parts = []
 
-    def part(label, rows, request, acquire, acquire_ok, release, release_ok):
-        rec = idx[rows]
-        gg = g[rows]
-        nrows = len(rows)
+    def part(label, rec, request, acquire, acquire_ok, release, release_ok):
+        gg, addr, nrows = col.g[rec], col.a[rec], len(rec)
         parts.append(pa.table({
             "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nrows, np.int32)), pa.array([label])),
-            "object": _object_names(name_idx[rec], addr[rows], dictionary),
+            "object": _object_names(name_idx[rec], addr, dictionary),
             "pid": t_pid[gg], "tid": t_tid[gg], "request_ns": request,
-            "acquire_ns": pa.nulls(nrows, pa.int64()) if acquire is None else pa.array(acquire, mask=~acquire_ok),
-            "release_ns": pa.nulls(nrows, pa.int64()) if release is None else pa.array(release, mask=~release_ok),
-            "address": addr[rows],
+            "acquire_ns": pa.nulls(nrows, pa.int64()) if acquire is None else _masked(acquire, acquire_ok),
+            "release_ns": pa.nulls(nrows, pa.int64()) if release is None else _masked(release, release_ok),
+            "address": addr,
         }))
 
     def paired(begin_kind, end_kind):
-        """Begins of `begin_kind` (positions in idx) and the position of their end, or -1."""
-        begins, ends, _depth, _lost = pairing.pair_kinds(k, g, addr, begin_kind, end_kind, int(counts[begin_kind]))
-        return begins, ends
+        """Rows of the `begin_kind` records, the row of their end or -1, and the end's time."""
+        begins, ends, _depth, _lost = pairing.pair_kinds(kind, col.g, col.a, begin_kind, end_kind, int(counts[begin_kind]))
+        return begins, ends >= 0, col.ts[np.maximum(ends, 0)]
 
-    # locks
-    acq = np.flatnonzero(k == LOCK_ACQUIRE)
-    if len(acq) or counts[LOCK_REQUEST]:
-        prev = np.maximum(acq - 1, 0)
-        asked = (acq > 0) & (k[prev] == LOCK_REQUEST) & (g[prev] == g[acq]) & (addr[prev] == addr[acq])
-        request = np.where(asked, ts[prev], ts[acq])
-        begins, ends = paired(LOCK_ACQUIRE, LOCK_RELEASE)  # begins == acq
-        released = ends >= 0
+    if counts[LOCK_ACQUIRE] or counts[LOCK_REQUEST]:
+        request, stuck = pairing.lock_requests(kind, col.g, col.a, col.ts, int(counts[LOCK_ACQUIRE]),
+                                               int(counts[LOCK_REQUEST]))
+        acq, released, release = paired(LOCK_ACQUIRE, LOCK_RELEASE)
         if len(acq):
-            part("mutex", acq, request, ts[acq], np.ones(len(acq), bool), ts[np.maximum(ends, 0)], released)
-        req = np.flatnonzero(k == LOCK_REQUEST)
-        nxt = np.minimum(req + 1, len(k) - 1)
-        stuck = req[~((req + 1 < len(k)) & (k[nxt] == LOCK_ACQUIRE) & (g[nxt] == g[req]) & (addr[nxt] == addr[req]))]
+            part("mutex", acq, request, col.ts[acq], None, release, released)
         if len(stuck):
-            part("mutex", stuck, ts[stuck], None, None, None, None)
+            part("mutex", stuck, col.ts[stuck], None, None, None, None)
     for enter, exit_, label in ((BARRIER_ENTER, BARRIER_EXIT, "barrier"), (COND_WAIT_ENTER, COND_WAIT_EXIT, "cond")):
         if not counts[enter]:
             continue
-        begins, ends = paired(enter, exit_)
-        done = ends >= 0
-        left = ts[np.maximum(ends, 0)]
-        if label == "barrier":
-            part(label, begins, ts[begins], left, done, left, done)
-        else:
-            part(label, begins, ts[begins], left, done, None, None)
+        begins, done, left = paired(enter, exit_)
+        part(label, begins, col.ts[begins], left, done, *((left, done) if label == "barrier" else (None, None)))
     if not parts:
         return schema.empty("sync")
     return pa.concat_tables(parts, promote_options="permissive")
+
+
+def _masked(values: np.ndarray, ok: np.ndarray | None) -> pa.Array:
+    """int64 values, null where not ok (None: all valid)."""
+    if ok is None or ok.all():
+        return pa.array(values, pa.int64())
+    return pa.array(values, pa.int64(), mask=~ok)
 
 
 def _object_names(name_idx: np.ndarray, addr: np.ndarray, dictionary: pa.Array) -> pa.Array:

@@ -195,3 +195,39 @@ def next_in_group(grp: np.ndarray) -> np.ndarray:
         idx = np.arange(1, n)
         nxt[:-1] = np.where(same, idx, -1)
     return nxt
+
+
+LOCK_REQUEST, LOCK_ACQUIRE, COND_WAIT_EXIT = 32, 33, 38
+
+
+def lock_requests(kind: np.ndarray, g: np.ndarray, addr: np.ndarray, ts: np.ndarray, n_acquires: int,
+                  n_requests: int):
+    """When each lock acquisition was asked for, over all records (kind, g non-decreasing, addr =
+    the `a` word, ts): among the sync records (kinds LOCK_REQUEST..COND_WAIT_EXIT) an acquisition
+    right after a request of the same thread and object was asked for then, else at its own
+    time. Returns (request: one time per LOCK_ACQUIRE record in order, stuck: rows of the
+    requests no acquisition follows so). One pass in Rust where the extension has it."""
+    native = getattr(_native, "lock_requests", None)
+    if native is None or len(kind) == 0:
+        return lock_requests_numpy(kind, g, addr, ts)
+    u8 = np.uint8
+    request = np.empty(n_acquires, np.int64)
+    stuck = np.empty(n_requests, np.int64)
+    n_stuck = native(np.ascontiguousarray(kind, dtype=np.uint8).view(u8), np.ascontiguousarray(g, dtype=np.int32).view(u8),
+                     np.ascontiguousarray(addr).astype(np.uint64, copy=False).view(u8),
+                     np.ascontiguousarray(ts, dtype=np.int64).view(u8), request.view(u8), stuck.view(u8))
+    return request, stuck[:n_stuck]
+
+
+def lock_requests_numpy(kind, g, addr, ts):
+    """lock_requests with numpy (the same result)."""
+    idx = np.flatnonzero((kind >= LOCK_REQUEST) & (kind <= COND_WAIT_EXIT))
+    k, gs, a = kind[idx], g[idx], addr[idx]
+    acq = np.flatnonzero(k == LOCK_ACQUIRE)
+    prev = np.maximum(acq - 1, 0)
+    asked = (acq > 0) & (k[prev] == LOCK_REQUEST) & (gs[prev] == gs[acq]) & (a[prev] == a[acq])
+    request = np.where(asked, ts[idx[prev]], ts[idx[acq]]) if len(acq) else np.zeros(0, np.int64)
+    req = np.flatnonzero(k == LOCK_REQUEST)
+    nxt = np.minimum(req + 1, len(k) - 1)
+    followed = (req + 1 < len(k)) & (k[nxt] == LOCK_ACQUIRE) & (gs[nxt] == gs[req]) & (a[nxt] == a[req])
+    return request.astype(np.int64), idx[req[~followed]].astype(np.int64)

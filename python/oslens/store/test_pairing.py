@@ -115,3 +115,30 @@ def test_native_pairing_matches_the_numpy_pairing():
         assert np.array_equal(begins, sel[b])
         assert np.array_equal(ends, np.where(m >= 0, sel[np.maximum(m, 0)], -1))
         assert np.array_equal(depth, want[1][b]) and lost == want[2]
+
+
+def test_lock_requests_pairs_a_request_with_the_acquisition_right_after_it():
+    REQ, ACQ, REL, OTHER = 32, 33, 34, 1
+    kind = np.array([REQ, ACQ, REL, REQ, OTHER, ACQ, REQ, REQ, ACQ, ACQ, REQ], np.uint8)
+    g = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1], np.int32)
+    addr = np.array([5, 5, 5, 5, 0, 5, 6, 7, 7, 7, 7], np.uint64)
+    ts = np.arange(11, dtype=np.int64) * 10
+    request, stuck = pairing.lock_requests(kind, g, addr, ts, 4, 5)
+    # acquisitions at rows 1, 5 (asked at row 3: records of other kinds between do not count), 8
+    # (asked at row 7) and 9 (no request right before it: asked when it acquired)
+    assert request.tolist() == [0, 30, 70, 90]
+    assert stuck.tolist() == [6, 10]  # 6: followed by another thread's request; 10: the last record
+    np_request, np_stuck = pairing.lock_requests_numpy(kind, g, addr, ts)
+    assert np_request.tolist() == request.tolist() and np_stuck.tolist() == stuck.tolist()
+
+
+def test_lock_requests_native_and_numpy_agree_on_random_records():
+    rng = np.random.default_rng(3)
+    n = 5000
+    kind = rng.choice(np.array([32, 33, 34, 35, 36, 1, 5], np.uint8), n)
+    g = np.sort(rng.integers(0, 4, n)).astype(np.int32)
+    addr = rng.integers(0, 3, n).astype(np.uint64)
+    ts = np.arange(n, dtype=np.int64)
+    request, stuck = pairing.lock_requests(kind, g, addr, ts, int((kind == 33).sum()), int((kind == 32).sum()))
+    np_request, np_stuck = pairing.lock_requests_numpy(kind, g, addr, ts)
+    assert request.tolist() == np_request.tolist() and stuck.tolist() == np_stuck.tolist()
