@@ -42,7 +42,11 @@ def make_trace(path: Path, records: int, threads: int = 8) -> dict:
     per_iteration = len(synthetic.PATTERN)
     iterations = -(-records // (threads * per_iteration))
     stamp = path / "bench.json"
-    want = {"records": iterations * threads * per_iteration, "threads": threads, "iterations": iterations}
+    from oslens import _native
+
+    # a trace written in another raw format version would import as damage: written again
+    want = {"records": iterations * threads * per_iteration, "threads": threads, "iterations": iterations,
+            "format_version": getattr(_native, "FORMAT_VERSION", 1)}
     if stamp.is_file() and json.loads(stamp.read_text()) == want:
         return want
     shutil.rmtree(path, ignore_errors=True)

@@ -722,6 +722,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
     recorder_api::register(m)?;
     m.add("HEADER_SIZE", HEADER_SIZE)?;
+    m.add("FORMAT_VERSION", oslens_format::VERSION)?;
     m.add("RECORD_SIZE", 32)?;
     m.add("CONT_PAYLOAD", CONT_PAYLOAD)?;
     Ok(())

@@ -359,7 +359,10 @@ def required_where_full(table: pa.Table) -> pa.Table:
     return table if fields == list(table.schema) else table.cast(pa.schema(fields, metadata=table.schema.metadata))
 
 
-def write_table(path: Path, table: pa.Table) -> None:
+COMPRESSION = "lz4"  # bench/import/compression.py compares the codecs (time and size)
+
+
+def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, level: int | None = None) -> None:
     table = required_where_full(table)
     dict_cols = [c for c in table.column_names if c in schema.DICTIONARY_COLUMNS]
     delta = {c: "DELTA_BINARY_PACKED" for c in table.column_names
@@ -368,7 +371,7 @@ def write_table(path: Path, table: pa.Table) -> None:
     # thread and time); computing them for string and binary columns costs as much as encoding
     # them, and for other numbers (values, ids, addresses) they prune nothing
     stats = [f.name for f in table.schema if pa.types.is_integer(f.type) and _prunes(f.name)]
-    pq.write_table(table, path, compression="lz4", use_dictionary=dict_cols or False, write_statistics=stats or False,
+    pq.write_table(table, path, compression=compression, compression_level=level, use_dictionary=dict_cols or False, write_statistics=stats or False,
                    row_group_size=1 << 22, column_encoding=delta or None)
 
 
