@@ -8,9 +8,13 @@
  * so drift and other load hit every kind alike.
  *
  * Kinds: empty, rdtsc, clock_gettime, counter (osl_count), counter_record, timer_start,
- * timer_stop, event (8-byte payload), region_begin, region_end, raw (osl_record_raw),
+ * timer_stop, event (8-byte payload), region_begin, region_end (a 9-byte name), region_name1 and
+ * region_name32 (osl_region_begin with a 1-byte and a 32-byte name: a region call hashes its name,
+ * so its cost grows with the name's length), raw (osl_record_raw),
  * mutex (pthread_mutex_lock + unlock: run once plain and once with the preload wrappers),
- * off (osl_event with recording disabled by osl_disable). */
+ * off (osl_event with recording disabled by osl_disable), paced_empty and paced_event (PACE steps
+ * of a dependent integer recurrence, ~2 us, then nothing or one osl_event: a program recording
+ * about half a million events a second, for what a record costs outside the call at that rate). */
 #include <oslens.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,6 +28,15 @@ static osl_counter_t *counter;
 static osl_timer_t *timer;
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t sink;
+#define PACE 1500
+
+static inline uint64_t pace(uint64_t x) {
+    for (int w = 0; w < PACE; w++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        __asm__ volatile("" : "+r"(x));
+    }
+    return x;
+}
 
 static uint64_t cpu_ns(void) {
     struct timespec t;
@@ -70,10 +83,22 @@ static int run_kind(const char *kind, long n, uint64_t *out, uint64_t *out_proce
         LOOP(osl_region_begin("calibrate"));
     } else if (!strcmp(kind, "region_end")) {
         LOOP(osl_region_end("calibrate"));
+    } else if (!strcmp(kind, "region_name1")) {
+        LOOP(osl_region_begin("r"));
+    } else if (!strcmp(kind, "region_name32")) {
+        LOOP(osl_region_begin("calibrate-region-name-of-32bytes"));
     } else if (!strcmp(kind, "raw")) {
         LOOP(osl_record_raw(3, 1, 0, (uint64_t)i));
     } else if (!strcmp(kind, "mutex")) {
         LOOP((pthread_mutex_lock(&mutex), pthread_mutex_unlock(&mutex)));
+    } else if (!strcmp(kind, "paced_empty")) {
+        uint64_t x = 1;
+        LOOP(x = pace(x));
+        sink = x;
+    } else if (!strcmp(kind, "paced_event")) {
+        uint64_t x = 1;
+        LOOP((x = pace(x), osl_event(1, &i, sizeof i)));
+        sink = x;
     } else if (!strcmp(kind, "off")) {
         osl_disable();
         LOOP(osl_event(1, &i, sizeof i));

@@ -1,12 +1,15 @@
 """In-vivo instrumentation cost (Kohr et al. 1994, section 5.2): `oslens record --in-vivo N`.
 
 The program runs N times with recording on and N times with it off (OSLENS_TRACE unset, so every
-oslens call is a no-op), alternating (ABBA order) after one untimed warm-up run. The cost per
-event is (median time with - median time without) / events, for the process tree's CPU time
-(user + system of the waited-for children; other load on the machine does not inflate it) and
-for wall time. Next to it: the in-vitro figure for the same mix of record kinds (the stored
-calibration), and the compensated run time (time with, minus what the calibration says the
-recorded events cost, minus the recorder's pauses) against the time without.
+oslens call is a no-op), alternating (ABBA order) after one untimed warm-up run; each round's
+two runs form a pair. The cost per event is the median of the paired differences (time with -
+time without) / events, with its distribution-free 95% interval, for the process tree's CPU time
+(user + system of the waited-for children; preemption by other load does not count) and for
+wall time. Next to it: the in-vitro figure for the same mix of record kinds and region-name
+lengths (the stored calibration), the verdict on their agreement (within 20%, and whether the
+interval is narrow enough to say), and the compensated run time (time with, minus what the
+calibration says the recorded events cost, minus the recorder's pauses) against the time
+without.
 
 The kernel collector is not started (its cost is not instrumentation of the program); the
 auto-instrumentation preload follows the record options. The last instrumented run's trace is
@@ -31,6 +34,8 @@ from oslens.capture import raw
 from oslens.errors import OslensError
 
 UNCHARGED = {"name", "cont", "clock_pair", "pause", "adapt", "unknown"}
+REGION_NAME_CLASS = 5  # crates/format/src/kinds.rs NAME_REGION
+REGION_NAME_ANCHOR = 9  # the name length region_begin/region_end are calibrated with
 
 
 @contextlib.contextmanager
@@ -96,14 +101,19 @@ def run_with(trace: Path, command: list[str], options: dict, quiet: bool) -> tup
     return wall, cpu, status, meta
 
 
-def trace_counts(trace: Path, meta: dict | None = None) -> tuple[dict[str, int], float, int]:
-    """({record kind name: count} over the trace's application threads, pause ns, processes)."""
+def trace_profile(trace: Path, meta: dict | None = None) -> dict:
+    """What one instrumented run recorded, over the trace's application threads: counts
+    ({record kind name: n}), pause_ns (the recorder's own pauses), processes, region_records and
+    region_name_bytes (the summed length of the names of the region records: a region call hashes
+    its name), preload (whether the preload library was loaded)."""
     from oslens import _native
 
     chunks = raw.read_chunks(trace)
     meta = meta if meta is not None else raw.read_meta(trace)
+    names = raw.name_table(chunks)
     counts = np.zeros(256, dtype=np.int64)
     pause_ns = 0.0
+    region_records = region_bytes = 0
     pids = set()
     clock = raw.clock_for(chunks, meta)
     for c in chunks:
@@ -116,14 +126,57 @@ def trace_counts(trace: Path, meta: dict | None = None) -> tuple[dict[str, int],
         p = c.records["a"][k == raw.PAUSE]
         if len(p):
             pause_ns += float(clock.ticks_to_ns(p).sum()) if h["clock"] == raw.CLOCK_TSC else float(p.sum())
-    return {_native.kind_name(i): int(n) for i, n in enumerate(counts.tolist()) if n}, pause_ns, len(pids)
+        ids = c.records["id"][(k == raw.REGION_BEGIN) | (k == raw.REGION_END)]
+        if len(ids):
+            table = names.get(h["pid"], {})
+            uniq, n = np.unique(ids, return_counts=True)
+            for ident, count in zip(uniq.tolist(), n.tolist()):
+                name = table.get((REGION_NAME_CLASS, ident))
+                region_records += count
+                region_bytes += count * (len(name.encode()) if name is not None else REGION_NAME_ANCHOR)
+    return {"counts": {_native.kind_name(i): int(n) for i, n in enumerate(counts.tolist()) if n},
+            "pause_ns": pause_ns, "processes": len(pids), "region_records": int(region_records),
+            "region_name_bytes": int(region_bytes), "preload": bool((meta.get("settings") or {}).get("preload"))}
 
 
-def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool = True) -> dict | None:
+def trace_counts(trace: Path, meta: dict | None = None) -> tuple[dict[str, int], float, int]:
+    """({record kind name: count} over the trace's application threads, pause ns, processes)."""
+    p = trace_profile(trace, meta)
+    return p["counts"], p["pause_ns"], p["processes"]
+
+
+def rate_matched_outside(cal: dict | None, records_per_s: float | None) -> float | None:
+    """Each record's CPU outside the call at a program's pace: the calibration measures it in the
+    tight loop (per_record_outside, at the loop's rate, 1 / (empty loop + event)) and at ~0.5 M
+    events/s (startup.paced.outside_ns, its rate records_per_s); between the two rates the figure
+    is interpolated in log(rate), beyond them the nearer one is taken. None without both."""
+    st = (cal or {}).get("startup") or {}
+    paced = st.get("paced") or {}
+    try:
+        slow_ns, slow_rate = float(paced["outside_ns"]["ns"]), float(paced["records_per_s"])
+        fast_ns = float(st["per_record_outside"]["ns"])
+        fast_rate = 1e9 / (float(cal["empty_loop_ns"]["ns"]) + float(cal["costs"]["event"]["ns"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    if not records_per_s or records_per_s <= 0 or fast_rate <= slow_rate:
+        return slow_ns if records_per_s is not None else None
+    x = (np.log(records_per_s) - np.log(slow_rate)) / (np.log(fast_rate) - np.log(slow_rate))
+    x = min(max(float(x), 0.0), 1.0)
+    return slow_ns + x * (fast_ns - slow_ns)
+
+
+def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool = True,
+                  region_name_bytes: int | None = None, records_per_s: float | None = None) -> dict | None:
     """What the calibration says the recorded events cost: in the calls (total, per event, 95%
     bounds), and in the whole process (plus the per-record share spent outside the calls).
     baseline_noop: the run without instrumentation still makes the API calls, as no-ops (the
-    `off` figure), so they are charged less that; the preload wrappers are absent altogether."""
+    `off` figure), so they are charged less that; the preload wrappers are absent altogether.
+    region_name_bytes: the summed name length of the region records; with a calibration that
+    measured the per-byte cost of a region's name, each region record is charged for its own
+    name's length rather than the 9 bytes region_begin/end were measured with.
+    records_per_s: the run's pace (records per CPU second without instrumentation); with it, the
+    labelled variant *_paced charges each record's outside share at that pace
+    (rate_matched_outside) rather than the tight loop's."""
     if not cal:
         return None
     per = calibrate.record_costs(cal)
@@ -144,12 +197,102 @@ def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool 
             high += n * hi
         else:
             uncharged[kind] = n
+    name_adjust = 0.0
+    rn = cal.get("region_name") or {}
+    regions = counts.get("region_begin", 0) + counts.get("region_end", 0)
+    if region_name_bytes is not None and regions and "ns_per_byte" in rn:
+        name_adjust = float(rn["ns_per_byte"]) * (region_name_bytes - rn.get("anchor_bytes", REGION_NAME_ANCHOR) * regions)
+        # never charge a region record less than nothing
+        name_adjust = max(name_adjust, -sum(counts.get(k, 0) * per[k][0] for k in ("region_begin", "region_end") if k in per))
+        total += name_adjust
+        low += name_adjust
+        high += name_adjust
     records = sum(counts.values())
+    paced_outside = rate_matched_outside(cal, records_per_s)
     return {"events": int(events), "cost_ns": total, "cost_low_ns": low, "cost_high_ns": high,
             "ns_per_event": total / events if events else None,
             "outside_ns": records * outside, "noop_call_ns_subtracted": off,
+            "records_per_s": records_per_s,
+            "paced_outside_ns_per_record": paced_outside,
+            "paced_outside_ns": records * paced_outside if paced_outside is not None else None,
+            "process_paced_ns_per_event": ((total + records * paced_outside) / events
+                                           if events and paced_outside is not None else None),
+            "region_name_adjust_ns": name_adjust,
+            "mean_region_name_bytes": region_name_bytes / regions if regions and region_name_bytes is not None else None,
             "process_ns_per_event": (total + records * outside) / events if events else None,
             "uncharged": uncharged}
+
+
+def paired_diff(with_values, without_values) -> dict:
+    """The in-vivo difference from paired runs: run i with instrumentation and run i without were
+    made back to back (ABBA order), so d_i = with_i - without_i shares whatever load and drift the
+    pair saw. median: the median of the d_i, with its distribution-free 95% interval (order
+    statistics of Bin(n, 1/2), the sign test's interval: no assumption about the noise's shape, and
+    a few runs hit by other load move it little); mean with its t-interval beside it."""
+    from oslens.osbench.stats import median_ci
+
+    d = np.asarray(with_values, float) - np.asarray(without_values, float)
+    n = len(d)
+    if n == 0:
+        return {"n": 0, "median": None, "ci": None, "mean": None, "mean_ci": None, "ci_coverage": None}
+    med = float(np.median(d))
+    if n > 1:
+        lo, hi, cov = median_ci(d)
+        lo, hi = min(lo, med), max(hi, med)
+    else:
+        lo = hi = med
+        cov = 0.0
+    mean = float(d.mean())
+    if n > 1:
+        half = float(_t975(n - 1) * d.std(ddof=1) / np.sqrt(n))
+        mean_ci = [mean - half, mean + half]
+    else:
+        mean_ci = [mean, mean]
+    return {"n": n, "median": med, "ci": [float(lo), float(hi)], "ci_coverage": round(float(cov), 4), "mean": mean,
+            "mean_ci": mean_ci, "differences": d.tolist()}
+
+
+def _t975(df: int) -> float:
+    """The 97.5% quantile of Student's t with df degrees of freedom (a table, then the normal)."""
+    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+             12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+    if df in table:
+        return table[df]
+    keys = sorted(table)
+    for a, b in zip(keys, keys[1:]):
+        if a < df < b:  # linear in 1/df
+            wa = (1 / df - 1 / b) / (1 / a - 1 / b)
+            return table[a] * wa + table[b] * (1 - wa)
+    return 1.96
+
+
+AGREEMENT = 0.2  # Kohr et al.: in vivo within 20% of in vitro
+
+
+def agreement(vivo: float | None, ci: list | None, vitro: float | None, tolerance: float = AGREEMENT) -> dict:
+    """How the in-vivo figure (with its 95% interval) compares with the in-vitro prediction:
+    ratio and its interval (in vitro taken as exact: its own interval is far narrower), and a
+    verdict. met: the ratio lies within 1 +- tolerance; conclusive: the whole interval of the ratio
+    does too (met) or none of it does (not met); otherwise the runs cannot tell, and say so."""
+    if vivo is None or not vitro:
+        return {"ratio": None, "ratio_ci": None, "met": None, "conclusive": False, "vitro_inside_vivo_ci": None,
+                "verdict": "no in-vitro figure (no calibration)"}
+    ratio = vivo / vitro
+    rci = [ci[0] / vitro, ci[1] / vitro] if ci else [ratio, ratio]
+    met = abs(ratio - 1) <= tolerance
+    inside = bool(ci and ci[0] <= vitro <= ci[1])
+    lo_ok, hi_ok = 1 - tolerance <= rci[0], rci[1] <= 1 + tolerance
+    if met and lo_ok and hi_ok:
+        verdict, conclusive = f"met: ratio {ratio:.2f}, its 95% interval [{rci[0]:.2f}, {rci[1]:.2f}] within 1 +- {tolerance:g}", True
+    elif not met and (rci[0] > 1 + tolerance or rci[1] < 1 - tolerance):
+        verdict, conclusive = f"not met: ratio {ratio:.2f}, its 95% interval [{rci[0]:.2f}, {rci[1]:.2f}] outside 1 +- {tolerance:g}", True
+    else:
+        verdict = (f"{'met' if met else 'not met'} at the point estimate (ratio {ratio:.2f}) but inconclusive: "
+                   f"the 95% interval [{rci[0]:.2f}, {rci[1]:.2f}] reaches past 1 +- {tolerance:g}"
+                   + ("; the in-vitro figure lies inside the in-vivo interval" if inside else ""))
+        conclusive = False
+    return {"ratio": ratio, "ratio_ci": rci, "met": met, "conclusive": conclusive, "vitro_inside_vivo_ci": inside,
+            "verdict": verdict}
 
 
 def _boot_diff(a, b, resamples=4000, seed=1994):
@@ -163,43 +306,83 @@ def _boot_diff(a, b, resamples=4000, seed=1994):
 
 
 def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause_ns: float, cal: dict | None,
-            processes: int = 1) -> dict:
+            processes: int = 1, profile: dict | None = None) -> dict:
     """In-vivo cost per event against the in-vitro prediction, for CPU and wall time.
 
-    in_vivo_ns_per_event      (median with - median without) / events (Kohr's figure)
-    in_vivo_net_ns_per_event  the same less the recorder's start-up per process
-    in_vitro_ns_per_event     the calls' cost per event (the loop figures, this run's kind mix)
+    with_runs[i] and without_runs[i] are a pair run back to back (ABBA order); the difference is
+    estimated from the pairs (paired_diff: the median of with_i - without_i, its distribution-free
+    95% interval), so load and drift that hit a pair hit both its sides.
+
+    in_vivo_ns_per_event      median paired difference / events (Kohr's figure), with its interval
+    in_vivo_net_ns_per_event  the same less the recorder's start-up per process (with the preload
+                              library's when the run had it)
+    in_vitro_ns_per_event     the calls' cost per event (the loop figures, this run's kind mix and
+                              region-name lengths)
     in_vitro_process_ns_per_event  plus the per-record share spent outside the calls
-    compensated_s             median with - (calls + outside share + pauses + start-up)
+    agreement                 ratio in vivo / in vitro, its interval, and the verdict (agreement())
+    in_vitro_paced_ns_per_event, agreement_paced   the labelled variant whose outside share is
+                              taken at this run's pace (rate_matched_outside: the calibration's
+                              tight-loop and ~0.5 M events/s figures), not the tight loop's;
+                              compensated_paced_error_pct with it
+    compensated_s             median without + (median paired difference - what the calibration
+                              charges: calls + outside share + pauses + start-up)
+    in_vivo_medians_ns_per_event  (median with - median without) / events, the unpaired figure
     """
-    vitro = in_vitro_cost(counts, cal)
+    profile = profile or {}
+    cpu_without = statistics.median(r["cpu_s"] for r in without_runs) if without_runs else 0.0
+    rate = sum(counts.values()) / cpu_without if cpu_without > 0 else None
+    vitro = in_vitro_cost(counts, cal, region_name_bytes=profile.get("region_name_bytes"), records_per_s=rate)
     startup_cpu, startup_wall, _ = calibrate.outside_costs(cal)
+    st = (cal or {}).get("startup") or {}
+    preload = bool(profile.get("preload"))
+    if preload and (st.get("cpu_preload") or {}).get("ns") is not None:
+        startup_cpu = float(st["cpu_preload"]["ns"])
+        startup_wall = float((st.get("wall_preload") or {}).get("ns") or startup_wall)
     events = sum(n for k, n in counts.items() if k not in UNCHARGED)
     out = {"events": events, "records": sum(counts.values()), "processes": processes, "record_kinds": counts,
-           "pause_ns": pause_ns, "in_vitro": vitro, "measures": {}}
+           "pause_ns": pause_ns, "preload": preload, "in_vitro": vitro, "measures": {},
+           "method": ("paired runs (ABBA), in vivo = median of (with_i - without_i) / events with its "
+                      "distribution-free 95% interval, net of the recorder's start-up per process")}
     for measure in ("cpu_s", "wall_s"):
         fixed_s = processes * (startup_cpu if measure == "cpu_s" else startup_wall) / 1e9 if cal else None
         w = [r[measure] for r in with_runs]
         wo = [r[measure] for r in without_runs]
         mw, mwo = statistics.median(w), statistics.median(wo)
-        lo, hi = _boot_diff(w, wo) if len(w) > 1 and len(wo) > 1 else (mw - mwo, mw - mwo)
+        pd = paired_diff(w, wo)
+        diff, (lo, hi) = pd["median"], pd["ci"]
         m = {
-            "with_s": mw, "without_s": mwo, "overhead_s": mw - mwo, "overhead_ci_s": [lo, hi],
-            "overhead_pct": 100.0 * (mw - mwo) / mwo if mwo > 0 else None,
-            "in_vivo_ns_per_event": 1e9 * (mw - mwo) / events if events else None,
+            "with_s": mw, "without_s": mwo, "pairs": pd["n"],
+            "overhead_s": diff, "overhead_ci_s": [lo, hi], "overhead_ci_coverage": pd["ci_coverage"],
+            "overhead_mean_s": pd["mean"], "overhead_mean_ci_s": pd["mean_ci"],
+            "overhead_pct": 100.0 * diff / mwo if mwo > 0 else None,
+            "in_vivo_ns_per_event": 1e9 * diff / events if events else None,
             "in_vivo_ci_ns_per_event": [1e9 * lo / events, 1e9 * hi / events] if events else None,
+            "in_vivo_medians_ns_per_event": 1e9 * (mw - mwo) / events if events else None,
             "startup_s": fixed_s,
-            "in_vivo_net_ns_per_event": 1e9 * (mw - mwo - fixed_s) / events if events and fixed_s is not None else None,
+            "in_vivo_net_ns_per_event": 1e9 * (diff - fixed_s) / events if events and fixed_s is not None else None,
             "in_vivo_net_ci_ns_per_event": ([1e9 * (lo - fixed_s) / events, 1e9 * (hi - fixed_s) / events]
                                             if events and fixed_s is not None else None),
         }
         if vitro and vitro["ns_per_event"]:
             m["in_vitro_ns_per_event"] = vitro["ns_per_event"]
             m["in_vitro_process_ns_per_event"] = vitro["process_ns_per_event"]
-            m["in_vivo_over_in_vitro"] = m["in_vivo_net_ns_per_event"] / vitro["process_ns_per_event"]
-            comp = mw - (vitro["cost_ns"] + vitro["outside_ns"] + pause_ns) / 1e9 - (fixed_s or 0.0)
+            a = agreement(m["in_vivo_net_ns_per_event"], m["in_vivo_net_ci_ns_per_event"], vitro["process_ns_per_event"])
+            m["in_vivo_over_in_vitro"] = a["ratio"]
+            m["agreement"] = a
+            charged_s = (vitro["cost_ns"] + vitro["outside_ns"] + pause_ns) / 1e9 + (fixed_s or 0.0)
+            comp = mwo + diff - charged_s
             m["compensated_s"] = comp
             m["compensated_error_pct"] = 100.0 * (comp - mwo) / mwo if mwo > 0 else None
+            m["compensated_error_ci_pct"] = ([100.0 * (lo - charged_s) / mwo, 100.0 * (hi - charged_s) / mwo]
+                                             if mwo > 0 else None)
+            if vitro.get("process_paced_ns_per_event"):
+                # the labelled variant: each record's share outside the call at this run's pace
+                # (rate_matched_outside) rather than the tight loop's
+                m["in_vitro_paced_ns_per_event"] = vitro["process_paced_ns_per_event"]
+                m["agreement_paced"] = agreement(m["in_vivo_net_ns_per_event"], m["in_vivo_net_ci_ns_per_event"],
+                                                 vitro["process_paced_ns_per_event"])
+                charged_p = (vitro["cost_ns"] + vitro["paced_outside_ns"] + pause_ns) / 1e9 + (fixed_s or 0.0)
+                m["compensated_paced_error_pct"] = 100.0 * (diff - charged_p) / mwo if mwo > 0 else None
         out["measures"][measure] = m
     return out
 
@@ -243,9 +426,10 @@ def run_in_vivo(args) -> int:
                 without_runs.append({"wall_s": w, "cpu_s": c})
             if status != 0:
                 raise OslensError(f"{command[0]} exited {status} in in-vivo run {i + 1}; stopping", 1)
-    counts, pause_ns, processes = trace_counts(trace, meta)
+    profile = trace_profile(trace, meta)
     records = [r["records"] for r in with_runs]
-    result = analyse(with_runs, without_runs, counts, pause_ns, host_cal, processes)
+    result = analyse(with_runs, without_runs, profile["counts"], profile["pause_ns"], host_cal, profile["processes"],
+                     profile)
     result.update({"command": command, "runs": n, "with": with_runs, "without": without_runs,
                    "records_per_run": records, "deterministic_event_count": len(set(records)) == 1,
                    "calibration": host_cal.get("path") if host_cal else None, "trace": str(trace)})
@@ -268,7 +452,7 @@ def _print(r: dict) -> None:
 
     v = r["in_vitro"]
     table = Table(title=f"instrumentation cost in vivo: {' '.join(r['command'])}",
-                  caption=f"{r['runs']} runs each way, medians; {r['events']:,} events per run"
+                  caption=f"{r['runs']} runs each way, paired; {r['events']:,} events per run"
                           + ("" if r["deterministic_event_count"] else " (the count varied between runs)")
                           + "; ns per event net of the recorder's start-up, 95% CI")
     table.add_column("measure")
@@ -298,4 +482,7 @@ def _print(r: dict) -> None:
                       "wall time also waits for other load and the prefault helper")
         if v["uncharged"]:
             console.print(f"not charged (no in-vitro figure): {v['uncharged']}")
+        a = r["measures"]["cpu_s"].get("agreement")
+        if a:
+            console.print(f"CPU time, in vivo against in vitro: {a['verdict']}")
     console.print(f"figures in {Path(r['trace']) / 'in-vivo.json'}")

@@ -38,12 +38,18 @@ KINDS = {
     "timer_start": ("osl_timer_start(t): one timer_start record", 1),
     "timer_stop": ("osl_timer_stop(t): one timer_stop record", 1),
     "event": ("osl_event(id, &x, 8): one event record, 8-byte payload", 1),
-    "region_begin": ("osl_region_begin(name): one region_begin record", 1),
-    "region_end": ("osl_region_end(name): one region_end record", 1),
+    "region_begin": ("osl_region_begin(name): one region_begin record (a 9-byte name)", 1),
+    "region_end": ("osl_region_end(name): one region_end record (a 9-byte name)", 1),
+    "region_name1": ("osl_region_begin(\"r\"): a region_begin record with a 1-byte name", 1),
+    "region_name32": ("osl_region_begin(...): a region_begin record with a 32-byte name", 1),
     "raw": ("osl_record_raw(...): one record through the low-level entry (preload, function hooks)", 1),
     "off": ("osl_event(...) while recording is disabled: the cost of a no-op call", 0),
 }
 PRELOAD_KIND = ("preload_sync", "pthread_mutex_lock+unlock through liboslens_preload.so, per record (3 per iteration)", 3)
+
+# region calls hash their name: the per-byte slope from the 1- and 32-byte names, anchored at the
+# 9-byte name region_begin/region_end are measured with (in_vivo charges each trace's name lengths)
+REGION_NAME_BYTES = {"region_begin": 9, "region_name1": 1, "region_name32": 32}
 
 FULL = {"iterations": 50_000, "repetitions": 21}
 QUICK = {"iterations": 20_000, "repetitions": 7}
@@ -160,15 +166,20 @@ def _preload_env() -> dict | None:
     return {"LD_PRELOAD": f"{rec}:{lib}"}
 
 
-def _timed(argv: list[str], env: dict) -> tuple[float, float]:
-    """(wall ns, CPU ns) of one run of argv, from its own rusage."""
+def _timed(argv: list[str], env: dict, capture: bool = False):
+    """(wall ns, CPU ns) of one run of argv, from its own rusage; with capture, its stdout third."""
     t0 = time.monotonic_ns()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read() if capture else None
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic_ns() - t0
     if proc.returncode != 0:
         raise OslensError(f"the calibration program failed (exit {proc.returncode}) measuring the recorder's start-up", 1)
+    if capture:
+        proc.stdout.close()
+        return float(wall), (usage.ru_utime + usage.ru_stime) * 1e9, out
     return float(wall), (usage.ru_utime + usage.ru_stime) * 1e9
 
 
@@ -183,13 +194,17 @@ def _diff_summary(a: np.ndarray, b: np.ndarray, resamples: int = 4000) -> dict:
 
 
 LIFETIME_RECORDS = 1_000_000
+PACED_RECORDS = 50_000  # calib.c paced_event: ~2 us of work per event, ~0.1 s a run
 
 
-def startup(program: Path, reps: int, workdir: Path) -> dict:
+def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = None) -> dict:
     """What recording costs a process besides its instrumentation calls, from whole-process CPU
     and wall time (rusage), traced against untraced runs, alternating:
       wall, cpu          the fixed cost: start-up and exit of a process that records nothing
                          (trace files created, the prefault helper started, chunks closed);
+      wall_preload, cpu_preload   the same with the preload library (liboslens_preload.so
+                         loaded, its symbols resolved): what `oslens record --preload` adds to a
+                         process that makes no synchronisation call;
       lifetime_per_record_cpu   process CPU per record over a run of 1 M events:
                          (extra(1 M) - extra(0)) / records; measure() derives per_record_outside
                          from it (the share not spent in the call: page preparation, unmapping).
@@ -197,31 +212,67 @@ def startup(program: Path, reps: int, workdir: Path) -> dict:
     base = dict(os.environ)
     for k in [k for k in base if k.startswith("OSLENS_") and k != "OSLENS_PREFIX"]:
         base.pop(k)
-    samples = {(m, traced): ([], []) for m in (0, LIFETIME_RECORDS) for traced in (True, False)}
+    base.pop("LD_PRELOAD", None)
+    modes = ["traced", "untraced"] + (["preload"] if preload_env else [])
+    samples = {(m, mode): ([], []) for m in (0, LIFETIME_RECORDS) for mode in modes}
+    paced = {True: [], False: []}
     for r in range(reps):
         for m in (0, LIFETIME_RECORDS):
             argv = [str(program), str(max(m, 1)), "1", "event" if m else "empty"]
-            for traced in ((True, False) if r % 2 == 0 else (False, True)):
-                if traced:
-                    trace = workdir / f"startup-{r}-{m}"
+            order = [x for x in modes if m == 0 or x != "preload"]
+            for mode in (order if r % 2 == 0 else order[::-1]):
+                if mode == "untraced":
+                    w, c = _timed(argv, base)
+                else:
+                    trace = workdir / f"startup-{r}-{m}-{mode}"
                     env = dict(base, OSLENS_TRACE=str(trace), OSLENS_BUFFER_MB=str(m * 32 // (1 << 20) + 16))
+                    if mode == "preload":
+                        env.update(preload_env)
                     w, c = _timed(argv, env)
                     shutil.rmtree(trace, ignore_errors=True)
-                else:
-                    w, c = _timed(argv, base)
-                samples[(m, traced)][0].append(w)
-                samples[(m, traced)][1].append(c)
+                samples[(m, mode)][0].append(w)
+                samples[(m, mode)][1].append(c)
+        argv = [str(program), str(PACED_RECORDS), "1", "paced_event"]
+        for traced in ((True, False) if r % 2 == 0 else (False, True)):
+            env = base
+            if traced:
+                trace = workdir / f"startup-{r}-paced"
+                env = dict(base, OSLENS_TRACE=str(trace), OSLENS_BUFFER_MB=str(PACED_RECORDS * 32 // (1 << 20) + 16))
+            w, c, text = _timed(argv, env, capture=True)
+            if traced:
+                shutil.rmtree(trace, ignore_errors=True)
+            thread_ns = float(text.split()[2])
+            paced[traced].append((c, thread_ns))
     out = {"what": "the recorder's fixed cost per process (start-up and exit with nothing recorded)"}
     for i, measure in enumerate(("wall", "cpu")):
-        out[measure] = _diff_summary(np.array(samples[(0, True)][i]), np.array(samples[(0, False)][i]))
+        out[measure] = _diff_summary(np.array(samples[(0, "traced")][i]), np.array(samples[(0, "untraced")][i]))
+        if preload_env:
+            out[f"{measure}_preload"] = _diff_summary(np.array(samples[(0, "preload")][i]),
+                                                      np.array(samples[(0, "untraced")][i]))
     # CPU per record over the process's life: (extra with 1 M records - extra with none) / records
     records = LIFETIME_RECORDS + min(LIFETIME_RECORDS, 1000)
-    extra_m = np.array(samples[(LIFETIME_RECORDS, True)][1]) - np.array(samples[(LIFETIME_RECORDS, False)][1])
-    extra_0 = np.array(samples[(0, True)][1]) - np.array(samples[(0, False)][1])
+    extra_m = np.array(samples[(LIFETIME_RECORDS, "traced")][1]) - np.array(samples[(LIFETIME_RECORDS, "untraced")][1])
+    extra_0 = np.array(samples[(0, "traced")][1]) - np.array(samples[(0, "untraced")][1])
     per_record = (extra_m - extra_0) / records
     s = _summary(per_record)
     out["lifetime_per_record_cpu"] = {**s, "records": records,
                                       "what": "process CPU per event over the process's life (call, page preparation, unmapping)"}
+    # the same at a program's pace (~2 us of work between events): the call, measured on the loop's
+    # thread, and what the process spends besides it, per record
+    pc = np.array([x[0] for x in paced[True]]) - np.array([x[0] for x in paced[False]])
+    pt = np.array([x[1] for x in paced[True]]) - np.array([x[1] for x in paced[False]])
+    paced_records = PACED_RECORDS + min(PACED_RECORDS, 1000)
+    loop_s = float(np.median([x[1] for x in paced[False]])) / 1e9
+    out["paced"] = {
+        "records": paced_records,
+        "records_per_s": round(PACED_RECORDS / loop_s, 1) if loop_s > 0 else None,
+        "call_ns": _summary(pt / PACED_RECORDS),
+        "outside_ns": _summary((pc - extra_0 - pt) / paced_records),
+        "what": ("calib.c paced_event: an event after every ~2 us of integer work; call_ns: the recording thread's CPU "
+                 "per event, less the no-op call (in its context: the call overlaps the work); outside_ns: the rest of "
+                 "the process's CPU per record (the prefault helper woken for each window, unmapping at exit), which "
+                 "at this pace differs from the tight loop's per_record_outside"),
+    }
     return out
 
 
@@ -249,7 +300,7 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
             sync = ((wrapped["mutex"] - wrapped["empty"]) - (plain["mutex"] - plain["empty"])) / n / PRELOAD_KIND[2]
         if progress:
             progress("recorder start-up")
-        fixed = startup(program, max(reps, 9) if not quick else 7, Path(tmp))
+        fixed = startup(program, max(reps, 9) if not quick else 7, Path(tmp), preload_env)
     costs = {}
     life = fixed["lifetime_per_record_cpu"]
     # the untraced lifetime runs still call osl_event, as no-ops: their cost is in neither side
@@ -265,6 +316,17 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
         c = _summary((t[kind] - t["empty"]) / n)
         c.update({"what": what, "records_per_call": records})
         costs[kind] = c
+    # ns per byte of a region's name, per repetition: (32-byte name - 1-byte name) / 31
+    slope = (t["region_name32"] - t["region_name1"]) / n / (REGION_NAME_BYTES["region_name32"] - REGION_NAME_BYTES["region_name1"])
+    sl = summarize(slope)
+    region_name = {
+        "ns_per_byte": round(float(sl["median"]), 4),
+        "ci_low": round(float(sl["ci_low"]), 4), "ci_high": round(float(sl["ci_high"]), 4),
+        "anchor_bytes": REGION_NAME_BYTES["region_begin"],
+        "what": ("a region call hashes its name: region_begin and region_end are measured with a 9-byte name, "
+                 "a record whose name has L bytes costs (L - 9) * ns_per_byte more; the median over the repetitions "
+                 "of (region_name32 - region_name1) / 31"),
+    }
     if sync is not None:
         c = _summary(sync)
         c.update({"what": PRELOAD_KIND[1], "records_per_call": 1})
@@ -285,6 +347,7 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
         "quick": bool(quick),
         "empty_loop_ns": _summary(t["empty"] / n),
         "costs": costs,
+        "region_name": region_name,
         "startup": fixed,
         "seconds": round(time.time() - t0, 2),
     }

@@ -1,0 +1,101 @@
+"""The in-vivo arithmetic (oslens.calibrate.in_vivo) on exact synthetic inputs: paired
+differences and their interval, the agreement verdict, the in-vitro charge for a run's kind mix
+and region-name lengths, the start-up charged with and without the preload library."""
+
+import numpy as np
+import pytest
+
+from oslens.calibrate import in_vivo
+
+
+def test_paired_diff_is_the_median_of_the_pairs():
+    diffs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 100.0]
+    without = [10.0 * (i + 1) for i in range(11)]
+    with_ = [w + d for w, d in zip(without, diffs)]
+    pd = in_vivo.paired_diff(with_, without)
+    assert pd["n"] == 11 and pd["median"] == 6.0
+    # the pair hit by load (100) moves the median not at all, nor the interval's ends
+    assert pd["ci"] == [2.0, 10.0] and pd["ci_coverage"] >= 0.95
+    assert pd["differences"] == diffs
+    # the mean and its t-interval are beside it, and do feel the outlier
+    assert pd["mean"] == pytest.approx(155 / 11)
+    assert pd["mean_ci"][0] < pd["mean"] < pd["mean_ci"][1]
+
+
+def test_paired_diff_cancels_what_hits_both_sides_of_a_pair():
+    rng = np.random.default_rng(6)
+    load = rng.uniform(0, 50, 21)  # drift / load shared by the two runs of a pair, far above the effect
+    without = 100 + load
+    with_ = 103 + load
+    pd = in_vivo.paired_diff(with_, without)
+    assert pd["median"] == pytest.approx(3.0) and pd["ci"] == pytest.approx([3.0, 3.0])
+
+
+def test_paired_diff_degenerate_sizes():
+    assert in_vivo.paired_diff([], [])["median"] is None
+    one = in_vivo.paired_diff([5.0], [2.0])
+    assert one["median"] == 3.0 and one["ci"] == [3.0, 3.0] and one["ci_coverage"] == 0.0
+
+
+def test_agreement_verdicts():
+    met = in_vivo.agreement(11.0, [10.0, 11.5], 10.0)
+    assert met["met"] and met["conclusive"] and met["verdict"].startswith("met:")
+    assert met["ratio"] == pytest.approx(1.1) and met["ratio_ci"] == pytest.approx([1.0, 1.15])
+    not_met = in_vivo.agreement(15.0, [14.0, 16.0], 10.0)
+    assert not not_met["met"] and not_met["conclusive"] and not_met["verdict"].startswith("not met:")
+    assert not not_met["vitro_inside_vivo_ci"]
+    # a wide interval: the point estimate says one thing, the runs cannot tell; said so
+    wide = in_vivo.agreement(14.6, [5.0, 20.0], 10.0)
+    assert not wide["met"] and not wide["conclusive"] and wide["vitro_inside_vivo_ci"]
+    assert "inconclusive" in wide["verdict"] and "inside the in-vivo interval" in wide["verdict"]
+    wide_met = in_vivo.agreement(10.5, [7.0, 12.5], 10.0)
+    assert wide_met["met"] and not wide_met["conclusive"] and "inconclusive" in wide_met["verdict"]
+    assert in_vivo.agreement(None, None, 10.0)["met"] is None
+
+
+CAL = {
+    "costs": {"event": {"ns": 20.0}, "region_begin": {"ns": 30.0}, "region_end": {"ns": 32.0}, "off": {"ns": 2.0},
+              "preload_sync": {"ns": 40.0}},
+    "region_name": {"ns_per_byte": 1.5, "anchor_bytes": 9},
+    "startup": {"cpu": {"ns": 3e6}, "wall": {"ns": 4e6}, "cpu_preload": {"ns": 5e6}, "wall_preload": {"ns": 6e6},
+                "per_record_outside": {"ns": 10.0}},
+}
+
+
+def test_in_vitro_cost_weights_kinds_and_region_names():
+    counts = {"event": 10, "region_begin": 100, "region_end": 100, "lock_request": 5, "clock_pair": 1}
+    v = in_vivo.in_vitro_cost(counts, CAL)
+    # calls less the no-op the uninstrumented run makes (not for the preload wrappers, absent there)
+    calls = 10 * 18 + 100 * 28 + 100 * 30 + 5 * 40
+    assert v["cost_ns"] == pytest.approx(calls) and v["events"] == 215
+    assert v["outside_ns"] == pytest.approx(216 * 10.0)  # every record, clock_pair included
+    assert v["region_name_adjust_ns"] == 0.0
+    # 200 region records with 6-byte names: 3 bytes shorter than the calibrated 9, 1.5 ns each
+    v6 = in_vivo.in_vitro_cost(counts, CAL, region_name_bytes=200 * 6)
+    assert v6["region_name_adjust_ns"] == pytest.approx(-200 * 3 * 1.5)
+    assert v6["cost_ns"] == pytest.approx(calls - 900) and v6["mean_region_name_bytes"] == 6
+    # a calibration without the per-byte figure charges the 9-byte cost whatever the names
+    old = {k: v for k, v in CAL.items() if k != "region_name"}
+    assert in_vivo.in_vitro_cost(counts, old, region_name_bytes=1200)["cost_ns"] == pytest.approx(calls)
+
+
+def test_analyse_pairs_runs_and_charges_the_preload_start_up():
+    counts = {"event": 1000, "region_begin": 0}
+    without = [{"cpu_s": 1.0 + 0.1 * i, "wall_s": 1.0 + 0.1 * i} for i in range(7)]
+    with_ = [{"cpu_s": r["cpu_s"] + 0.004, "wall_s": r["wall_s"] + 0.005} for r in without]
+    r = in_vivo.analyse(with_, without, counts, 0.0, CAL, 1, {"preload": False})
+    cpu = r["measures"]["cpu_s"]
+    assert cpu["pairs"] == 7 and cpu["overhead_s"] == pytest.approx(0.004)
+    assert cpu["startup_s"] == pytest.approx(0.003)
+    assert cpu["in_vivo_ns_per_event"] == pytest.approx(4000.0)
+    assert cpu["in_vivo_net_ns_per_event"] == pytest.approx(1000.0)
+    vitro = (1000 * 18 + 1000 * 10) / 1000
+    assert cpu["in_vitro_process_ns_per_event"] == pytest.approx(vitro)
+    assert cpu["in_vivo_over_in_vitro"] == pytest.approx(1000 / vitro)
+    assert cpu["agreement"]["conclusive"] and not cpu["agreement"]["met"]
+    # compensated: the paired overhead less everything charged, on top of the run without
+    charged = (1000 * 18 + 1000 * 10) / 1e9 + 0.003
+    assert cpu["compensated_s"] == pytest.approx(cpu["without_s"] + 0.004 - charged)
+    rp = in_vivo.analyse(with_, without, counts, 0.0, CAL, 1, {"preload": True})
+    assert rp["preload"] and rp["measures"]["cpu_s"]["startup_s"] == pytest.approx(0.005)
+    assert rp["measures"]["wall_s"]["startup_s"] == pytest.approx(0.006)
