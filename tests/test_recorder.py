@@ -12,9 +12,11 @@ import pytest
 from conftest import dump, kinds_of, meta, run_oslens
 
 
-@pytest.fixture(scope="module")
-def cases(compile_c):
-    return compile_c("recorder_cases.c")
+@pytest.fixture(scope="module", params=["inline", "library"])
+def cases(compile_c, request):
+    """The test program built twice: with oslens.h's inline fast path (the default) and with
+    every call going to the library (-DOSLENS_NO_INLINE); both must record the same."""
+    return compile_c("recorder_cases.c", *(["-DOSLENS_NO_INLINE"] if request.param == "library" else []))
 
 
 def record(tmp_path, program, *args, env=None, extra=(), check=True):
@@ -74,6 +76,12 @@ def test_forked_child_records_into_its_own_buffers(tmp_path, cases):
     assert kinds_of(records, pid=child, name="child-event")["event"] == 25
     assert kinds_of(records, pid=parent, name="child-event")["event"] == 0
     assert kinds_of(records, pid=child, name="child-work") == {"region_begin": 1, "region_end": 1}
+    for pid in (parent, child):
+        assert kinds_of(records, pid=pid, name="shared-site") == {"region_begin": 1, "region_end": 1}
+    # Each process names what it recorded in its own names chunk (not only through its parent).
+    from oslens.capture import raw
+    child_names = {name for c in raw.read_chunks(trace) if c.pid == child for (_i, _c, _m, name) in c.names}
+    assert {"shared-site", "child-work"} <= child_names
     files = sorted(p.name for p in (trace / "raw").iterdir())
     assert any(f.startswith(f"app-{child}-") for f in files)
 

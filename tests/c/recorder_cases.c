@@ -42,16 +42,26 @@ static int mode_threads(int n, int m) {
     return 0;
 }
 
-/* fork M: parent M events id 1, child M events id 2 (and one region), both named. */
+/* One call site used by the parent before the fork and by the child after it: the child's
+ * trace must name the region in its own names (the header caches ids per call site). */
+static void shared_site(void) {
+    osl_region_begin("shared-site");
+    osl_region_end("shared-site");
+}
+
+/* fork M: parent M events id 1, child M events id 2 (and one region), both named; both run
+ * shared_site once. */
 static int mode_fork(int m) {
     osl_event_name(1, "parent-event");
     osl_event_name(2, "child-event");
     for (int i = 0; i < m; i++) osl_event(1, NULL, 0);
+    shared_site();
     pid_t pid = fork();
     if (pid == 0) {
         osl_region_begin("child-work");
         for (int i = 0; i < m; i++) osl_event(2, NULL, 0);
         osl_region_end("child-work");
+        shared_site(); /* after the child has a buffer: the cached id alone must not do */
         exit(0);
     }
     int status;

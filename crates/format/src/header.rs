@@ -2,7 +2,8 @@
 //! the mapped file, so the offsets below are part of the format.
 
 pub const MAGIC: [u8; 8] = *b"OSLRAW\0\x01";
-pub const VERSION: u32 = 1;
+/// 2: the check byte is a byte sum (see `record::check_byte`); version 1 chunks read as damaged.
+pub const VERSION: u32 = 2;
 pub const HEADER_SIZE: usize = 4096;
 
 /// Who wrote the chunk.

@@ -233,7 +233,7 @@ mod tests {
     fn flipped_byte_loses_one_record() {
         let recs: Vec<_> = (0..5).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, 0).to_bytes()).collect();
         let mut raw = build(&recs, 5);
-        raw[HEADER_SIZE + 2 * RECORD_SIZE + 3] ^= 0xff;
+        raw[HEADER_SIZE + 2 * RECORD_SIZE + 3] ^= 0x10;
         let chunk = decode_chunk(&raw);
         assert_eq!(chunk.record_count(), 4);
         assert_eq!(chunk.damage.len(), 1);

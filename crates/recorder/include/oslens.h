@@ -75,6 +75,149 @@ void osl_func_named(uint32_t id, uint32_t exit);          /* entry (0) / exit (1
 }
 #endif
 
+
+/* ---- Inline fast path (GCC/Clang on x86_64; define OSLENS_NO_INLINE to call the library) ----
+ *
+ * osl_event with a payload of a constant size up to 8 bytes, osl_timer_start/stop, and
+ * osl_region_begin/end with a string literal write their record straight into the thread's
+ * buffer, as the library would: same 32-byte record, same check byte, same commit. Whenever
+ * the thread's cursor says no (recording off, no buffer yet, a page or trigger boundary, a
+ * clock other than the TSC, a forked child), they call the library, which decides. The
+ * layouts below are private to oslens and change with it: rebuild against the installed
+ * header. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(OSLENS_NO_INLINE)
+#define OSLENS_INLINE 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+struct osl__writer {                     /* crates/recorder/src/buffer.rs: Cursor */
+    uint64_t *records;                   /* 4 words per record */
+    uint64_t pos;
+    uint64_t inline_limit;               /* inline writes while pos < inline_limit */
+    uint64_t *committed;                 /* the chunk header's committed count */
+    const volatile uint32_t *cpu_id;     /* the thread's rseq cpu_id */
+};
+struct osl__manager_layout { uint32_t id; uint8_t suspended; };
+struct osl__timer_layout {
+    uint64_t started, total_ticks;
+    uint32_t id;
+    const struct osl__manager_layout *manager;
+};
+extern uint32_t osl__inactive;           /* recording runs only while 0 */
+extern uint32_t osl__names_epoch;        /* bumped in a fork()ed child */
+struct osl__writer *osl__writer_attach(void);
+uint32_t osl__region_slow(uint8_t kind, const char *name);
+#ifdef __cplusplus
+}
+#endif
+
+/* Per translation unit and thread: the thread's cursor, fetched once (never freed). */
+static __thread struct osl__writer *osl__tls_writer __attribute__((unused));
+
+enum { OSL__EVENT = 3, OSL__REGION_BEGIN = 4, OSL__REGION_END = 5, OSL__TIMER_START = 7, OSL__TIMER_STOP = 8 };
+
+/* The thread's cursor when a record may be written inline, else NULL. */
+static inline __attribute__((always_inline)) struct osl__writer *osl__ready(void) {
+    if (__builtin_expect(__atomic_load_n(&osl__inactive, __ATOMIC_RELAXED) != 0, 0))
+        return 0;
+    struct osl__writer *w = osl__tls_writer;
+    if (__builtin_expect(w == 0, 0))
+        w = osl__tls_writer = osl__writer_attach();
+    if (__builtin_expect(w->pos >= w->inline_limit, 0))
+        return 0;
+    return w;
+}
+
+/* One record, laid out and checked as crates/format/src/record.rs says, then committed. */
+static inline __attribute__((always_inline)) void osl__write(struct osl__writer *w, uint64_t ts, uint8_t kind,
+                                                              uint32_t id, uint64_t a, uint64_t b) {
+    uint64_t pos = w->pos;
+    uint64_t *r = w->records + pos * 4;
+    uint64_t word = (uint64_t)id | (uint64_t)(uint16_t)*w->cpu_id << 32 | (uint64_t)kind << 48;
+    uint64_t x = ts ^ a ^ b ^ word;
+    r[0] = ts;
+    r[1] = word | (uint64_t)((uint8_t)((x * 0x0101010101010101ull) >> 56) ^ 0xA5) << 56;
+    r[2] = a;
+    r[3] = b;
+    w->pos = pos + 1;
+    __atomic_store_n(w->committed, pos + 1, __ATOMIC_RELEASE);
+}
+
+static inline __attribute__((always_inline)) void osl__event_inline(uint32_t id, const void *payload, size_t len) {
+    if (__builtin_constant_p(len) && len <= 8) {
+        struct osl__writer *w = osl__ready();
+        if (w) {
+            uint64_t value = 0;
+            if (payload && len)
+                __builtin_memcpy(&value, payload, len);
+            osl__write(w, __builtin_ia32_rdtsc(), OSL__EVENT, id, len, value);
+            return;
+        }
+    }
+    (osl_event)(id, payload, len);
+}
+
+static inline __attribute__((always_inline)) void osl__timer_start_inline(osl_timer_t *t) {
+    struct osl__timer_layout *p = (struct osl__timer_layout *)t;
+    struct osl__writer *w;
+    if (p && !__atomic_load_n(&p->manager->suspended, __ATOMIC_RELAXED) && (w = osl__ready())) {
+        uint64_t now = __builtin_ia32_rdtsc();
+        __atomic_store_n(&p->started, now, __ATOMIC_RELAXED);
+        osl__write(w, now, OSL__TIMER_START, p->id, 0, 0);
+        return;
+    }
+    (osl_timer_start)(t);
+}
+
+static inline __attribute__((always_inline)) void osl__timer_stop_inline(osl_timer_t *t) {
+    struct osl__timer_layout *p = (struct osl__timer_layout *)t;
+    struct osl__writer *w;
+    if (p && !__atomic_load_n(&p->manager->suspended, __ATOMIC_RELAXED) && (w = osl__ready())) {
+        uint64_t now = __builtin_ia32_rdtsc();
+        uint64_t started = __atomic_load_n(&p->started, __ATOMIC_RELAXED);
+        uint64_t elapsed = now > started ? now - started : 0;
+        /* one thread times a timer at a time (it has one start), as in the library */
+        __atomic_store_n(&p->total_ticks, __atomic_load_n(&p->total_ticks, __ATOMIC_RELAXED) + elapsed, __ATOMIC_RELAXED);
+        osl__write(w, now, OSL__TIMER_STOP, p->id, elapsed, 0);
+        return;
+    }
+    (osl_timer_stop)(t);
+}
+
+/* `site` caches (epoch << 32 | id) for a string-literal call site; NULL for any other name. */
+static inline __attribute__((always_inline)) void osl__region_inline(uint8_t kind, const char *name, uint64_t *site) {
+    if (site) {
+        uint64_t cached = __atomic_load_n(site, __ATOMIC_RELAXED);
+        uint32_t epoch = __atomic_load_n(&osl__names_epoch, __ATOMIC_RELAXED);
+        struct osl__writer *w;
+        if ((uint32_t)(cached >> 32) == epoch && (w = osl__ready())) {
+            osl__write(w, __builtin_ia32_rdtsc(), kind, (uint32_t)cached, 0, 0);
+            return;
+        }
+        uint32_t id = osl__region_slow(kind, name);
+        if (id)
+            __atomic_store_n(site, (uint64_t)epoch << 32 | id, __ATOMIC_RELAXED);
+        return;
+    }
+    if (kind == OSL__REGION_BEGIN)
+        (osl_region_begin)(name);
+    else
+        (osl_region_end)(name);
+}
+
+#define OSL__REGION_AT_SITE(kind, name)                                                        \
+    __extension__({                                                                            \
+        static uint64_t osl__site;                                                             \
+        osl__region_inline((kind), (name), __builtin_constant_p(name) ? &osl__site : (uint64_t *)0); \
+    })
+#define osl_region_begin(name) OSL__REGION_AT_SITE(OSL__REGION_BEGIN, name)
+#define osl_region_end(name) OSL__REGION_AT_SITE(OSL__REGION_END, name)
+#define osl_event(id, payload, len) osl__event_inline((id), (payload), (len))
+#define osl_timer_start(t) osl__timer_start_inline(t)
+#define osl_timer_stop(t) osl__timer_stop_inline(t)
+#endif /* inline fast path */
+
 #ifdef __cplusplus
 /* RAII region for C++: { osl::region r("solve"); ... } */
 namespace osl {

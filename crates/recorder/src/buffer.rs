@@ -11,12 +11,40 @@ use std::ffi::CString;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Where the next record of a chunk goes, laid out as `struct osl__writer` in oslens.h: the
+/// header's inline fast path writes records through a thread's cursor without calling into the
+/// library, as long as `pos < inline_limit`. The library owns every other decision (new pages,
+/// trigger budget, new chunks) and moves `inline_limit` accordingly; 0 sends the inline path to
+/// the library.
+#[repr(C, align(64))]
+pub struct Cursor {
+    pub records: *mut Record,
+    pub pos: u64,
+    pub inline_limit: u64,
+    pub committed: *mut u64,
+    /// This thread's rseq cpu_id (the CPU a record was written on).
+    pub cpu_id: *const u32,
+}
+
+impl Cursor {
+    pub const fn empty() -> Cursor {
+        Cursor { records: std::ptr::null_mut(), pos: 0, inline_limit: 0, committed: std::ptr::null_mut(), cpu_id: std::ptr::null() }
+    }
+
+    /// Stops inline writes (the chunk behind it is going away, or belongs to a fork's parent).
+    pub fn detach(&mut self) {
+        *self = Cursor::empty();
+    }
+}
+
 pub struct Chunk {
     base: *mut u8,
     map_len: usize,
-    records: *mut Record,
+    /// A thread chunk writes through its thread's cursor (shared with inlined code); other
+    /// chunks (names) through one of their own.
+    cursor: *mut Cursor,
+    own_cursor: Option<Box<Cursor>>,
     pub capacity: u64,
-    pub pos: u64,
     /// The hot path writes below this slot without asking; past it, `grow_window` decides.
     limit: u64,
     region: Arc<Region>,
@@ -30,7 +58,8 @@ unsafe impl Send for Chunk {}
 
 impl Chunk {
     /// Creates `raw/<stem>-<seq>.osl`, trying the next sequence number when the file exists
-    /// (an exec'd image reuses its pid and tid).
+    /// (an exec'd image reuses its pid and tid). The chunk writes through a cursor of its own
+    /// until `adopt_cursor` hands it a thread's.
     pub fn create(raw_dir: &str, stem: &str, mut seq: u32, capacity: u64, pid: u32, tid: u32, name: &str) -> Option<Chunk> {
         let map_len = HEADER_SIZE + capacity as usize * RECORD_SIZE;
         let fd = loop {
@@ -79,9 +108,36 @@ impl Chunk {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, HEADER_SIZE) };
         let region = prefault::register(base, map_len as u64, 0);
         region.populate_step();
-        let mut chunk = Chunk { base, map_len, records: unsafe { base.add(HEADER_SIZE) } as *mut Record, capacity, pos: 0, limit: 0, region, pid, tid, seq };
+        let mut own = Box::new(Cursor::empty());
+        // SAFETY: the records start after the header, inside the mapping.
+        own.records = unsafe { base.add(HEADER_SIZE) } as *mut Record;
+        // SAFETY: as in header_u64.
+        own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
+        let cursor = &mut *own as *mut Cursor;
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, region, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
+    }
+
+    /// Moves the chunk's writing position into `cursor` (a thread's), which it writes through
+    /// from now on.
+    pub fn adopt_cursor(&mut self, cursor: *mut Cursor) {
+        if let Some(own) = self.own_cursor.take() {
+            // SAFETY: the thread's cursor outlives its chunks (it is never freed).
+            unsafe { cursor.write(Cursor { records: own.records, pos: own.pos, inline_limit: 0, committed: own.committed, cpu_id: own.cpu_id }) };
+            self.cursor = cursor;
+        }
+    }
+
+    #[inline(always)]
+    pub fn cursor(&self) -> &mut Cursor {
+        // SAFETY: one writer per chunk (see the type's comment); the cursor outlives the chunk.
+        unsafe { &mut *self.cursor }
+    }
+
+    #[inline(always)]
+    pub fn pos(&self) -> u64 {
+        self.cursor().pos
     }
 
     fn header_u64(&self, off: usize) -> &AtomicU64 {
@@ -95,7 +151,7 @@ impl Chunk {
 
     #[inline(always)]
     pub fn has_room(&self, slots: u64) -> bool {
-        self.pos + slots <= self.limit
+        self.pos() + slots <= self.limit
     }
 
     /// Past the soft limit: asks the prefault helper for the next windows, populates here only
@@ -103,7 +159,8 @@ impl Chunk {
     /// False when the chunk is full.
     #[cold]
     pub fn grow_window(&mut self, slots: u64) -> bool {
-        let need = (HEADER_SIZE as u64) + (self.pos + slots) * RECORD_SIZE as u64;
+        let pos = self.pos();
+        let need = (HEADER_SIZE as u64) + (pos + slots) * RECORD_SIZE as u64;
         self.region.request(need + 2 * WINDOW);
         let total = self.map_len as u64;
         while self.region.populated.load(std::sync::atomic::Ordering::Acquire) < need.min(total) {
@@ -111,39 +168,42 @@ impl Chunk {
         }
         let populated = self.region.populated.load(std::sync::atomic::Ordering::Acquire).min(total);
         let ready = ((populated - HEADER_SIZE as u64) / RECORD_SIZE as u64).min(self.capacity);
-        if self.pos + slots > ready {
+        if pos + slots > ready {
             return false;
         }
         // Come back half a window before the populated end (to ask for more in time), or, when
         // already closer than that, at the end itself: never on every event.
         let early = ready.saturating_sub(WINDOW / 2 / RECORD_SIZE as u64);
-        self.limit = if early >= self.pos + slots { early } else { ready };
+        self.limit = if early >= pos + slots { early } else { ready };
         true
     }
 
     /// Writes one record; the caller checked `has_room`.
     #[inline(always)]
     pub fn push(&mut self, rec: Record) {
+        let c = self.cursor();
         // SAFETY: pos < capacity (checked by the caller), inside the mapping.
-        unsafe { self.records.add(self.pos as usize).write(rec) };
-        self.pos += 1;
+        unsafe { c.records.add(c.pos as usize).write(rec) };
+        c.pos += 1;
         // Release: the record is visible before the count that covers it (free on x86).
-        self.header_u64(offset::COMMITTED).store(self.pos, Ordering::Release);
+        // SAFETY: `committed` points at the header's aligned counter.
+        unsafe { (*(c.committed as *const AtomicU64)).store(c.pos, Ordering::Release) };
     }
 
     /// Writes a head record and continuation records carrying `payload`, committed together.
     pub fn push_with_payload(&mut self, head: Record, payload: &[u8]) {
-        let start = self.pos;
+        let c = self.cursor();
+        let start = c.pos;
         // SAFETY: the caller checked room for 1 + ceil(len/30) slots.
         unsafe {
-            self.records.add(start as usize).write(head);
+            c.records.add(start as usize).write(head);
             for (i, part) in payload.chunks(oslens_format::record::CONT_PAYLOAD).enumerate() {
                 let raw = continuation_record(part);
-                std::ptr::copy_nonoverlapping(raw.as_ptr(), self.records.add(start as usize + 1 + i) as *mut u8, RECORD_SIZE);
+                std::ptr::copy_nonoverlapping(raw.as_ptr(), c.records.add(start as usize + 1 + i) as *mut u8, RECORD_SIZE);
             }
         }
-        self.pos = start + 1 + payload.len().div_ceil(oslens_format::record::CONT_PAYLOAD) as u64;
-        self.header_u64(offset::COMMITTED).store(self.pos, Ordering::Release);
+        c.pos = start + 1 + payload.len().div_ceil(oslens_format::record::CONT_PAYLOAD) as u64;
+        self.header_u64(offset::COMMITTED).store(c.pos, Ordering::Release);
     }
 
     pub fn count_drop(&self, slots: u64) {
@@ -191,6 +251,7 @@ impl Chunk {
         self.write_clock_pair();
         // SAFETY: CLOSED lies inside the header.
         unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
+        self.cursor().detach();
         self.region.retire();
         // SAFETY: our own mapping, not used after this.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };

@@ -196,20 +196,23 @@ pub extern "C" fn osl_event_name(id: u32, name: *const c_char) {
     names::define(kinds::NAME_EVENT, id, 0, &str_arg(name));
 }
 
+/// Records a region boundary; returns its id once the name is defined in this process (0 when
+/// nothing was recorded), so the header can cache it per call site.
 #[inline(always)]
-fn region(name: *const c_char, kind: u8) {
+fn region(name: *const c_char, kind: u8) -> u32 {
     if !active() || name.is_null() {
-        return;
+        return 0;
     }
     // SAFETY: NUL-terminated string from the caller.
     let id = unsafe { names::hash_cstr(name as *const u8) };
-    let Some(t) = thread::current() else { return };
+    let Some(t) = thread::current() else { return 0 };
     names::ensure_region_name(t, id, name as *const u8);
     // read after any slow path above (chunk creation, a first name), as for events
     let ts = clock::now();
     if t.take_slots(1) {
         t.chunk.push(Record::new(ts, id, clock::cpu(), kind, 0, 0));
     }
+    id
 }
 
 #[no_mangle]
@@ -220,6 +223,21 @@ pub extern "C" fn osl_region_begin(name: *const c_char) {
 #[no_mangle]
 pub extern "C" fn osl_region_end(name: *const c_char) {
     region(name, kinds::REGION_END);
+}
+
+/// The inline path's way in for a region whose call site has no id cached yet.
+#[no_mangle]
+pub extern "C" fn osl__region_slow(kind: u8, name: *const c_char) -> u32 {
+    match kind {
+        kinds::REGION_BEGIN | kinds::REGION_END => region(name, kind),
+        _ => 0,
+    }
+}
+
+/// The calling thread's cursor, for the inline path of oslens.h (never null, never freed).
+#[no_mangle]
+pub extern "C" fn osl__writer_attach() -> *mut crate::buffer::Cursor {
+    thread::writer()
 }
 
 #[no_mangle]

@@ -96,6 +96,26 @@ pub fn ticks_to_ns(ticks: u64) -> u64 {
     (ticks as f64 * rate) as u64
 }
 
+/// True when code inlined from oslens.h may read the clock itself (it reads the TSC only).
+pub fn inline_capable() -> bool {
+    USE_TSC.load(Relaxed) && HAVE_RSEQ.load(Relaxed)
+}
+
+/// The address of the calling thread's rseq cpu_id, which the kernel keeps current; null
+/// without rseq.
+pub fn cpu_id_ptr() -> *const u32 {
+    #[cfg(target_arch = "x86_64")]
+    if HAVE_RSEQ.load(Relaxed) {
+        let tp: usize;
+        // SAFETY: as in `cpu`.
+        unsafe {
+            core::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags));
+            return ((tp as isize + __rseq_offset) as *const u32).add(1);
+        }
+    }
+    std::ptr::null()
+}
+
 /// The CPU the calling thread runs on: rseq's cpu_id (one load) or sched_getcpu.
 #[inline(always)]
 pub fn cpu() -> u16 {

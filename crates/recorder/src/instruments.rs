@@ -6,6 +6,9 @@ use crate::{clock, names, record_at, COUNTER_PERIOD_TICKS};
 use oslens_format::kinds;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
+/// Managers and timers are laid out as oslens.h's `osl__manager_layout` / `osl__timer_layout`
+/// (the inline timer reads them); keep the field order.
+#[repr(C)]
 pub struct Manager {
     pub id: u32,
     pub suspended: AtomicBool,
@@ -22,7 +25,7 @@ pub struct Counter {
     name: String,
 }
 
-#[repr(align(64))]
+#[repr(C, align(64))]
 pub struct Timer {
     started: AtomicU64,
     pub total_ticks: AtomicU64,
@@ -151,7 +154,9 @@ impl Timer {
     pub fn stop(&self) {
         let now = clock::now();
         let elapsed = now.saturating_sub(self.started.load(Relaxed));
-        self.total_ticks.fetch_add(elapsed, Relaxed);
+        // Not an atomic add: a timer times one fragment at a time (`started` is one value), so
+        // one thread uses it at a time; the inlined stop in oslens.h does the same.
+        self.total_ticks.store(self.total_ticks.load(Relaxed) + elapsed, Relaxed);
         record_at(now, kinds::TIMER_STOP, self.id, elapsed, 0);
     }
 }

@@ -3,6 +3,8 @@
 //! The hot path is `record`: one relaxed load of the activation word, a thread-local pointer,
 //! a clock read, a 32-byte store and a commit store. No lock, no allocation, no system call.
 //! Everything else (a thread's first event, names, managers, fork, exit) takes the slow path.
+//! oslens.h inlines the same hot path into the program for events, regions and timers (see
+//! `buffer::Cursor`), and calls in here whenever the cursor says no.
 
 mod adapt;
 mod buffer;
@@ -27,7 +29,13 @@ pub(crate) const NOT_TRACING: u32 = 2;
 pub(crate) const DISABLED: u32 = 4;
 pub(crate) const SUSPENDED: u32 = 8;
 pub(crate) const TRIGGERED: u32 = 16;
-pub(crate) static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
+/// Exported for the inline fast path of oslens.h, which asks the library whenever it is not 0.
+#[export_name = "osl__inactive"]
+pub static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
+/// Bumped in a fork()ed child: the header's per-call-site region ids are only trusted when
+/// their name was defined in this process (names are per process).
+#[export_name = "osl__names_epoch"]
+pub static NAMES_EPOCH: AtomicU32 = AtomicU32::new(1);
 
 pub(crate) static CONFIG: OnceLock<Option<config::Config>> = OnceLock::new();
 /// Trigger budget left, in record slots (u64::MAX = no trigger).

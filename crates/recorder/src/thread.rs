@@ -3,7 +3,7 @@
 //! key destructor at thread exit, by the atexit hook for the exiting thread, and forgotten in a
 //! fork()ed child (which starts chunks of its own).
 
-use crate::buffer::Chunk;
+use crate::buffer::{Chunk, Cursor};
 use crate::config::OnFull;
 use crate::{clock, config, instruments, names, INACTIVE, SLOTS_LEFT, TRIGGERED};
 use oslens_format::kinds;
@@ -29,6 +29,11 @@ pub struct ThreadState {
 
 thread_local! {
     static CURRENT: Cell<*mut ThreadState> = const { Cell::new(std::ptr::null_mut()) };
+    /// The thread's cursor, which code inlined from oslens.h caches a pointer to (per
+    /// translation unit and thread). It is allocated on first use and never freed, so those
+    /// pointers stay valid through thread-exit destructors and in a fork()ed child; 64 bytes
+    /// per thread the process ever ran.
+    static WRITER: Cell<*mut Cursor> = const { Cell::new(std::ptr::null_mut()) };
     /// Set while the recorder creates this thread's chunk or after the thread closed it, so
     /// instrumented code called from there (or from later destructors) does not recurse.
     static BUSY: Cell<bool> = const { Cell::new(false) };
@@ -36,6 +41,16 @@ thread_local! {
 
 static mut EXIT_KEY: libc::pthread_key_t = 0;
 static HOOKS: Once = Once::new();
+
+/// The calling thread's cursor (see WRITER).
+pub fn writer() -> *mut Cursor {
+    WRITER.with(|w| {
+        if w.get().is_null() {
+            w.set(Box::into_raw(Box::new(Cursor::empty())));
+        }
+        w.get()
+    })
+}
 
 /// The prefault helper never records.
 pub fn mark_helper_thread() {
@@ -68,7 +83,9 @@ fn create() -> Option<&'static mut ThreadState> {
     let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
     let name = thread_name();
     let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, cfg.buffer_records, pid, tid, &name);
-    let result = chunk.map(|chunk| {
+    let result = chunk.map(|mut chunk| {
+        chunk.adopt_cursor(writer());
+        chunk.cursor().cpu_id = clock::cpu_id_ptr();
         let state = Box::into_raw(Box::new(ThreadState { chunk, fast_limit: 0, budget_end: 0, seen: [u32::MAX; 256] }));
         CURRENT.with(|c| c.set(state));
         // SAFETY: the key was created in install_process_hooks.
@@ -95,7 +112,7 @@ impl ThreadState {
     /// or suppressed (trigger reached). Both are counted.
     #[inline(always)]
     pub fn take_slots(&mut self, n: u64) -> bool {
-        if self.chunk.pos + n <= self.fast_limit {
+        if self.chunk.pos() + n <= self.fast_limit {
             return true;
         }
         self.take_slots_slow(n)
@@ -107,17 +124,20 @@ impl ThreadState {
             self.chunk.count_drop(n);
             return false;
         }
-        if self.chunk.pos + n > self.budget_end && !self.refill_budget(n) {
+        if self.chunk.pos() + n > self.budget_end && !self.refill_budget(n) {
             self.chunk.count_suppressed();
             return false;
         }
         self.fast_limit = self.chunk.limit().min(self.budget_end);
+        let cursor = self.chunk.cursor();
+        // Inlined code reads the TSC and rseq's cpu_id itself: without them it asks every time.
+        cursor.inline_limit = if clock::inline_capable() && !cursor.cpu_id.is_null() { self.fast_limit } else { 0 };
         true
     }
 
     #[cold]
     fn refill_budget(&mut self, n: u64) -> bool {
-        let pos = self.chunk.pos;
+        let pos = self.chunk.pos();
         let mut left = SLOTS_LEFT.load(Relaxed);
         loop {
             if left == u64::MAX {
@@ -155,9 +175,13 @@ impl ThreadState {
         let old = std::mem::replace(&mut self.chunk, next);
         // the trigger budget left carries over to the new chunk's positions
         if self.budget_end != u64::MAX {
-            self.budget_end = self.budget_end.saturating_sub(old.pos) + self.chunk.pos;
+            self.budget_end = self.budget_end.saturating_sub(old.pos()) + self.chunk.pos();
         }
+        let cpu_id = old.cursor().cpu_id;
         old.close();
+        self.chunk.adopt_cursor(writer());
+        self.chunk.cursor().cpu_id = cpu_id;
+        self.fast_limit = 0;
         let end = clock::now();
         self.chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_NEW_CHUNK));
         true
@@ -199,8 +223,15 @@ extern "C" fn after_fork_parent() {
 }
 
 extern "C" fn after_fork_child() {
-    // The parent's chunks stay the parent's: the child opens its own on its first event.
+    // The parent's chunks stay the parent's: the child opens its own on its first event, and
+    // inlined code must not write into the parent's (shared) mapping meanwhile.
     CURRENT.with(|c| c.set(std::ptr::null_mut()));
+    let w = WRITER.with(|w| w.get());
+    if !w.is_null() {
+        // SAFETY: this thread's cursor; the child has no other thread.
+        unsafe { (*w).detach() };
+    }
+    crate::NAMES_EPOCH.fetch_add(1, Relaxed);
     BUSY.with(|b| b.set(false));
     crate::prefault::forget_after_fork();
     names::forget_after_fork();
