@@ -55,7 +55,7 @@ def test_calibrate_output_schema(measured):
     assert cal["schema"] == calibrate.SCHEMA
     assert cal["machine"]["hostname"] and cal["repetitions"] >= 6 and cal["iterations"] == 5000
     for kind in ("rdtsc", "clock_gettime", "counter", "counter_record", "timer_start", "timer_stop", "event",
-                 "region_begin", "region_end", "raw", "off"):
+                 "region_begin", "region_end", "region_name1", "region_name32", "raw", "off"):
         c = cal["costs"][kind]
         assert c["ci_low"] <= c["ns"] <= c["ci_high"], kind
         assert c["n"] == cal["repetitions"] and "what" in c and "records_per_call" in c
@@ -63,6 +63,18 @@ def test_calibrate_output_schema(measured):
     assert cal["costs"]["event"]["ns"] > cal["costs"]["off"]["ns"]
     for key in ("cpu", "wall", "lifetime_per_record_cpu", "per_record_outside"):
         assert "ns" in cal["startup"][key]
+    # a region's name is hashed: the per-byte figure, anchored at the 9-byte name of region_begin/end
+    rn = cal["region_name"]
+    assert rn["anchor_bytes"] == 9 and rn["ci_low"] <= rn["ns_per_byte"] <= rn["ci_high"]
+    # the outside share at a program's pace (~2 us of work per event), and the loop's pace
+    paced = cal["startup"]["paced"]
+    assert paced["records"] > 0 and 1e4 < paced["records_per_s"] < 1e8
+    for key in ("call_ns", "outside_ns"):
+        assert paced[key]["ci_low"] <= paced[key]["ns"] <= paced[key]["ci_high"]
+    from oslens.capture import preload
+
+    if preload.preload_library() is not None:  # the preload library's own start-up, measured apart
+        assert "ns" in cal["startup"]["cpu_preload"] and "ns" in cal["startup"]["wall_preload"]
     assert cal["empty_loop_ns"]["ns"] >= 0
     stored = json.loads(Path(path).read_text())
     assert stored["costs"].keys() == cal["costs"].keys()
@@ -240,6 +252,18 @@ def test_in_vivo_reports_cost_per_event(measured, dense, tmp_path):
         for key in ("with_s", "without_s", "in_vivo_ns_per_event", "in_vivo_ci_ns_per_event",
                     "in_vitro_ns_per_event", "in_vivo_over_in_vitro", "compensated_s", "compensated_error_pct"):
             assert key in m, key
+    cpu = r["measures"]["cpu_s"]
+    assert cpu["pairs"] == 2 and len(cpu["overhead_ci_s"]) == 2
+    assert cpu["agreement"]["verdict"] and cpu["agreement"]["ratio"] == cpu["in_vivo_over_in_vitro"]
+    assert r["preload"] is False
+    # the region records' names ("dense-loop", "dense-step": 10 bytes each) are weighed in
+    assert r["in_vitro"]["mean_region_name_bytes"] == 10
+    from oslens.calibrate import in_vivo
+
+    profile = in_vivo.trace_profile(trace)
+    regions = profile["counts"]["region_begin"] + profile["counts"]["region_end"]
+    assert regions == 2 * iterations + 2 and profile["region_records"] == regions
+    assert profile["region_name_bytes"] == 10 * regions and profile["processes"] == 1
     assert (trace / "tables").is_dir()  # the last instrumented run's trace is kept and imported
     proc = run_oslens("record", "--in-vivo", "-1", "--", dense, 10, 1, check=False)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

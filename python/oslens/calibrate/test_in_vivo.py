@@ -99,3 +99,19 @@ def test_analyse_pairs_runs_and_charges_the_preload_start_up():
     rp = in_vivo.analyse(with_, without, counts, 0.0, CAL, 1, {"preload": True})
     assert rp["preload"] and rp["measures"]["cpu_s"]["startup_s"] == pytest.approx(0.005)
     assert rp["measures"]["wall_s"]["startup_s"] == pytest.approx(0.006)
+
+
+def test_rate_matched_outside_interpolates_between_the_two_paces():
+    cal = {"costs": {"event": {"ns": 9.0}}, "empty_loop_ns": {"ns": 1.0},  # the tight loop: 1e8 records/s
+           "startup": {"per_record_outside": {"ns": 10.0},
+                       "paced": {"outside_ns": {"ns": 20.0}, "records_per_s": 1e6}}}
+    assert in_vivo.rate_matched_outside(cal, 1e6) == pytest.approx(20.0)
+    assert in_vivo.rate_matched_outside(cal, 1e8) == pytest.approx(10.0)
+    assert in_vivo.rate_matched_outside(cal, 1e7) == pytest.approx(15.0)  # halfway in log(rate)
+    assert in_vivo.rate_matched_outside(cal, 1e3) == pytest.approx(20.0)  # beyond the range: the nearer end
+    assert in_vivo.rate_matched_outside(cal, 1e10) == pytest.approx(10.0)
+    assert in_vivo.rate_matched_outside({"costs": {}, "startup": {}}, 1e6) is None
+    v = in_vivo.in_vitro_cost({"event": 100}, {**cal, "costs": {"event": {"ns": 9.0}, "off": {"ns": 1.0}}},
+                              records_per_s=1e7)
+    assert v["process_ns_per_event"] == pytest.approx(8.0 + 10.0)
+    assert v["process_paced_ns_per_event"] == pytest.approx(8.0 + 15.0)
