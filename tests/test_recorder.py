@@ -90,7 +90,9 @@ def test_suspend_resume_reset(tmp_path, cases):
     trace, proc = record(tmp_path, cases, "managers")
     assert "before-reset=13" in proc.stdout
     assert "after-reset=2" in proc.stdout
+    assert "timer-total-under-10ms=1" in proc.stdout
     records = dump(trace)
+    assert kinds_of(records, name="io-timer") == {"timer_start": 2, "timer_stop": 2}
     assert kinds_of(records, kind="event")["event"] == 10
     counter_values = [(r["value"], r["b"]) for r in records if r["kind"] == "counter" and r["name"] == "bytes"]
     # asked (13), reset (0), final (2)

@@ -74,11 +74,20 @@ static int mode_fork(int m) {
 static int mode_managers(void) {
     osl_manager_t *m = osl_manager("io-instruments");
     osl_counter_t *c = osl_counter("bytes", m);
+    osl_timer_t *t = osl_timer("io-timer", m);
     osl_count(c, 10);
+    osl_timer_start(t);
+    osl_timer_stop(t);
     osl_suspend(m);
     osl_count(c, 5);
+    osl_timer_start(t); /* suspended: neither recorded nor added to the total */
+    usleep(20000);
+    osl_timer_stop(t);
     osl_resume(m);
     osl_count(c, 3);
+    osl_timer_start(t);
+    osl_timer_stop(t);
+    printf("timer-total-under-10ms=%d\n", osl_timer_total_ns(t) < 10000000);
     printf("before-reset=%lld\n", (long long)osl_counter_value(c));
     osl_counter_record(c);
     osl_reset(m);

@@ -97,15 +97,14 @@ struct osl__writer {                     /* crates/recorder/src/buffer.rs: Curso
     uint64_t inline_limit;               /* inline writes while pos < inline_limit */
     uint64_t *committed;                 /* the chunk header's committed count */
     const volatile uint32_t *cpu_id;     /* the thread's rseq cpu_id */
+    uint32_t names_epoch;                /* per process; cached region ids carry it */
 };
-struct osl__manager_layout { uint32_t id; uint8_t suspended; };
-struct osl__timer_layout {
+struct osl__timer_layout {               /* crates/recorder/src/instruments.rs: Timer */
     uint64_t started, total_ticks;
     uint32_t id;
-    const struct osl__manager_layout *manager;
+    uint8_t suspended;                   /* its manager's suspension */
 };
 extern uint32_t osl__inactive;           /* recording runs only while 0 */
-extern uint32_t osl__names_epoch;        /* bumped in a fork()ed child */
 struct osl__writer *osl__writer_attach(void);
 uint32_t osl__region_slow(uint8_t kind, const char *name);
 #ifdef __cplusplus
@@ -116,11 +115,18 @@ uint32_t osl__region_slow(uint8_t kind, const char *name);
 static __thread struct osl__writer *osl__tls_writer __attribute__((unused));
 
 enum { OSL__EVENT = 3, OSL__REGION_BEGIN = 4, OSL__REGION_END = 5, OSL__TIMER_START = 7, OSL__TIMER_STOP = 8 };
+/* Bits of osl__inactive the library must see a call for even though nothing is recorded: it
+ * initialises itself (1), or counts what the trigger suppressed (16). Other reasons (not
+ * tracing, disabled, suspended) make a call a load and a branch. */
+#define OSL__ASK_LIBRARY (1u | 16u)
 
-/* The thread's cursor when a record may be written inline, else NULL. */
-static inline __attribute__((always_inline)) struct osl__writer *osl__ready(void) {
-    if (__builtin_expect(__atomic_load_n(&osl__inactive, __ATOMIC_RELAXED) != 0, 0))
-        return 0;
+/* Nonzero when recording is off; the call then returns at once unless the library asks. */
+static inline __attribute__((always_inline)) uint32_t osl__off(void) {
+    return __atomic_load_n(&osl__inactive, __ATOMIC_RELAXED);
+}
+
+/* The thread's cursor when a record may be written inline (recording on), else NULL. */
+static inline __attribute__((always_inline)) struct osl__writer *osl__cursor(void) {
     struct osl__writer *w = osl__tls_writer;
     if (__builtin_expect(w == 0, 0))
         w = osl__tls_writer = osl__writer_attach();
@@ -145,23 +151,33 @@ static inline __attribute__((always_inline)) void osl__write(struct osl__writer 
 }
 
 static inline __attribute__((always_inline)) void osl__event_inline(uint32_t id, const void *payload, size_t len) {
-    if (__builtin_constant_p(len) && len <= 8) {
-        struct osl__writer *w = osl__ready();
-        if (w) {
-            uint64_t value = 0;
-            if (payload && len)
-                __builtin_memcpy(&value, payload, len);
-            osl__write(w, __builtin_ia32_rdtsc(), OSL__EVENT, id, len, value);
-            return;
-        }
+    uint32_t off = osl__off();
+    if (__builtin_expect(off != 0, 0)) {
+        if (off & OSL__ASK_LIBRARY)
+            (osl_event)(id, payload, len);
+        return;
+    }
+    struct osl__writer *w;
+    if (__builtin_constant_p(len) && len <= 8 && (w = osl__cursor())) {
+        uint64_t value = 0;
+        if (payload && len)
+            __builtin_memcpy(&value, payload, len);
+        osl__write(w, __builtin_ia32_rdtsc(), OSL__EVENT, id, len, value);
+        return;
     }
     (osl_event)(id, payload, len);
 }
 
 static inline __attribute__((always_inline)) void osl__timer_start_inline(osl_timer_t *t) {
     struct osl__timer_layout *p = (struct osl__timer_layout *)t;
+    uint32_t off = osl__off();
     struct osl__writer *w;
-    if (p && !__atomic_load_n(&p->manager->suspended, __ATOMIC_RELAXED) && (w = osl__ready())) {
+    if (__builtin_expect(off != 0, 0)) {
+        if (off & OSL__ASK_LIBRARY)
+            (osl_timer_start)(t);
+        return;
+    }
+    if (p && !__atomic_load_n(&p->suspended, __ATOMIC_RELAXED) && (w = osl__cursor())) {
         uint64_t now = __builtin_ia32_rdtsc();
         __atomic_store_n(&p->started, now, __ATOMIC_RELAXED);
         osl__write(w, now, OSL__TIMER_START, p->id, 0, 0);
@@ -172,8 +188,14 @@ static inline __attribute__((always_inline)) void osl__timer_start_inline(osl_ti
 
 static inline __attribute__((always_inline)) void osl__timer_stop_inline(osl_timer_t *t) {
     struct osl__timer_layout *p = (struct osl__timer_layout *)t;
+    uint32_t off = osl__off();
     struct osl__writer *w;
-    if (p && !__atomic_load_n(&p->manager->suspended, __ATOMIC_RELAXED) && (w = osl__ready())) {
+    if (__builtin_expect(off != 0, 0)) {
+        if (off & OSL__ASK_LIBRARY)
+            (osl_timer_stop)(t);
+        return;
+    }
+    if (p && !__atomic_load_n(&p->suspended, __ATOMIC_RELAXED) && (w = osl__cursor())) {
         uint64_t now = __builtin_ia32_rdtsc();
         uint64_t started = __atomic_load_n(&p->started, __ATOMIC_RELAXED);
         uint64_t elapsed = now > started ? now - started : 0;
@@ -185,25 +207,35 @@ static inline __attribute__((always_inline)) void osl__timer_stop_inline(osl_tim
     (osl_timer_stop)(t);
 }
 
-/* `site` caches (epoch << 32 | id) for a string-literal call site; NULL for any other name. */
-static inline __attribute__((always_inline)) void osl__region_inline(uint8_t kind, const char *name, uint64_t *site) {
-    if (site) {
-        uint64_t cached = __atomic_load_n(site, __ATOMIC_RELAXED);
-        uint32_t epoch = __atomic_load_n(&osl__names_epoch, __ATOMIC_RELAXED);
-        struct osl__writer *w;
-        if ((uint32_t)(cached >> 32) == epoch && (w = osl__ready())) {
-            osl__write(w, __builtin_ia32_rdtsc(), kind, (uint32_t)cached, 0, 0);
-            return;
-        }
-        uint32_t id = osl__region_slow(kind, name);
-        if (id)
-            __atomic_store_n(site, (uint64_t)epoch << 32 | id, __ATOMIC_RELAXED);
-        return;
-    }
+static inline __attribute__((always_inline)) void osl__region_library(uint8_t kind, const char *name) {
     if (kind == OSL__REGION_BEGIN)
         (osl_region_begin)(name);
     else
         (osl_region_end)(name);
+}
+
+/* `site` caches (epoch << 32 | id) for a string-literal call site; NULL for any other name. */
+static inline __attribute__((always_inline)) void osl__region_inline(uint8_t kind, const char *name, uint64_t *site) {
+    uint32_t off = osl__off();
+    if (__builtin_expect(off != 0, 0)) {
+        if (off & OSL__ASK_LIBRARY)
+            osl__region_library(kind, name);
+        return;
+    }
+    if (!site) {
+        osl__region_library(kind, name);
+        return;
+    }
+    uint64_t cached = __atomic_load_n(site, __ATOMIC_RELAXED);
+    struct osl__writer *w = osl__cursor();
+    if (w && (uint32_t)(cached >> 32) == w->names_epoch) {
+        osl__write(w, __builtin_ia32_rdtsc(), kind, (uint32_t)cached, 0, 0);
+        return;
+    }
+    uint32_t id = osl__region_slow(kind, name);
+    /* the library has now named it in this process, and set the cursor's epoch */
+    if (id && osl__tls_writer->names_epoch)
+        __atomic_store_n(site, (uint64_t)osl__tls_writer->names_epoch << 32 | id, __ATOMIC_RELAXED);
 }
 
 #define OSL__REGION_AT_SITE(kind, name)                                                        \

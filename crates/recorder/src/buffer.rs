@@ -24,11 +24,13 @@ pub struct Cursor {
     pub committed: *mut u64,
     /// This thread's rseq cpu_id (the CPU a record was written on).
     pub cpu_id: *const u32,
+    /// The process's names epoch (see `NAMES_EPOCH`) while `inline_limit` is set; 0 otherwise.
+    pub names_epoch: u32,
 }
 
 impl Cursor {
     pub const fn empty() -> Cursor {
-        Cursor { records: std::ptr::null_mut(), pos: 0, inline_limit: 0, committed: std::ptr::null_mut(), cpu_id: std::ptr::null() }
+        Cursor { records: std::ptr::null_mut(), pos: 0, inline_limit: 0, committed: std::ptr::null_mut(), cpu_id: std::ptr::null(), names_epoch: 0 }
     }
 
     /// Stops inline writes (the chunk behind it is going away, or belongs to a fork's parent).
@@ -124,7 +126,7 @@ impl Chunk {
     pub fn adopt_cursor(&mut self, cursor: *mut Cursor) {
         if let Some(own) = self.own_cursor.take() {
             // SAFETY: the thread's cursor outlives its chunks (it is never freed).
-            unsafe { cursor.write(Cursor { records: own.records, pos: own.pos, inline_limit: 0, committed: own.committed, cpu_id: own.cpu_id }) };
+            unsafe { cursor.write(Cursor { records: own.records, pos: own.pos, inline_limit: 0, committed: own.committed, cpu_id: own.cpu_id, names_epoch: 0 }) };
             self.cursor = cursor;
         }
     }

@@ -43,7 +43,7 @@ pub extern "C" fn osl_suspend(m: *mut Manager) {
     if m.is_null() {
         INACTIVE.fetch_or(SUSPENDED, Relaxed);
     } else {
-        manager_arg(m).suspended.store(true, Relaxed);
+        instruments::set_suspended(manager_arg(m), true);
     }
 }
 
@@ -52,7 +52,7 @@ pub extern "C" fn osl_resume(m: *mut Manager) {
     if m.is_null() {
         INACTIVE.fetch_and(!SUSPENDED, Relaxed);
     } else {
-        manager_arg(m).suspended.store(false, Relaxed);
+        instruments::set_suspended(manager_arg(m), false);
     }
     control(m, kinds::CONTROL_RESUME);
 }
@@ -112,7 +112,7 @@ pub extern "C" fn osl_timer_start(t: *mut Timer) {
     }
     // SAFETY: handle from osl_timer.
     let t = unsafe { &*t };
-    if !t.manager.suspended.load(Relaxed) {
+    if !t.suspended.load(Relaxed) {
         t.start();
     }
 }
@@ -124,7 +124,7 @@ pub extern "C" fn osl_timer_stop(t: *mut Timer) {
     }
     // SAFETY: handle from osl_timer.
     let t = unsafe { &*t };
-    if !t.manager.suspended.load(Relaxed) {
+    if !t.suspended.load(Relaxed) {
         t.stop();
     }
 }

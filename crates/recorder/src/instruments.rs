@@ -6,9 +6,6 @@ use crate::{clock, names, record_at, COUNTER_PERIOD_TICKS};
 use oslens_format::kinds;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-/// Managers and timers are laid out as oslens.h's `osl__manager_layout` / `osl__timer_layout`
-/// (the inline timer reads them); keep the field order.
-#[repr(C)]
 pub struct Manager {
     pub id: u32,
     pub suspended: AtomicBool,
@@ -25,11 +22,14 @@ pub struct Counter {
     name: String,
 }
 
+/// Laid out as oslens.h's `osl__timer_layout` (the inline timer reads it): keep the order.
 #[repr(C, align(64))]
 pub struct Timer {
-    started: AtomicU64,
+    pub started: AtomicU64,
     pub total_ticks: AtomicU64,
     pub id: u32,
+    /// Its manager's suspension, mirrored here so the inline path reads one line.
+    pub suspended: AtomicBool,
     pub manager: &'static Manager,
     name: String,
 }
@@ -112,6 +112,7 @@ pub fn new_timer(name: &str, manager: &'static Manager) -> &'static Timer {
         started: AtomicU64::new(0),
         total_ticks: AtomicU64::new(0),
         id: NEXT_ID.fetch_add(1, Relaxed),
+        suspended: AtomicBool::new(manager.suspended.load(Relaxed)),
         manager,
         name: name.into(),
     }));
@@ -158,6 +159,19 @@ impl Timer {
         // one thread uses it at a time; the inlined stop in oslens.h does the same.
         self.total_ticks.store(self.total_ticks.load(Relaxed) + elapsed, Relaxed);
         record_at(now, kinds::TIMER_STOP, self.id, elapsed, 0);
+    }
+}
+
+/// Suspends or resumes a manager's instruments (not the process-wide one's: that is a bit of
+/// the activation word).
+pub fn set_suspended(m: &Manager, on: bool) {
+    m.suspended.store(on, Relaxed);
+    for i in registry() {
+        if let Instrument::Timer(t) = i {
+            if t.manager.id == m.id {
+                t.suspended.store(on, Relaxed);
+            }
+        }
     }
 }
 

@@ -23,7 +23,8 @@ use oslens_format::record::Record;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
-/// Reasons recording is off; recording runs only while the word is zero.
+/// Reasons recording is off; recording runs only while the word is zero. oslens.h's inline path
+/// calls in while UNINIT or TRIGGERED is set (OSL__ASK_LIBRARY) and drops calls otherwise.
 pub(crate) const UNINIT: u32 = 1;
 pub(crate) const NOT_TRACING: u32 = 2;
 pub(crate) const DISABLED: u32 = 4;
@@ -33,9 +34,8 @@ pub(crate) const TRIGGERED: u32 = 16;
 #[export_name = "osl__inactive"]
 pub static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
 /// Bumped in a fork()ed child: the header's per-call-site region ids are only trusted when
-/// their name was defined in this process (names are per process).
-#[export_name = "osl__names_epoch"]
-pub static NAMES_EPOCH: AtomicU32 = AtomicU32::new(1);
+/// their name was defined in this process (names are per process). Threads' cursors carry it.
+pub(crate) static NAMES_EPOCH: AtomicU32 = AtomicU32::new(1);
 
 pub(crate) static CONFIG: OnceLock<Option<config::Config>> = OnceLock::new();
 /// Trigger budget left, in record slots (u64::MAX = no trigger).
@@ -142,4 +142,32 @@ pub fn name_id(class: u64, name: &str) -> u32 {
     let id = names::hash_name(name.as_bytes());
     names::define(class, id, 0, name);
     id
+}
+
+#[cfg(test)]
+mod header_tests {
+    //! oslens.h repeats a few facts of this crate for its inline path; they must agree.
+    use oslens_format::kinds;
+
+    const HEADER: &str = include_str!("../include/oslens.h");
+
+    #[test]
+    fn inline_constants_match_the_library() {
+        let ask = format!("#define OSL__ASK_LIBRARY ({}u | {}u)", crate::UNINIT, crate::TRIGGERED);
+        assert!(HEADER.contains(&ask), "{ask}");
+        let kinds = format!(
+            "enum {{ OSL__EVENT = {}, OSL__REGION_BEGIN = {}, OSL__REGION_END = {}, OSL__TIMER_START = {}, OSL__TIMER_STOP = {} }};",
+            kinds::EVENT, kinds::REGION_BEGIN, kinds::REGION_END, kinds::TIMER_START, kinds::TIMER_STOP
+        );
+        assert!(HEADER.contains(&kinds), "{kinds}");
+    }
+
+    #[test]
+    fn cursor_and_timer_layouts_match_the_header() {
+        use crate::buffer::Cursor;
+        use crate::instruments::Timer;
+        use std::mem::offset_of;
+        assert_eq!([offset_of!(Cursor, records), offset_of!(Cursor, pos), offset_of!(Cursor, inline_limit), offset_of!(Cursor, committed), offset_of!(Cursor, cpu_id), offset_of!(Cursor, names_epoch)], [0, 8, 16, 24, 32, 40]);
+        assert_eq!([offset_of!(Timer, started), offset_of!(Timer, total_ticks), offset_of!(Timer, id), offset_of!(Timer, suspended)], [0, 8, 16, 20]);
+    }
 }

@@ -132,6 +132,7 @@ impl ThreadState {
         let cursor = self.chunk.cursor();
         // Inlined code reads the TSC and rseq's cpu_id itself: without them it asks every time.
         cursor.inline_limit = if clock::inline_capable() && !cursor.cpu_id.is_null() { self.fast_limit } else { 0 };
+        cursor.names_epoch = crate::NAMES_EPOCH.load(Relaxed);
         true
     }
 
