@@ -21,13 +21,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 OSLENS = ROOT / ".venv" / "bin" / "oslens"
 KINDS = ["bare-hot", "bare-fresh", "counter", "timer", "event", "region", "off"]
+# The same calls built with -DOSLENS_NO_INLINE: every call through the C ABI, for comparison
+# with oslens.h's inline fast path (not part of the target).
+LIBRARY_KINDS = ["timer", "event", "region"]
 ITERATIONS = int(os.environ.get("RECORD_COST_ITERATIONS", "2000000"))
 REPS = int(os.environ.get("RECORD_COST_REPS", "5"))
 
 
-def build(out: Path) -> Path:
+def build(out: Path, *defines: str) -> Path:
     flags = subprocess.run([OSLENS, "flags", "--cflags", "--libs"], capture_output=True, text=True, check=True).stdout.split()
-    subprocess.run(["gcc", "-O2", "-o", str(out), str(HERE / "record_cost.c"), *flags, "-lpthread"], check=True)
+    subprocess.run(["gcc", "-O2", *defines, "-o", str(out), str(HERE / "record_cost.c"), *flags, "-lpthread"], check=True)
     return out
 
 
@@ -47,18 +50,20 @@ def main() -> int:
     ncpu = os.cpu_count() or 1
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        program = build(Path(tmp) / "record_cost")
+        inline = build(Path(tmp) / "record_cost")
+        library = build(Path(tmp) / "record_cost_library", "-DOSLENS_NO_INLINE")
+        runs = [(k, inline, k) for k in KINDS] + [(f"{k} (library call)", library, k) for k in LIBRARY_KINDS]
         for threads in sorted({1, ncpu}):
-            samples = {k: [] for k in KINDS}
-            process = {k: [] for k in KINDS}
+            samples = {label: [] for label, _, _ in runs}
+            process = {label: [] for label, _, _ in runs}
             for _ in range(REPS):
-                for kind in KINDS:
+                for label, program, kind in runs:
                     per_thread, whole = run_once(program, threads, kind, Path(tmp) / "trace")
-                    samples[kind].append(statistics.median(per_thread))
-                    process[kind].append(whole)
+                    samples[label].append(statistics.median(per_thread))
+                    process[label].append(whole)
             med = {k: statistics.median(v) for k, v in samples.items()}
             med_process = {k: statistics.median(v) for k, v in process.items()}
-            for kind in KINDS:
+            for kind, _, _ in runs:
                 rows.append({
                     "threads": threads,
                     "kind": kind,
