@@ -71,6 +71,8 @@ def test_calibrate_output_schema(measured):
     assert paced["records"] > 0 and 1e4 < paced["records_per_s"] < 1e8
     for key in ("call_ns", "outside_ns"):
         assert paced[key]["ci_low"] <= paced[key]["ns"] <= paced[key]["ci_high"]
+    # what each further recording thread costs a process
+    assert cal["startup"]["per_thread_cpu"]["threads"] > 0 and "ns" in cal["startup"]["per_thread_cpu"]
     from oslens.capture import preload
 
     if preload.preload_library() is not None:  # the preload library's own start-up, measured apart
@@ -215,7 +217,7 @@ def test_compensated_time_is_closer_to_the_uninstrumented_run(measured, dense, t
         proc = run_oslens("record", "--no-kernel", "--no-preload", "-o", trace, "--", dense, iterations, work,
                           env=env_with(OSLENS_CALIBRATION=cal_path))
         out = proc.stdout.split()
-        assert int(out[3]) == 2 * iterations + ticks + 2
+        assert int(out[3]) == 2 * iterations + ticks + 3  # and the event before the loop
         loop_cpu = int(out[1])
         con = open_trace(trace, quiet=True)
         steps, dur, dur_comp = con.execute(
@@ -223,7 +225,7 @@ def test_compensated_time_is_closer_to_the_uninstrumented_run(measured, dense, t
         assert steps == iterations
         counts = dict(con.execute("SELECT kind, sum(records) FROM compensation GROUP BY 1").fetchall())
         assert counts["region_begin"] == counts["region_end"] == iterations + 1
-        assert counts["event"] == ticks
+        assert counts["event"] == ticks + 1  # and the event before the loop
         loop, loop_comp = con.execute(
             "SELECT duration_ns, duration_comp_ns FROM regions WHERE name = 'dense-loop'").fetchone()
         # the correction goes the right way, and removes exactly what the calibration charges
@@ -247,7 +249,7 @@ def test_in_vivo_reports_cost_per_event(measured, dense, tmp_path):
     r = json.loads((trace / "in-vivo.json").read_text())
     assert r["runs"] == 2 and len(r["with"]) == len(r["without"]) == 2
     assert r["deterministic_event_count"]
-    assert r["events"] == 2 * iterations + (iterations + 63) // 64 + 2
+    assert r["events"] == 2 * iterations + (iterations + 63) // 64 + 3
     for m in r["measures"].values():
         for key in ("with_s", "without_s", "in_vivo_ns_per_event", "in_vivo_ci_ns_per_event",
                     "in_vitro_ns_per_event", "in_vivo_over_in_vitro", "compensated_s", "compensated_error_pct"):
@@ -263,7 +265,7 @@ def test_in_vivo_reports_cost_per_event(measured, dense, tmp_path):
     profile = in_vivo.trace_profile(trace)
     regions = profile["counts"]["region_begin"] + profile["counts"]["region_end"]
     assert regions == 2 * iterations + 2 and profile["region_records"] == regions
-    assert profile["region_name_bytes"] == 10 * regions and profile["processes"] == 1
+    assert profile["region_name_bytes"] == 10 * regions and profile["processes"] == 1 and profile["threads"] == 1
     assert (trace / "tables").is_dir()  # the last instrumented run's trace is kept and imported
     proc = run_oslens("record", "--in-vivo", "-1", "--", dense, 10, 1, check=False)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

@@ -4,7 +4,10 @@
  *
  * Usage: dense ITER WORK [THREADS]
  * Prints "loop_cpu_ns N" per thread: the thread's CPU time for the loop (CLOCK_THREAD_CPUTIME_ID)
- * and, last, "events E": the events one run records (regions x 2 + events + the outer region). */
+ * and, last, "events E": the events one run records (regions x 2 + events + the outer region + one
+ * event before the loop). The event before the loop, outside the timed part, lets the recorder set
+ * up the thread (its buffer, the first pages) first: a trace's times start after that set-up, so
+ * the loop's CPU time must not contain it either for the in-trace check to compare like with like. */
 #include <oslens.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,6 +27,8 @@ static uint64_t cpu_ns(void) {
 static void *run(void *arg) {
     uint64_t *out = arg;
     uint64_t x = 88172645463325252ull;
+    long before = -1;
+    osl_event(1, &before, sizeof before);
     uint64_t t0 = cpu_ns();
     osl_region_begin("dense-loop");
     for (long i = 0; i < iterations; i++) {
@@ -60,7 +65,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     }
     for (int i = 0; i < threads; i++) printf("loop_cpu_ns %llu\n", (unsigned long long)results[i]);
-    long per_thread = 2 * iterations + (iterations + 63) / 64 + 2;
+    long per_thread = 2 * iterations + (iterations + 63) / 64 + 3;
     printf("events %ld\n", per_thread * threads);
     return 0;
 }

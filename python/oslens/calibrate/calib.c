@@ -14,7 +14,9 @@
  * mutex (pthread_mutex_lock + unlock: run once plain and once with the preload wrappers),
  * off (osl_event with recording disabled by osl_disable), paced_empty and paced_event (PACE steps
  * of a dependent integer recurrence, ~2 us, then nothing or one osl_event: a program recording
- * about half a million events a second, for what a record costs outside the call at that rate). */
+ * about half a million events a second, for what a record costs outside the call at that rate),
+ * thread (pthread_create of a thread that records one event, then pthread_join: what each further
+ * recording thread costs a process, its buffer set up and released). */
 #include <oslens.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -29,6 +31,12 @@ static osl_timer_t *timer;
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t sink;
 #define PACE 1500
+
+static void *one_event(void *arg) {
+    long v = (long)arg;
+    osl_event(1, &v, sizeof v);
+    return NULL;
+}
 
 static inline uint64_t pace(uint64_t x) {
     for (int w = 0; w < PACE; w++) {
@@ -99,6 +107,11 @@ static int run_kind(const char *kind, long n, uint64_t *out, uint64_t *out_proce
         uint64_t x = 1;
         LOOP((x = pace(x), osl_event(1, &i, sizeof i)));
         sink = x;
+    } else if (!strcmp(kind, "thread")) {
+        LOOP(({
+            pthread_t t;
+            if (pthread_create(&t, NULL, one_event, (void *)i) == 0) pthread_join(t, NULL);
+        }));
     } else if (!strcmp(kind, "off")) {
         osl_disable();
         LOOP(osl_event(1, &i, sizeof i));

@@ -104,8 +104,8 @@ def run_with(trace: Path, command: list[str], options: dict, quiet: bool) -> tup
 def trace_profile(trace: Path, meta: dict | None = None) -> dict:
     """What one instrumented run recorded, over the trace's application threads: counts
     ({record kind name: n}), pause_ns (the recorder's own pauses), processes, region_records and
-    region_name_bytes (the summed length of the names of the region records: a region call hashes
-    its name), preload (whether the preload library was loaded)."""
+    threads (recording threads), region_name_bytes (the summed length of the names of the region
+    records: a region call hashes its name), preload (whether the preload library was loaded)."""
     from oslens import _native
 
     chunks = raw.read_chunks(trace)
@@ -114,13 +114,14 @@ def trace_profile(trace: Path, meta: dict | None = None) -> dict:
     counts = np.zeros(256, dtype=np.int64)
     pause_ns = 0.0
     region_records = region_bytes = 0
-    pids = set()
+    pids, tids = set(), set()
     clock = raw.clock_for(chunks, meta)
     for c in chunks:
         h = c.header
         if h is None or h["source"] != raw.SOURCE_APP_THREAD or h["tid"] == 0 or len(c.records) == 0:
             continue
         pids.add(h["pid"])
+        tids.add((h["pid"], h["tid"]))
         k = c.records["kind"]
         counts += np.bincount(k, minlength=256)
         p = c.records["a"][k == raw.PAUSE]
@@ -135,7 +136,7 @@ def trace_profile(trace: Path, meta: dict | None = None) -> dict:
                 region_records += count
                 region_bytes += count * (len(name.encode()) if name is not None else REGION_NAME_ANCHOR)
     return {"counts": {_native.kind_name(i): int(n) for i, n in enumerate(counts.tolist()) if n},
-            "pause_ns": pause_ns, "processes": len(pids), "region_records": int(region_records),
+            "pause_ns": pause_ns, "processes": len(pids), "threads": len(tids), "region_records": int(region_records),
             "region_name_bytes": int(region_bytes), "preload": bool((meta.get("settings") or {}).get("preload"))}
 
 
@@ -315,7 +316,7 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
 
     in_vivo_ns_per_event      median paired difference / events (Kohr's figure), with its interval
     in_vivo_net_ns_per_event  the same less the recorder's start-up per process (with the preload
-                              library's when the run had it)
+                              library's when the run had it) and per further recording thread
     in_vitro_ns_per_event     the calls' cost per event (the loop figures, this run's kind mix and
                               region-name lengths)
     in_vitro_process_ns_per_event  plus the per-record share spent outside the calls
@@ -338,13 +339,18 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
     if preload and (st.get("cpu_preload") or {}).get("ns") is not None:
         startup_cpu = float(st["cpu_preload"]["ns"])
         startup_wall = float((st.get("wall_preload") or {}).get("ns") or startup_wall)
+    # every recording thread beyond one per process sets up and releases a buffer of its own
+    extra_threads = max(int(profile.get("threads") or processes) - processes, 0)
+    per_thread = float((st.get("per_thread_cpu") or {}).get("ns") or 0.0)
     events = sum(n for k, n in counts.items() if k not in UNCHARGED)
     out = {"events": events, "records": sum(counts.values()), "processes": processes, "record_kinds": counts,
-           "pause_ns": pause_ns, "preload": preload, "in_vitro": vitro, "measures": {},
+           "pause_ns": pause_ns, "preload": preload, "threads": processes + extra_threads, "in_vitro": vitro,
+           "measures": {},
            "method": ("paired runs (ABBA), in vivo = median of (with_i - without_i) / events with its "
                       "distribution-free 95% interval, net of the recorder's start-up per process")}
     for measure in ("cpu_s", "wall_s"):
-        fixed_s = processes * (startup_cpu if measure == "cpu_s" else startup_wall) / 1e9 if cal else None
+        fixed_s = ((processes * (startup_cpu if measure == "cpu_s" else startup_wall) + extra_threads * per_thread) / 1e9
+                   if cal else None)
         w = [r[measure] for r in with_runs]
         wo = [r[measure] for r in without_runs]
         mw, mwo = statistics.median(w), statistics.median(wo)

@@ -194,7 +194,8 @@ def _diff_summary(a: np.ndarray, b: np.ndarray, resamples: int = 4000) -> dict:
 
 
 LIFETIME_RECORDS = 1_000_000
-PACED_RECORDS = 50_000  # calib.c paced_event: ~2 us of work per event, ~0.1 s a run
+PACED_RECORDS = 150_000  # calib.c paced_event: ~2 us of work per event, ~0.3 s a run
+THREADS = 40  # calib.c thread: threads created, each recording one event
 
 
 def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = None) -> dict:
@@ -205,6 +206,9 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
       wall_preload, cpu_preload   the same with the preload library (liboslens_preload.so
                          loaded, its symbols resolved): what `oslens record --preload` adds to a
                          process that makes no synchronisation call;
+      per_thread_cpu     what each further recording thread costs the process (its buffer set
+                         up, its first window prepared, released when it exits);
+      paced              the outside share per record at a program's pace (~2 us of work per event);
       lifetime_per_record_cpu   process CPU per record over a run of 1 M events:
                          (extra(1 M) - extra(0)) / records; measure() derives per_record_outside
                          from it (the share not spent in the call: page preparation, unmapping).
@@ -216,6 +220,7 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
     modes = ["traced", "untraced"] + (["preload"] if preload_env else [])
     samples = {(m, mode): ([], []) for m in (0, LIFETIME_RECORDS) for mode in modes}
     paced = {True: [], False: []}
+    threads = {True: [], False: []}
     for r in range(reps):
         for m in (0, LIFETIME_RECORDS):
             argv = [str(program), str(max(m, 1)), "1", "event" if m else "empty"]
@@ -243,6 +248,16 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
                 shutil.rmtree(trace, ignore_errors=True)
             thread_ns = float(text.split()[2])
             paced[traced].append((c, thread_ns))
+        argv = [str(program), str(THREADS), "1", "thread"]
+        for traced in ((True, False) if r % 2 == 0 else (False, True)):
+            env = base
+            if traced:
+                trace = workdir / f"startup-{r}-threads"
+                env = dict(base, OSLENS_TRACE=str(trace))
+            _, c, text = _timed(argv, env, capture=True)
+            if traced:
+                shutil.rmtree(trace, ignore_errors=True)
+            threads[traced].append(float(text.split()[3]))  # the process's CPU over the loop
     out = {"what": "the recorder's fixed cost per process (start-up and exit with nothing recorded)"}
     for i, measure in enumerate(("wall", "cpu")):
         out[measure] = _diff_summary(np.array(samples[(0, "traced")][i]), np.array(samples[(0, "untraced")][i]))
@@ -263,16 +278,25 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
     pt = np.array([x[1] for x in paced[True]]) - np.array([x[1] for x in paced[False]])
     paced_records = PACED_RECORDS + min(PACED_RECORDS, 1000)
     loop_s = float(np.median([x[1] for x in paced[False]])) / 1e9
+    outside = (pc - extra_0 - pt) / paced_records
+    o = summarize(outside)
     out["paced"] = {
         "records": paced_records,
         "records_per_s": round(PACED_RECORDS / loop_s, 1) if loop_s > 0 else None,
         "call_ns": _summary(pt / PACED_RECORDS),
-        "outside_ns": _summary((pc - extra_0 - pt) / paced_records),
+        # the median, not the lower quartile: a difference of whole runs, which load pushes either way
+        "outside_ns": {"ns": round(o["median"], 3), "ci_low": round(o["ci_low"], 3), "ci_high": round(o["ci_high"], 3),
+                       "ci_coverage": o["ci_coverage"], "n": o["n"], "mean": round(o["mean"], 3)},
         "what": ("calib.c paced_event: an event after every ~2 us of integer work; call_ns: the recording thread's CPU "
-                 "per event, less the no-op call (in its context: the call overlaps the work); outside_ns: the rest of "
-                 "the process's CPU per record (the prefault helper woken for each window, unmapping at exit), which "
-                 "at this pace differs from the tight loop's per_record_outside"),
+                 "per event, less the no-op call (in its context: the call overlaps the work); outside_ns (median over "
+                 "the repetitions): the rest of the process's CPU per record (the prefault helper woken for each "
+                 "window, unmapping at exit), which at this pace differs from the tight loop's per_record_outside"),
     }
+    # each further recording thread: its buffer created, its first window prepared, released at exit
+    out["per_thread_cpu"] = {**_diff_summary(np.array(threads[True]) / THREADS, np.array(threads[False]) / THREADS),
+                             "threads": THREADS,
+                             "what": ("process CPU per recording thread beyond the first: a thread created that records "
+                                      "one event and exits, traced against untraced (the default buffer size)")}
     return out
 
 

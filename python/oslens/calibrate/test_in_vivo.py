@@ -115,3 +115,14 @@ def test_rate_matched_outside_interpolates_between_the_two_paces():
                               records_per_s=1e7)
     assert v["process_ns_per_event"] == pytest.approx(8.0 + 10.0)
     assert v["process_paced_ns_per_event"] == pytest.approx(8.0 + 15.0)
+
+
+def test_analyse_charges_each_further_recording_thread():
+    cal = {**CAL, "startup": {**CAL["startup"], "per_thread_cpu": {"ns": 2e6}}}
+    counts = {"event": 1000}
+    runs = [{"cpu_s": 1.0, "wall_s": 1.0}] * 3
+    one = in_vivo.analyse(runs, runs, counts, 0.0, cal, 1, {"threads": 1})
+    three = in_vivo.analyse(runs, runs, counts, 0.0, cal, 1, {"threads": 3})
+    assert one["threads"] == 1 and three["threads"] == 3
+    assert one["measures"]["cpu_s"]["startup_s"] == pytest.approx(0.003)
+    assert three["measures"]["cpu_s"]["startup_s"] == pytest.approx(0.003 + 2 * 0.002)
