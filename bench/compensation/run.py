@@ -127,8 +127,9 @@ def _one(p: Program, which: str, instrumented: bool, workdir: Path) -> dict:
         raise SystemExit(f"{p.name}: {' '.join(command)} exited {status}")
     run = {"cpu_s": c, "wall_s": w}
     try:
-        thread_ns, process_ns = (int(x) for x in split.read_text().split()[:2])
-        run.update({"thread_s": thread_ns / 1e9, "process_s": process_ns / 1e9})
+        thread_ns, process_ns, thread_flt, process_flt = (int(x) for x in split.read_text().split()[:4])
+        run.update({"thread_s": thread_ns / 1e9, "process_s": process_ns / 1e9,
+                    "thread_minflt": thread_flt, "process_minflt": process_flt})
     except (OSError, ValueError):
         pass
     lc = loop_cpu(out)
@@ -238,11 +239,14 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
         zeros = np.zeros(len(runs[("full", True)]))
         parts = {k: _ns_per_event(in_vivo.paired_diff(_marginal(runs, k), zeros), d_events)
                  for k in ("thread_s", "other_s", "exit_s")}
+        faults = {k: float(np.median(_marginal(runs, k))) for k in ("thread_minflt", "process_minflt")}
         _, _, outside = calibrate.outside_costs(cal)
         result["split"] = {
             "what": "the marginal in-vivo CPU per event, by where it was spent: the recording thread (its calls, in "
                     "the program's context), the other threads (the prefault helper) and exit; in vitro beside each",
-            "recording_thread": {**parts["thread_s"], "in_vitro_calls": _r(vitro_m["ns_per_event"])},
+            "recording_thread": {**parts["thread_s"], "in_vitro_calls": _r(vitro_m["ns_per_event"]),
+                                 "minor_faults_per_1000_events": _r(1000 * faults["thread_minflt"] / d_events, 3)},
+            "process_minor_faults_per_1000_events": _r(1000 * faults["process_minflt"] / d_events, 3),
             "other_threads": parts["other_s"],
             "exit": parts["exit_s"],
             "in_vitro_outside_per_event": _r(outside * sum(extra.values()) / d_events),
