@@ -364,8 +364,8 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
     # (CLOCK_PAIR records included: value = the CLOCK_MONOTONIC ns read with the raw clock)
     events = pa.table({
         "ts": col.ts,
-        "pid": np.repeat(t_pid, [t.records for t in threads]) if n else np.zeros(0, np.int64),
-        "tid": np.repeat(t_tid, [t.records for t in threads]) if n else np.zeros(0, np.int64),
+        # per thread: the thread index into its pid and tid (run-length encoded when written)
+        "pid": _indexed(col.g, t_pid), "tid": _indexed(col.g, t_tid),
         "cpu": col.cpu,
         "instrument": _dict_array(name_idx, dictionary),
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind.view(np.int8) if not counts[128:].any()

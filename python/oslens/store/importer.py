@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from oslens import __version__, _native
 from oslens.capture import raw
 from oslens.errors import OslensError
-from oslens.store import app_tables, salvage, schema, threads
+from oslens.store import app_tables, native_parquet, salvage, schema, threads
 
 TABLES_DIR = "tables"
 MANIFEST = "manifest.json"
@@ -346,6 +346,10 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
 # ---------------------------------------------------------------- writing
 
 
+def _value_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
 def _prunes(column: str) -> bool:
     return column in ("ts", "pid", "tid", "cpu") or column.endswith("_ns") or column.endswith("_tid")
 
@@ -362,17 +366,24 @@ def required_where_full(table: pa.Table) -> pa.Table:
 COMPRESSION = "lz4"  # bench/import/compression.py compares the codecs (time and size)
 
 
+ROW_GROUP = 1 << 22
+
+
 def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, level: int | None = None) -> None:
+    """Writes one table: with the native writer where it handles every column (the store's own
+    tables, LZ4), else with pyarrow (the same encodings and statistics)."""
     table = required_where_full(table)
+    stats = {f.name for f in table.schema if pa.types.is_integer(_value_type(f.type)) and _prunes(f.name)}
+    if compression == COMPRESSION and native_parquet.write(path, table, schema.DELTA_COLUMNS, stats, ROW_GROUP):
+        return
     dict_cols = [c for c in table.column_names if c in schema.DICTIONARY_COLUMNS]
     delta = {c: "DELTA_BINARY_PACKED" for c in table.column_names
              if c in schema.DELTA_COLUMNS and pa.types.is_integer(table.schema.field(c).type)}
     # min/max statistics where they prune row groups: times and thread ids (rows are ordered by
     # thread and time); computing them for string and binary columns costs as much as encoding
     # them, and for other numbers (values, ids, addresses) they prune nothing
-    stats = [f.name for f in table.schema if pa.types.is_integer(f.type) and _prunes(f.name)]
-    pq.write_table(table, path, compression=compression, compression_level=level, use_dictionary=dict_cols or False, write_statistics=stats or False,
-                   row_group_size=1 << 22, column_encoding=delta or None)
+    pq.write_table(table, path, compression=compression, compression_level=level, use_dictionary=dict_cols or False, write_statistics=sorted(stats) or False,
+                   row_group_size=ROW_GROUP, column_encoding=delta or None)
 
 
 def write_tables(trace: Path, tables: dict, progress: _Progress | None = None) -> dict:

@@ -1,0 +1,733 @@
+//! A Parquet writer for the store's large tables: the few column shapes the importer builds
+//! (64- and 32-bit integers, booleans, byte arrays, dictionary-encoded strings or integers,
+//! nullable or not), written straight from the Arrow buffers Python hands over. It exists for
+//! speed: it encodes a column in one pass without the generic machinery of a full writer.
+//!
+//! Format (parquet-format 2.x, data pages v1): each column chunk holds an optional dictionary
+//! page (PLAIN) then data pages of at most PAGE_ROWS rows; definition levels (nullable columns
+//! only) and dictionary indices use the RLE / bit-packed hybrid; integers PLAIN or
+//! DELTA_BINARY_PACKED; every page is LZ4_RAW compressed. The footer is Thrift compact.
+
+use std::io::Write;
+
+pub const PAGE_ROWS: usize = 1 << 20;
+
+// Thrift compact protocol field types
+const T_I32: u8 = 5;
+const T_I64: u8 = 6;
+const T_BINARY: u8 = 8;
+const T_LIST: u8 = 9;
+const T_STRUCT: u8 = 12;
+
+// parquet.thrift enums
+pub const INT64: i32 = 2;
+pub const BOOLEAN: i32 = 0;
+pub const BYTE_ARRAY: i32 = 6;
+const PLAIN: i32 = 0;
+const RLE: i32 = 3;
+const DELTA_BINARY_PACKED: i32 = 5;
+const RLE_DICTIONARY: i32 = 8;
+const LZ4_RAW: i32 = 7;
+const DATA_PAGE: i32 = 0;
+const DICTIONARY_PAGE: i32 = 2;
+
+/// Thrift compact protocol, written into a byte vector.
+#[derive(Default)]
+pub struct Thrift {
+    pub buf: Vec<u8>,
+    stack: Vec<i16>,
+    last: i16,
+}
+
+impl Thrift {
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+    }
+
+    fn zigzag(&mut self, v: i64) {
+        self.varint(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    fn field(&mut self, id: i16, ty: u8) {
+        let delta = id - self.last;
+        if delta > 0 && delta <= 15 {
+            self.buf.push(((delta as u8) << 4) | ty);
+        } else {
+            self.buf.push(ty);
+            self.zigzag(id as i64);
+        }
+        self.last = id;
+    }
+
+    pub fn i32(&mut self, id: i16, v: i32) {
+        self.field(id, T_I32);
+        self.zigzag(v as i64);
+    }
+
+    pub fn i64(&mut self, id: i16, v: i64) {
+        self.field(id, T_I64);
+        self.zigzag(v);
+    }
+
+    pub fn binary(&mut self, id: i16, v: &[u8]) {
+        self.field(id, T_BINARY);
+        self.varint(v.len() as u64);
+        self.buf.extend_from_slice(v);
+    }
+
+    /// Opens a struct field (or, with id None, a struct element of a list).
+    pub fn begin(&mut self, id: Option<i16>) {
+        if let Some(id) = id {
+            self.field(id, T_STRUCT);
+        }
+        self.stack.push(self.last);
+        self.last = 0;
+    }
+
+    pub fn end(&mut self) {
+        self.buf.push(0);
+        self.last = self.stack.pop().unwrap_or(0);
+    }
+
+    pub fn list(&mut self, id: i16, elem: u8, n: usize) {
+        self.field(id, T_LIST);
+        if n < 15 {
+            self.buf.push(((n as u8) << 4) | elem);
+        } else {
+            self.buf.push(0xF0 | elem);
+            self.varint(n as u64);
+        }
+    }
+
+    /// A list element of type i32 (enum values).
+    pub fn elem_i32(&mut self, v: i32) {
+        self.zigzag(v as i64);
+    }
+
+    pub fn elem_binary(&mut self, v: &[u8]) {
+        self.varint(v.len() as u64);
+        self.buf.extend_from_slice(v);
+    }
+}
+
+/// Packs values of `bw` bits, least significant bit first, as Parquet's bit-packing does.
+struct BitPacker<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u128,
+    bits: u32,
+    bw: u32,
+}
+
+impl<'a> BitPacker<'a> {
+    fn new(out: &'a mut Vec<u8>, bw: u32) -> Self {
+        BitPacker { out, acc: 0, bits: 0, bw }
+    }
+
+    #[inline(always)]
+    fn put(&mut self, v: u64) {
+        self.acc |= (v as u128) << self.bits;
+        self.bits += self.bw;
+        while self.bits >= 64 {
+            self.out.extend_from_slice(&(self.acc as u64).to_le_bytes());
+            self.acc >>= 64;
+            self.bits -= 64;
+        }
+    }
+
+    fn finish(mut self) {
+        while self.bits > 0 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.bits = self.bits.saturating_sub(8);
+        }
+    }
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+pub fn bit_width(max: u64) -> u32 {
+    64 - max.leading_zeros()
+}
+
+/// Bit-packs `vals` (a multiple of 8 of them) as literal runs of the hybrid encoding.
+fn literal_runs(out: &mut Vec<u8>, vals: &[u32], bw: u32) {
+    const MAX_GROUPS: usize = 1 << 16;
+    for part in vals.chunks(MAX_GROUPS * 8) {
+        varint(out, ((part.len() / 8) as u64) << 1 | 1);
+        if bw <= 8 {
+            // a group of 8 values of bw bits is bw bytes of one u64
+            for g in part.chunks_exact(8) {
+                let x = g.iter().enumerate().fold(0u64, |x, (k, &v)| x | (v as u64) << (k as u32 * bw));
+                out.extend_from_slice(&x.to_le_bytes()[..bw as usize]);
+            }
+            continue;
+        }
+        let mut p = BitPacker::new(out, bw);
+        for &v in part {
+            p.put(v as u64);
+        }
+        p.finish();
+    }
+}
+
+/// The RLE / bit-packed hybrid encoding of `vals` at `bw` bits (bw >= 1): runs of 8 or more
+/// equal values as RLE runs, the rest bit-packed in groups of 8 (the last padded with zeros).
+pub fn rle_hybrid(out: &mut Vec<u8>, vals: &[u32], bw: u32) {
+    let value_bytes = bw.div_ceil(8) as usize;
+    let n = vals.len();
+    let (mut lit_start, mut i) = (0, 0);
+    while i < n {
+        let v = vals[i];
+        let mut j = i + 1;
+        while j < n && vals[j] == v {
+            j += 1;
+        }
+        // a run may only follow whole groups of literals: its first `pad` fill the last group
+        let pad = (8 - (i - lit_start) % 8) % 8;
+        if j - i >= 8 + pad {
+            literal_runs(out, &vals[lit_start..i + pad], bw);
+            varint(out, ((j - i - pad) as u64) << 1);
+            out.extend_from_slice(&v.to_le_bytes()[..value_bytes]);
+            lit_start = j;
+        }
+        i = j;
+    }
+    if lit_start < n {
+        let mut last: Vec<u32> = vals[lit_start..].to_vec();
+        last.resize(last.len().div_ceil(8) * 8, 0);
+        literal_runs(out, &last, bw);
+    }
+}
+
+/// DELTA_BINARY_PACKED: blocks of 128 deltas in 4 miniblocks of 32.
+pub fn delta_binary_packed(out: &mut Vec<u8>, vals: &[i64]) {
+    const BLOCK: usize = 128;
+    const MINI: usize = 32;
+    varint(out, BLOCK as u64);
+    varint(out, (BLOCK / MINI) as u64);
+    varint(out, vals.len() as u64);
+    let first = vals.first().copied().unwrap_or(0);
+    varint(out, ((first << 1) ^ (first >> 63)) as u64);
+    let mut deltas = [0i64; BLOCK];
+    let mut start = 1;
+    while start < vals.len() {
+        let end = (start + BLOCK).min(vals.len());
+        let k = end - start;
+        for j in 0..k {
+            deltas[j] = vals[start + j].wrapping_sub(vals[start + j - 1]);
+        }
+        let min = deltas[..k].iter().copied().min().unwrap_or(0);
+        varint(out, ((min << 1) ^ (min >> 63)) as u64);
+        let mut widths = [0u32; BLOCK / MINI];
+        for (m, w) in widths.iter_mut().enumerate() {
+            let lo = m * MINI;
+            if lo < k {
+                let max = deltas[lo..k.min(lo + MINI)].iter().map(|&d| d.wrapping_sub(min) as u64).max().unwrap_or(0);
+                *w = bit_width(max);
+            }
+        }
+        out.extend(widths.iter().map(|&w| w as u8));
+        for (m, &w) in widths.iter().enumerate() {
+            let lo = m * MINI;
+            if lo >= k {
+                break;
+            }
+            let mut p = BitPacker::new(out, w);
+            if w > 0 {
+                for j in lo..lo + MINI {
+                    p.put(if j < k { deltas[j].wrapping_sub(min) as u64 } else { 0 });
+                }
+            }
+            p.finish();
+        }
+        start = end;
+    }
+}
+
+/// A column as the writer reads it. Values are indexed from `offset` (Arrow array offset).
+pub struct Column<'a> {
+    pub name: String,
+    pub physical: i32,
+    pub converted: Option<i32>,
+    pub validity: Option<&'a [u8]>,
+    pub offset: usize,
+    pub values: &'a [u8],
+    pub width: usize,
+    pub data: Option<&'a [u8]>,
+    pub dict: Option<Dictionary<'a>>,
+    pub delta: bool,
+    pub stats: bool,
+}
+
+/// Dictionary values, PLAIN-encoded: the dictionary page of every row group.
+pub struct Dictionary<'a> {
+    pub count: usize,
+    pub plain: &'a [u8],
+}
+
+impl Column<'_> {
+    fn uint(&self, i: usize) -> u64 {
+        let j = (self.offset + i) * self.width;
+        let b = &self.values[j..j + self.width];
+        match self.width {
+            1 => b[0] as u64,
+            2 => u16::from_le_bytes([b[0], b[1]]) as u64,
+            4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
+            _ => u64::from_le_bytes(b.try_into().unwrap()),
+        }
+    }
+
+    fn i64(&self, i: usize) -> i64 {
+        let j = (self.offset + i) * 8;
+        i64::from_le_bytes(self.values[j..j + 8].try_into().unwrap())
+    }
+
+    /// The values of rows lo..hi (or of `rows`, the valid ones, when some are null) as i64.
+    fn i64s(&self, lo: usize, hi: usize, rows: Option<&[usize]>) -> Vec<i64> {
+        match rows {
+            None => self.values[(self.offset + lo) * 8..(self.offset + hi) * 8]
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+            Some(r) => r.iter().map(|&i| self.i64(i)).collect(),
+        }
+    }
+
+    /// Dictionary indices of rows lo..hi (or of `rows`) as u32.
+    fn indices(&self, lo: usize, hi: usize, rows: Option<&[usize]>) -> Vec<u32> {
+        let (a, b) = ((self.offset + lo) * self.width, (self.offset + hi) * self.width);
+        match (rows, self.width) {
+            (None, 1) => self.values[a..b].iter().map(|&x| x as u32).collect(),
+            (None, 2) => self.values[a..b].chunks_exact(2).map(|x| u16::from_le_bytes([x[0], x[1]]) as u32).collect(),
+            (None, 4) => self.values[a..b].chunks_exact(4).map(|x| u32::from_le_bytes(x.try_into().unwrap())).collect(),
+            (None, _) => (lo..hi).map(|i| self.uint(i) as u32).collect(),
+            (Some(r), _) => r.iter().map(|&i| self.uint(i) as u32).collect(),
+        }
+    }
+
+    /// Appends the encoding of the values of rows lo..hi (of the valid `rows` where some are
+    /// null) to `out`; returns their min and max where statistics are asked for.
+    fn encode_values(&self, out: &mut Vec<u8>, lo: usize, hi: usize, rows: Option<&[usize]>) -> Option<(i64, i64)> {
+        if let Some(d) = &self.dict {
+            let bw = bit_width(d.count.saturating_sub(1) as u64).max(1);
+            out.push(bw as u8);
+            rle_hybrid(out, &self.indices(lo, hi, rows), bw);
+            return None;
+        }
+        let each = |f: &mut dyn FnMut(usize)| match rows {
+            None => (lo..hi).for_each(f),
+            Some(r) => r.iter().for_each(|&i| f(i)),
+        };
+        match self.physical {
+            BOOLEAN => {
+                let mut p = BitPacker::new(out, 1);
+                each(&mut |i| {
+                    let j = self.offset + i;
+                    p.put((self.values[j >> 3] >> (j & 7) & 1) as u64);
+                });
+                p.finish();
+                None
+            }
+            BYTE_ARRAY => {
+                let data = self.data.unwrap_or(&[]);
+                each(&mut |i| {
+                    let (s, e) = (self.uint(i) as usize, self.uint(i + 1) as usize);
+                    out.extend_from_slice(&((e - s) as u32).to_le_bytes());
+                    out.extend_from_slice(&data[s..e]);
+                });
+                None
+            }
+            INT64 if self.delta || self.stats => {
+                let vals = self.i64s(lo, hi, rows);
+                if self.delta {
+                    delta_binary_packed(out, &vals);
+                } else {
+                    vals.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+                }
+                self.stats_of(&vals)
+            }
+            _ => {
+                let w = self.width;
+                each(&mut |i| out.extend_from_slice(&self.values[(self.offset + i) * w..(self.offset + i + 1) * w]));
+                None
+            }
+        }
+    }
+
+    fn is_plain_i64(&self) -> bool {
+        self.physical == INT64 && self.converted.is_none() && self.dict.is_none()
+    }
+
+    fn stats_of(&self, vals: &[i64]) -> Option<(i64, i64)> {
+        if !(self.stats && self.is_plain_i64()) || vals.is_empty() {
+            return None;
+        }
+        Some(vals.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v))))
+    }
+
+    /// min and max of a required column's rows lo..hi, read in place.
+    fn raw_stats(&self, lo: usize, hi: usize) -> Option<(i64, i64)> {
+        if !(self.stats && self.is_plain_i64()) || lo == hi {
+            return None;
+        }
+        let bytes = &self.values[(self.offset + lo) * 8..(self.offset + hi) * 8];
+        Some(bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).fold((i64::MAX, i64::MIN), |(l, h), v| (l.min(v), h.max(v))))
+    }
+
+    /// Bounds of a dictionary column of integers: the dictionary's own min and max.
+    fn dict_stats(&self) -> Option<(i64, i64)> {
+        let d = self.dict.as_ref()?;
+        if !self.stats || self.physical != INT64 || self.converted.is_some() || d.count == 0 {
+            return None;
+        }
+        Some(d.plain.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).fold((i64::MAX, i64::MIN), |(l, h), v| (l.min(v), h.max(v))))
+    }
+
+    /// A required PLAIN column's rows lo..hi: the page body as it lies in the buffer.
+    fn raw_page(&self, lo: usize, hi: usize) -> Option<&[u8]> {
+        let plain = self.dict.is_none() && !self.delta && self.physical != BOOLEAN && self.physical != BYTE_ARRAY;
+        (plain && self.validity.is_none()).then(|| &self.values[(self.offset + lo) * self.width..(self.offset + hi) * self.width])
+    }
+}
+
+fn merge(a: Option<(i64, i64)>, b: Option<(i64, i64)>) -> Option<(i64, i64)> {
+    match (a, b) {
+        (Some((l1, h1)), Some((l2, h2))) => Some((l1.min(l2), h1.max(h2))),
+        (x, None) | (None, x) => x,
+    }
+}
+
+/// The rows lo..hi whose validity bit is set (bitmap indexed from `offset`), in order.
+fn valid_rows(bitmap: &[u8], offset: usize, lo: usize, hi: usize, rows: &mut Vec<usize>) {
+    let mut i = lo;
+    while i < hi {
+        let j = offset + i;
+        if j % 8 == 0 && i + 8 <= hi {
+            let mut byte = bitmap[j / 8];
+            while byte != 0 {
+                rows.push(i + byte.trailing_zeros() as usize);
+                byte &= byte - 1;
+            }
+            i += 8;
+        } else {
+            if bitmap[j >> 3] >> (j & 7) & 1 == 1 {
+                rows.push(i);
+            }
+            i += 1;
+        }
+    }
+}
+
+/// Definition levels (0 null, 1 valid) of `n` rows from bit `start` of an Arrow validity bitmap,
+/// in the hybrid encoding at bit width 1: where the rows start on a byte, the bitmap's bytes
+/// are the bit-packed groups as they are.
+fn definition_levels(out: &mut Vec<u8>, bitmap: &[u8], start: usize, n: usize) {
+    let groups = n.div_ceil(8);
+    if start % 8 == 0 && start / 8 + groups <= bitmap.len() {
+        varint(out, (groups as u64) << 1 | 1);
+        out.extend_from_slice(&bitmap[start / 8..start / 8 + groups]);
+    } else {
+        let levels: Vec<u32> = (start..start + n).map(|j| (bitmap[j >> 3] >> (j & 7) & 1) as u32).collect();
+        rle_hybrid(out, &levels, 1);
+    }
+}
+
+/// Where a column chunk went, for the footer.
+struct ChunkMeta {
+    start: u64,
+    dict_offset: Option<u64>,
+    data_offset: u64,
+    values: i64,
+    uncompressed: i64,
+    compressed: i64,
+    encodings: Vec<i32>,
+    min_max: Option<(i64, i64)>,
+    nulls: i64,
+}
+
+struct Out<W: Write> {
+    w: W,
+    pos: u64,
+}
+
+impl<W: Write> Out<W> {
+    fn put(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(b)?;
+        self.pos += b.len() as u64;
+        Ok(())
+    }
+
+    /// One page: header then the LZ4_RAW body. Returns (uncompressed, compressed) sizes with headers.
+    fn page(&mut self, body: &[u8], header: impl Fn(&mut Thrift, i32, i32)) -> std::io::Result<(i64, i64)> {
+        let packed = lz4_flex::block::compress(body);
+        let mut t = Thrift::default();
+        header(&mut t, body.len() as i32, packed.len() as i32);
+        self.put(&t.buf)?;
+        self.put(&packed)?;
+        Ok(((t.buf.len() + body.len()) as i64, (t.buf.len() + packed.len()) as i64))
+    }
+}
+
+fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize) -> std::io::Result<ChunkMeta> {
+    let mut m = ChunkMeta {
+        start: out.pos,
+        dict_offset: None,
+        data_offset: 0,
+        values: (hi - lo) as i64,
+        uncompressed: 0,
+        compressed: 0,
+        encodings: vec![RLE],
+        min_max: None,
+        nulls: 0,
+    };
+    if let Some(d) = &c.dict {
+        m.min_max = c.dict_stats();
+        m.dict_offset = Some(out.pos);
+        let (u, z) = out.page(d.plain, |t, u, z| {
+            t.i32(1, DICTIONARY_PAGE);
+            t.i32(2, u);
+            t.i32(3, z);
+            t.begin(Some(7));
+            t.i32(1, d.count as i32);
+            t.i32(2, PLAIN);
+            t.end();
+            t.buf.push(0);
+        })?;
+        m.uncompressed += u;
+        m.compressed += z;
+        m.encodings.extend([PLAIN, RLE_DICTIONARY]);
+    } else {
+        m.encodings.push(if c.delta { DELTA_BINARY_PACKED } else { PLAIN });
+    }
+    let encoding = if c.dict.is_some() { RLE_DICTIONARY } else if c.delta { DELTA_BINARY_PACKED } else { PLAIN };
+    m.data_offset = out.pos;
+    let mut body = Vec::new();
+    let (mut levels, mut rows): (Vec<u8>, Vec<usize>) = (Vec::new(), Vec::new());
+    let mut s = lo;
+    while s < hi {
+        let e = (s + PAGE_ROWS).min(hi);
+        body.clear();
+        let mut some_null = false;
+        if let Some(bitmap) = c.validity {
+            rows.clear();
+            valid_rows(bitmap, c.offset, s, e, &mut rows);
+            m.nulls += (e - s - rows.len()) as i64;
+            some_null = rows.len() < e - s;
+            levels.clear();
+            definition_levels(&mut levels, bitmap, c.offset + s, e - s);
+            body.extend_from_slice(&(levels.len() as u32).to_le_bytes());
+            body.extend_from_slice(&levels);
+        }
+        let page_body: &[u8] = match c.raw_page(s, e) {
+            Some(raw) => {
+                m.min_max = merge(m.min_max, c.raw_stats(s, e));
+                raw
+            }
+            None => {
+                let mm = c.encode_values(&mut body, s, e, some_null.then_some(&rows[..]));
+                m.min_max = merge(m.min_max, mm);
+                &body
+            }
+        };
+        let rows_in_page = (e - s) as i32;
+        let (u, z) = out.page(page_body, |t, u, z| {
+            t.i32(1, DATA_PAGE);
+            t.i32(2, u);
+            t.i32(3, z);
+            t.begin(Some(5));
+            t.i32(1, rows_in_page);
+            t.i32(2, encoding);
+            t.i32(3, RLE);
+            t.i32(4, RLE);
+            t.end();
+            t.buf.push(0);
+        })?;
+        m.uncompressed += u;
+        m.compressed += z;
+        s = e;
+    }
+    Ok(m)
+}
+
+fn column_meta(t: &mut Thrift, c: &Column, m: &ChunkMeta) {
+    t.begin(None); // ColumnChunk
+    t.i64(2, m.start as i64);
+    t.begin(Some(3)); // ColumnMetaData
+    t.i32(1, c.physical);
+    t.list(2, T_I32, m.encodings.len());
+    for &e in &m.encodings {
+        t.elem_i32(e);
+    }
+    t.list(3, T_BINARY, 1);
+    t.elem_binary(c.name.as_bytes());
+    t.i32(4, LZ4_RAW);
+    t.i64(5, m.values);
+    t.i64(6, m.uncompressed);
+    t.i64(7, m.compressed);
+    t.i64(9, m.data_offset as i64);
+    if let Some(d) = m.dict_offset {
+        t.i64(11, d as i64);
+    }
+    if c.stats || c.validity.is_some() {
+        t.begin(Some(12)); // Statistics
+        if let Some((lo, hi)) = m.min_max {
+            t.binary(1, &hi.to_le_bytes());
+            t.binary(2, &lo.to_le_bytes());
+        }
+        t.i64(3, m.nulls);
+        if let Some((lo, hi)) = m.min_max {
+            t.binary(5, &hi.to_le_bytes());
+            t.binary(6, &lo.to_le_bytes());
+        }
+        t.end();
+    }
+    t.end();
+    t.end();
+}
+
+fn footer(columns: &[Column], groups: &[(usize, Vec<ChunkMeta>)], rows: usize) -> Vec<u8> {
+    let mut t = Thrift::default();
+    t.i32(1, 1);
+    t.list(2, T_STRUCT, columns.len() + 1);
+    t.begin(None);
+    t.binary(4, b"schema");
+    t.i32(5, columns.len() as i32);
+    t.end();
+    for c in columns {
+        t.begin(None);
+        t.i32(1, c.physical);
+        t.i32(3, if c.validity.is_some() { 1 } else { 0 });
+        t.binary(4, c.name.as_bytes());
+        if let Some(ct) = c.converted {
+            t.i32(6, ct);
+        }
+        t.end();
+    }
+    t.i64(3, rows as i64);
+    t.list(4, T_STRUCT, groups.len());
+    for (n, metas) in groups {
+        t.begin(None);
+        t.list(1, T_STRUCT, metas.len());
+        for (c, m) in columns.iter().zip(metas) {
+            column_meta(&mut t, c, m);
+        }
+        t.i64(2, metas.iter().map(|m| m.uncompressed).sum());
+        t.i64(3, *n as i64);
+        t.end();
+    }
+    t.binary(6, b"oslens");
+    t.list(7, T_STRUCT, columns.len());
+    for _ in columns {
+        t.begin(None); // ColumnOrder: TYPE_ORDER
+        t.begin(Some(1));
+        t.end();
+        t.end();
+    }
+    t.buf.push(0);
+    t.buf
+}
+
+/// Writes `rows` rows of `columns` to `w` in row groups of `group_rows`.
+pub fn write<W: Write>(w: W, columns: &[Column], rows: usize, group_rows: usize) -> std::io::Result<()> {
+    let mut out = Out { w: std::io::BufWriter::with_capacity(1 << 20, w), pos: 0 };
+    out.put(b"PAR1")?;
+    let mut groups = Vec::new();
+    let mut lo = 0;
+    while lo < rows {
+        let hi = (lo + group_rows.max(1)).min(rows);
+        let metas = columns.iter().map(|c| write_chunk(&mut out, c, lo, hi)).collect::<std::io::Result<Vec<_>>>()?;
+        groups.push((hi - lo, metas));
+        lo = hi;
+    }
+    let f = footer(columns, &groups, rows);
+    out.put(&f)?;
+    out.put(&(f.len() as u32).to_le_bytes())?;
+    out.put(b"PAR1")?;
+    out.w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unpack(bytes: &[u8], bw: u32, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|i| {
+                let mut v = 0u64;
+                for b in 0..bw as usize {
+                    let bit = i * bw as usize + b;
+                    v |= ((bytes[bit / 8] >> (bit % 8) & 1) as u64) << b;
+                }
+                v
+            })
+            .collect()
+    }
+
+    fn read_varint(b: &[u8], p: &mut usize) -> u64 {
+        let (mut v, mut s) = (0u64, 0);
+        loop {
+            let x = b[*p];
+            *p += 1;
+            v |= ((x & 0x7f) as u64) << s;
+            if x < 0x80 {
+                return v;
+            }
+            s += 7;
+        }
+    }
+
+    fn decode_hybrid(b: &[u8], bw: u32, n: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut p = 0;
+        while out.len() < n {
+            let h = read_varint(b, &mut p);
+            if h & 1 == 1 {
+                let count = (h >> 1) as usize * 8;
+                let bytes = count * bw as usize / 8;
+                out.extend(unpack(&b[p..p + bytes], bw, count));
+                p += bytes;
+            } else {
+                let vb = bw.div_ceil(8) as usize;
+                let mut v = [0u8; 8];
+                v[..vb].copy_from_slice(&b[p..p + vb]);
+                p += vb;
+                out.extend(std::iter::repeat_n(u64::from_le_bytes(v), (h >> 1) as usize));
+            }
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn hybrid_round_trips_runs_and_literals() {
+        let vals: Vec<u32> = (0..1000).map(|i| if i % 100 < 40 { 3 } else { (i * 7 % 13) as u32 }).collect();
+        let mut out = Vec::new();
+        rle_hybrid(&mut out, &vals, 4);
+        assert_eq!(decode_hybrid(&out, 4, vals.len()), vals.iter().map(|&v| v as u64).collect::<Vec<_>>());
+        assert!(out.len() < 1000 * 4 / 8);
+    }
+
+    #[test]
+    fn delta_writes_the_header_and_first_value() {
+        let vals: Vec<i64> = (0..300).map(|i| 1000 + i * 5 + (i % 3)).collect();
+        let mut out = Vec::new();
+        delta_binary_packed(&mut out, &vals);
+        let mut p = 0;
+        assert_eq!(read_varint(&out, &mut p), 128);
+        assert_eq!(read_varint(&out, &mut p), 4);
+        assert_eq!(read_varint(&out, &mut p), 300);
+        assert_eq!(read_varint(&out, &mut p), 2000); // zigzag(1000)
+        assert_eq!(read_varint(&out, &mut p), 6); // zigzag(3): the deltas are 6, 6, 3, ...
+        assert_eq!(&out[p..p + 4], &[2, 2, 2, 2]); // 3 over the minimum: 2 bits
+    }
+}
