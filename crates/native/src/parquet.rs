@@ -293,35 +293,37 @@ impl Column<'_> {
     }
 
     /// The values of rows lo..hi (or of `rows`, the valid ones, when some are null) as i64.
-    fn i64s(&self, lo: usize, hi: usize, rows: Option<&[usize]>) -> Vec<i64> {
+    fn i64s(&self, lo: usize, hi: usize, rows: Option<&[usize]>, out: &mut Vec<i64>) {
+        out.clear();
         match rows {
-            None => self.values[(self.offset + lo) * 8..(self.offset + hi) * 8]
-                .chunks_exact(8)
-                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
-                .collect(),
-            Some(r) => r.iter().map(|&i| self.i64(i)).collect(),
+            None => out.extend(
+                self.values[(self.offset + lo) * 8..(self.offset + hi) * 8].chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())),
+            ),
+            Some(r) => out.extend(r.iter().map(|&i| self.i64(i))),
         }
     }
 
     /// Dictionary indices of rows lo..hi (or of `rows`) as u32.
-    fn indices(&self, lo: usize, hi: usize, rows: Option<&[usize]>) -> Vec<u32> {
+    fn indices(&self, lo: usize, hi: usize, rows: Option<&[usize]>, out: &mut Vec<u32>) {
         let (a, b) = ((self.offset + lo) * self.width, (self.offset + hi) * self.width);
+        out.clear();
         match (rows, self.width) {
-            (None, 1) => self.values[a..b].iter().map(|&x| x as u32).collect(),
-            (None, 2) => self.values[a..b].chunks_exact(2).map(|x| u16::from_le_bytes([x[0], x[1]]) as u32).collect(),
-            (None, 4) => self.values[a..b].chunks_exact(4).map(|x| u32::from_le_bytes(x.try_into().unwrap())).collect(),
-            (None, _) => (lo..hi).map(|i| self.uint(i) as u32).collect(),
-            (Some(r), _) => r.iter().map(|&i| self.uint(i) as u32).collect(),
+            (None, 1) => out.extend(self.values[a..b].iter().map(|&x| x as u32)),
+            (None, 2) => out.extend(self.values[a..b].chunks_exact(2).map(|x| u16::from_le_bytes([x[0], x[1]]) as u32)),
+            (None, 4) => out.extend(self.values[a..b].chunks_exact(4).map(|x| u32::from_le_bytes(x.try_into().unwrap()))),
+            (None, _) => out.extend((lo..hi).map(|i| self.uint(i) as u32)),
+            (Some(r), _) => out.extend(r.iter().map(|&i| self.uint(i) as u32)),
         }
     }
 
     /// Appends the encoding of the values of rows lo..hi (of the valid `rows` where some are
     /// null) to `out`; returns their min and max where statistics are asked for.
-    fn encode_values(&self, out: &mut Vec<u8>, lo: usize, hi: usize, rows: Option<&[usize]>) -> Option<(i64, i64)> {
+    fn encode_values(&self, out: &mut Vec<u8>, lo: usize, hi: usize, rows: Option<&[usize]>, tmp: &mut Temp) -> Option<(i64, i64)> {
         if let Some(d) = &self.dict {
             let bw = bit_width(d.count.saturating_sub(1) as u64).max(1);
             out.push(bw as u8);
-            rle_hybrid(out, &self.indices(lo, hi, rows), bw);
+            self.indices(lo, hi, rows, &mut tmp.idx);
+            rle_hybrid(out, &tmp.idx, bw);
             return None;
         }
         let each = |f: &mut dyn FnMut(usize)| match rows {
@@ -348,13 +350,13 @@ impl Column<'_> {
                 None
             }
             INT64 if self.delta || self.stats => {
-                let vals = self.i64s(lo, hi, rows);
+                self.i64s(lo, hi, rows, &mut tmp.vals);
                 if self.delta {
-                    delta_binary_packed(out, &vals);
+                    delta_binary_packed(out, &tmp.vals);
                 } else {
-                    vals.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+                    tmp.vals.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
                 }
-                self.stats_of(&vals)
+                self.stats_of(&tmp.vals)
             }
             _ => {
                 let w = self.width;
@@ -442,6 +444,18 @@ fn definition_levels(out: &mut Vec<u8>, bitmap: &[u8], start: usize, n: usize) {
     }
 }
 
+/// Buffers reused from page to page and column to column (a fresh large buffer costs a page
+/// fault per 4 KiB on first touch).
+#[derive(Default)]
+pub struct Temp {
+    body: Vec<u8>,
+    levels: Vec<u8>,
+    rows: Vec<usize>,
+    idx: Vec<u32>,
+    vals: Vec<i64>,
+    packed: Vec<u8>,
+}
+
 /// Where a column chunk went, for the footer.
 struct ChunkMeta {
     start: u64,
@@ -468,17 +482,21 @@ impl<W: Write> Out<W> {
     }
 
     /// One page: header then the LZ4_RAW body. Returns (uncompressed, compressed) sizes with headers.
-    fn page(&mut self, body: &[u8], header: impl Fn(&mut Thrift, i32, i32)) -> std::io::Result<(i64, i64)> {
-        let packed = lz4_flex::block::compress(body);
+    fn page(&mut self, body: &[u8], packed: &mut Vec<u8>, header: impl Fn(&mut Thrift, i32, i32)) -> std::io::Result<(i64, i64)> {
+        let need = lz4_flex::block::get_maximum_output_size(body.len());
+        if packed.len() < need {
+            packed.resize(need, 0);
+        }
+        let n = lz4_flex::block::compress_into(body, packed).map_err(std::io::Error::other)?;
         let mut t = Thrift::default();
-        header(&mut t, body.len() as i32, packed.len() as i32);
+        header(&mut t, body.len() as i32, n as i32);
         self.put(&t.buf)?;
-        self.put(&packed)?;
-        Ok(((t.buf.len() + body.len()) as i64, (t.buf.len() + packed.len()) as i64))
+        self.put(&packed[..n])?;
+        Ok(((t.buf.len() + body.len()) as i64, (t.buf.len() + n) as i64))
     }
 }
 
-fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize) -> std::io::Result<ChunkMeta> {
+fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize, tmp: &mut Temp) -> std::io::Result<ChunkMeta> {
     let mut m = ChunkMeta {
         start: out.pos,
         dict_offset: None,
@@ -493,7 +511,7 @@ fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize) -> 
     if let Some(d) = &c.dict {
         m.min_max = c.dict_stats();
         m.dict_offset = Some(out.pos);
-        let (u, z) = out.page(d.plain, |t, u, z| {
+        let (u, z) = out.page(d.plain, &mut tmp.packed, |t, u, z| {
             t.i32(1, DICTIONARY_PAGE);
             t.i32(2, u);
             t.i32(3, z);
@@ -511,8 +529,8 @@ fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize) -> 
     }
     let encoding = if c.dict.is_some() { RLE_DICTIONARY } else if c.delta { DELTA_BINARY_PACKED } else { PLAIN };
     m.data_offset = out.pos;
-    let mut body = Vec::new();
-    let (mut levels, mut rows): (Vec<u8>, Vec<usize>) = (Vec::new(), Vec::new());
+    let mut body = std::mem::take(&mut tmp.body);
+    let (mut levels, mut rows) = (std::mem::take(&mut tmp.levels), std::mem::take(&mut tmp.rows));
     let mut s = lo;
     while s < hi {
         let e = (s + PAGE_ROWS).min(hi);
@@ -534,13 +552,13 @@ fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize) -> 
                 raw
             }
             None => {
-                let mm = c.encode_values(&mut body, s, e, some_null.then_some(&rows[..]));
+                let mm = c.encode_values(&mut body, s, e, some_null.then_some(&rows[..]), tmp);
                 m.min_max = merge(m.min_max, mm);
                 &body
             }
         };
         let rows_in_page = (e - s) as i32;
-        let (u, z) = out.page(page_body, |t, u, z| {
+        let (u, z) = out.page(page_body, &mut tmp.packed, |t, u, z| {
             t.i32(1, DATA_PAGE);
             t.i32(2, u);
             t.i32(3, z);
@@ -556,6 +574,7 @@ fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize) -> 
         m.compressed += z;
         s = e;
     }
+    (tmp.body, tmp.levels, tmp.rows) = (body, levels, rows);
     Ok(m)
 }
 
@@ -642,10 +661,11 @@ pub fn write<W: Write>(w: W, columns: &[Column], rows: usize, group_rows: usize)
     let mut out = Out { w: std::io::BufWriter::with_capacity(1 << 20, w), pos: 0 };
     out.put(b"PAR1")?;
     let mut groups = Vec::new();
+    let mut tmp = Temp::default();
     let mut lo = 0;
     while lo < rows {
         let hi = (lo + group_rows.max(1)).min(rows);
-        let metas = columns.iter().map(|c| write_chunk(&mut out, c, lo, hi)).collect::<std::io::Result<Vec<_>>>()?;
+        let metas = columns.iter().map(|c| write_chunk(&mut out, c, lo, hi, &mut tmp)).collect::<std::io::Result<Vec<_>>>()?;
         groups.push((hi - lo, metas));
         lo = hi;
     }

@@ -387,6 +387,11 @@ def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, lev
 
 
 def write_tables(trace: Path, tables: dict, progress: _Progress | None = None) -> dict:
+    with keep_freed_memory():  # the writers' page buffers: reused, not faulted in afresh
+        return _write_tables(trace, tables, progress)
+
+
+def _write_tables(trace: Path, tables: dict, progress: _Progress | None) -> dict:
     progress = progress or _Progress(0, False)
     final = tables_dir(trace)
     tmp = trace / f".{TABLES_DIR}.tmp-{os.getpid()}"
