@@ -265,7 +265,7 @@ class NameLookup:
 def _dict_array(indices: np.ndarray, dictionary: pa.Array) -> pa.DictionaryArray:
     mask = indices < 0
     idx = pa.array(indices, type=pa.int32(), mask=mask if mask.any() else None)
-    return pa.DictionaryArray.from_arrays(idx, dictionary)
+    return pa.DictionaryArray.from_arrays(idx, dictionary, safe=False)  # indices from NameLookup: in range
 
 
 def _small_dict(codes: np.ndarray, labels: dict[int, str], default=None) -> pa.DictionaryArray:
@@ -320,7 +320,7 @@ def _payload_array(kind: np.ndarray, a: np.ndarray, b: np.ndarray, payloads: dic
 
 def _indexed(g: np.ndarray, values: np.ndarray, typ=pa.int64()) -> pa.DictionaryArray:
     """A per-record column that only depends on the thread: thread index -> value, encoded."""
-    return pa.DictionaryArray.from_arrays(pa.array(g, pa.int32()), pa.array(values, typ))
+    return pa.DictionaryArray.from_arrays(pa.array(g, pa.int32()), pa.array(values, typ), safe=False)  # g < len(values)
 
 
 KIND_LABELS = pa.array([n if n not in ("unknown",) else f"kind{k}" for k, n in enumerate(KIND_NAMES)], pa.string())
@@ -369,7 +369,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         "cpu": col.cpu,
         "instrument": _dict_array(name_idx, dictionary),
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind.view(np.int8) if not counts[128:].any()
-                                                        else kind.astype(np.int16)), KIND_LABELS),
+                                                        else kind.astype(np.int16)), KIND_LABELS, safe=False),
         "value": value,
         "payload": _payload_array(kind, col.a, col.b, col.payloads),
         "id": col.ident,
