@@ -10,9 +10,11 @@ Prints JSON. What is measured, per program (water, and a region-dense program):
 - in vivo, from rounds of four runs in rotated ABBA order: the program with and without
   instrumentation (OSLENS_TRACE unset: every call a no-op), and the same program doing no work
   (water --steps 0, dense 0 iterations) with and without. CPU time is the process's user + system
-  (rusage): preemption by other load does not count. Each round's runs form pairs, so load that
-  hits a round hits both sides of its pairs; the figures are medians of paired differences with
-  their distribution-free 95% intervals (sign-test order statistics):
+  (rusage): preemption by other load does not count. Differences are taken by
+  COMPENSATION_ESTIMATOR: lower_quartile (default: each kind's lower quartile over the rounds, as the
+  calibration's figures are; other load only adds time; 95% interval by bootstrap over rounds) or
+  paired_median (the median of the per-round differences, the sign test's interval); the other
+  estimator's in-vivo figure and verdict are printed beside:
     * in_vivo (Kohr's figure): (with - without) / events, net of the calibrated start-up;
     * in_vivo_marginal: ((with - without) - (with - without with no work)) / (events - events with
       no work): the program's own fixed cost (start-up, preload library, trace files) cancels,
@@ -67,6 +69,7 @@ SPLIT_ENV = "COMPENSATION_CPU_SPLIT"
 # the calibration's repetitions: its figures are lower quartiles over them, and a load that comes and
 # goes spares more of 41 than of the 21 `oslens calibrate` takes
 CAL_REPS = int(os.environ.get("COMPENSATION_CAL_REPS", "41"))
+ESTIMATOR = os.environ.get("COMPENSATION_ESTIMATOR", "lower_quartile")
 
 
 def build(out: Path, source: Path, std: str) -> Path:
@@ -147,22 +150,25 @@ def _one(p: Program, which: str, instrumented: bool, workdir: Path) -> dict:
     return {"run": run, "meta": meta}
 
 
-def _marginal(runs: dict, key: str) -> np.ndarray:
-    """Per round: (full with - full without) - (empty with - empty without) of one measure."""
-    g = {k: np.array([r[key] for r in v]) for k, v in runs.items()}
-    return (g[("full", True)] - g[("full", False)]) - (g[("empty", True)] - g[("empty", False)])
+def _contrast(runs: dict, key: str, marginal: bool = True) -> dict:
+    """(full with - full without) - (empty with - empty without) of one measure, or, with marginal
+    False, (empty with - empty without): in_vivo.contrast with the bench's estimator."""
+    g = {k: [r[key] for r in v] for k, v in runs.items()}
+    if marginal:
+        return in_vivo.contrast([g[("full", True)], g[("full", False)], g[("empty", True)], g[("empty", False)]],
+                                [1, -1, -1, 1], ESTIMATOR)
+    return in_vivo.contrast([g[("empty", True)], g[("empty", False)]], [1, -1], ESTIMATOR)
 
 
-def _ns_per_event(pd: dict, events: int) -> dict:
-    return {"ns": _r(1e9 * pd["median"] / events), "ci": [_r(1e9 * x / events) for x in pd["ci"]],
-            "ci_coverage": pd["ci_coverage"]}
+def _ns_per_event(c: dict, events: int) -> dict:
+    return {"ns": _r(1e9 * c["estimate"] / events), "ci": [_r(1e9 * x / events) for x in c["ci"]]}
 
 
 def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> dict:
     full = in_vivo.trace_profile(workdir / f"trace-{p.name}-full", metas["full"])
     empty = in_vivo.trace_profile(workdir / f"trace-{p.name}-empty", metas["empty"])
     r = in_vivo.analyse(runs[("full", True)], runs[("full", False)], full["counts"], full["pause_ns"], cal,
-                        full["processes"], full)
+                        full["processes"], full, ESTIMATOR)
     cpu, wall = r["measures"]["cpu_s"], r["measures"]["wall_s"]
     events, events0 = r["events"], sum(n for k, n in empty["counts"].items() if k not in in_vivo.UNCHARGED)
     vitro = r["in_vitro"]
@@ -171,10 +177,9 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
     vitro_m = in_vivo.in_vitro_cost(extra, cal, region_name_bytes=full["region_name_bytes"] - empty["region_name_bytes"],
                                     records_per_s=vitro.get("records_per_s"))
     d_events = events - events0
-    marg = in_vivo.paired_diff(_marginal(runs, "cpu_s"), np.zeros(len(runs[("full", True)])))
-    marg_ns = _ns_per_event(marg, d_events)
+    marg_ns = _ns_per_event(_contrast(runs, "cpu_s"), d_events)
     agree_m = in_vivo.agreement(marg_ns["ns"], marg_ns["ci"], vitro_m["process_ns_per_event"])
-    fixed = in_vivo.paired_diff([x["cpu_s"] for x in runs[("empty", True)]], [x["cpu_s"] for x in runs[("empty", False)]])
+    fixed = _contrast(runs, "cpu_s", marginal=False)
     result = {
         "program": p.name,
         "command": [Path(p.full[0]).name, *p.full[1:]],
@@ -192,6 +197,12 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
         "in_vivo_over_in_vitro": _r(cpu["agreement"]["ratio"], 3),
         "in_vivo_over_in_vitro_ci": [_r(x, 3) for x in cpu["agreement"]["ratio_ci"]],
         "agreement": cpu["agreement"]["verdict"],
+        "estimator": ESTIMATOR,
+        "paired_median": {
+            "in_vivo_ns_per_event": _r((cpu.get("paired_median") or {}).get("in_vivo_net_ns_per_event")),
+            "in_vivo_ci_ns_per_event": [_r(x) for x in (cpu.get("paired_median") or {}).get("in_vivo_net_ci_ns_per_event") or []],
+            "agreement": ((cpu.get("paired_median") or {}).get("agreement") or {}).get("verdict"),
+        },
         "records_per_cpu_s": _r(vitro.get("records_per_s"), 0),
         "paced_variant": {
             "what": "labelled in-vitro variant: each record's share outside the call taken at this program's pace "
@@ -218,7 +229,7 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
         "fixed_cost": {
             "what": "CPU of the program doing no work, with - without (paired median), against the calibration's "
                     "start-up (with the preload library's when the run had it)",
-            "in_vivo_ms": _r(1e3 * fixed["median"], 3), "in_vivo_ci_ms": [_r(1e3 * x, 3) for x in fixed["ci"]],
+            "in_vivo_ms": _r(1e3 * fixed["estimate"], 3), "in_vivo_ci_ms": [_r(1e3 * x, 3) for x in fixed["ci"]],
             "calibrated_ms": _r(1e3 * cpu["startup_s"], 3) if cpu["startup_s"] is not None else None,
             "events": events0,
         },
@@ -236,10 +247,8 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
             for x in v:
                 x["other_s"] = x["process_s"] - x["thread_s"]
                 x["exit_s"] = x["cpu_s"] - x["process_s"]
-        zeros = np.zeros(len(runs[("full", True)]))
-        parts = {k: _ns_per_event(in_vivo.paired_diff(_marginal(runs, k), zeros), d_events)
-                 for k in ("thread_s", "other_s", "exit_s")}
-        faults = {k: float(np.median(_marginal(runs, k))) for k in ("thread_minflt", "process_minflt")}
+        parts = {k: _ns_per_event(_contrast(runs, k), d_events) for k in ("thread_s", "other_s", "exit_s")}
+        faults = {k: _contrast(runs, k)["estimate"] for k in ("thread_minflt", "process_minflt")}
         _, _, outside = calibrate.outside_costs(cal)
         result["split"] = {
             "what": "the marginal in-vivo CPU per event, by where it was spent: the recording thread (its calls, in "
@@ -255,9 +264,10 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
         }
     loops = runs[("full", True)]
     if p.in_trace and all("loop_comp_ns" in x for x in loops):
-        t0 = statistics.median(x["loop_cpu_ns"] for x in runs[("full", False)])
-        tr = statistics.median(x["loop_cpu_ns"] for x in loops)
-        tc = statistics.median(x["loop_comp_ns"] for x in loops)
+        q = (lambda v: float(np.quantile(list(v), in_vivo.QUARTILE))) if ESTIMATOR == "lower_quartile" else statistics.median
+        t0 = q(x["loop_cpu_ns"] for x in runs[("full", False)])
+        tr = q(x["loop_cpu_ns"] for x in loops)
+        tc = q(x["loop_comp_ns"] for x in loops)
         loop_records = sum(n for k, n in full["counts"].items() if k in ("region_begin", "region_end", "event"))
         result["in_trace"] = {
             "what": "the loop's thread CPU time (the program's own figure) less what the importer removed "
@@ -341,9 +351,9 @@ def main() -> int:
         "machine": cal.get("machine"),
         "liboslens": cal.get("liboslens"),
         "method": ("CPU time (rusage user + system); rounds of four runs (full and no-work, with and without "
-                   "instrumentation) in rotated ABBA order; medians of paired differences with distribution-free "
-                   "95% intervals; in vitro = the empty-loop calibration weighted by the program's record kinds "
-                   "and region-name lengths, plus each record's share outside the call"),
+                   f"instrumentation) in rotated ABBA order; differences by {ESTIMATOR} with 95% intervals; in vitro = "
+                   "the empty-loop calibration weighted by the program's record kinds and region-name lengths, plus "
+                   "each record's share outside the call"),
         "calibration": {k: cal["costs"][k]["ns"] for k in cal["costs"]},
         "calibration_ci": {k: [cal["costs"][k].get("ci_low"), cal["costs"][k].get("ci_high")] for k in cal["costs"]},
         "calibration_repetitions": cal.get("repetitions"),
@@ -357,7 +367,8 @@ def main() -> int:
         "targets": {
             "in_vivo_within_20pct_of_in_vitro": {
                 r["program"]: {"met": r["in_vivo_over_in_vitro"] is not None and abs(r["in_vivo_over_in_vitro"] - 1) <= 0.2,
-                               "verdict": r["agreement"], "marginal": r["marginal"]["agreement"],
+                               "verdict": r["agreement"], "paired_median": r["paired_median"]["agreement"],
+                               "marginal": r["marginal"]["agreement"],
                                "paced_variant": r["paced_variant"]["agreement"]}
                 for r in rows},
             "compensated_within_2pct_where_raw_adds_10pct": {

@@ -126,3 +126,33 @@ def test_analyse_charges_each_further_recording_thread():
     assert one["threads"] == 1 and three["threads"] == 3
     assert one["measures"]["cpu_s"]["startup_s"] == pytest.approx(0.003)
     assert three["measures"]["cpu_s"]["startup_s"] == pytest.approx(0.003 + 2 * 0.002)
+
+
+def test_contrast_lower_quartile_stays_in_the_undisturbed_mode():
+    # 12 rounds: clean runs take 100 (without) and 104 (with); a third of the runs of each kind
+    # are hit by other load, which only ever adds time, and not in the same rounds
+    without = np.full(12, 100.0)
+    with_ = np.full(12, 104.0)
+    without[[0, 3, 6, 9]] += [30, 50, 20, 40]
+    with_[[1, 4, 7, 10]] += [60, 10, 35, 45]
+    c = in_vivo.contrast([with_, without], [1, -1])
+    assert c["estimator"] == "lower_quartile" and c["n"] == 12
+    assert c["estimate"] == pytest.approx(4.0)
+    assert c["ci"][0] <= 4.0 <= c["ci"][1]
+    # the per-round differences are thrown about by the disturbed runs: the paired median is not 4
+    p = in_vivo.contrast([with_, without], [1, -1], "paired_median")
+    assert p["estimate"] == in_vivo.paired_diff(with_, without)["median"]
+    assert p["ci"][1] - p["ci"][0] > c["ci"][1] - c["ci"][0]
+
+
+def test_contrast_of_four_kinds_cancels_the_fixed_cost():
+    # with - without = 3 (fixed) + 7 (the work's records); doing no work: with - without = 3
+    full_with, full_without = np.array([110.0, 111.0, 110.5]), np.array([100.0, 101.0, 100.5])
+    empty_with, empty_without = np.array([13.0, 13.5, 14.0]), np.array([10.0, 10.5, 11.0])
+    c = in_vivo.contrast([full_with, full_without, empty_with, empty_without], [1, -1, -1, 1])
+    assert c["estimate"] == pytest.approx(7.0)
+    m = in_vivo.contrast([full_with, full_without, empty_with, empty_without], [1, -1, -1, 1], "paired_median")
+    assert m["estimate"] == pytest.approx(7.0)
+    with pytest.raises(ValueError):
+        in_vivo.contrast([full_with], [1], "mean")
+    assert in_vivo.contrast([[], []], [1, -1])["estimate"] is None
