@@ -293,7 +293,7 @@ impl NameMap {
 /// split_records(records, ts, kind, ident, cpu, value, name, name_keys, name_values, clock=None)
 /// -> records per kind (256 counts): one pass over n 32-byte records (a chunk's `records`)
 /// writing each field into its own contiguous column: ts (int64), kind (uint8), ident (uint32),
-/// cpu (int64), value (int64: the `a` word), name (int32: name_values[j] where
+/// cpu (uint16), value (int64: the `a` word), name (int32: name_values[j] where
 /// name_keys[j] == kind << 48 | id, else -1; name_keys uint64, name_values int32). With
 /// clock = (r0, n0, slope, intercept) the raw TSC is converted to CLOCK_MONOTONIC ns as numpy's
 /// `n0 + rint((ts - r0) * slope + intercept)` does, and the tick counts of TIMER_STOP and PAUSE
@@ -324,10 +324,10 @@ fn split_records(
     let tp = buffer_ptr(&ts, n * 8, "ts", true)?;
     let kp = buffer_ptr(&kind, n, "kind", true)?;
     let ip = buffer_ptr(&ident, n * 4, "ident", true)?;
-    let cp = buffer_ptr(&cpu, n * 8, "cpu", true)?;
+    let cp = buffer_ptr(&cpu, n * 2, "cpu", true)?;
     let vp = buffer_ptr(&value, n * 8, "value", true)?;
     let np_ = buffer_ptr(&name, n * 4, "name", true)?;
-    if tp % 8 != 0 || ip % 4 != 0 || cp % 8 != 0 || vp % 8 != 0 || np_ % 4 != 0 {
+    if tp % 8 != 0 || ip % 4 != 0 || cp % 2 != 0 || vp % 8 != 0 || np_ % 4 != 0 {
         return Err(PyValueError::new_err("split_records: the columns must be aligned to their item size"));
     }
     let nkp = buffer_ptr(&name_keys, names * 8, "name_keys", false)?;
@@ -345,7 +345,7 @@ fn split_records(
                 std::slice::from_raw_parts_mut(tp as *mut i64, n),
                 std::slice::from_raw_parts_mut(kp as *mut u8, n),
                 std::slice::from_raw_parts_mut(ip as *mut u32, n),
-                std::slice::from_raw_parts_mut(cp as *mut i64, n),
+                std::slice::from_raw_parts_mut(cp as *mut u16, n),
                 std::slice::from_raw_parts_mut(vp as *mut i64, n),
                 std::slice::from_raw_parts_mut(np_ as *mut i32, n),
             )
@@ -363,7 +363,7 @@ fn split_records(
             counts[k as usize] += 1;
             kind[i] = k;
             ident[i] = w1 as u32;
-            cpu[i] = (w1 >> 32) as u16 as i64;
+            cpu[i] = (w1 >> 32) as u16;
             name[i] = if names == 0 { -1 } else { map.get(w1 & 0x00FF_0000_FFFF_FFFF) };
             if tsc {
                 let d = (word(r, 0) as i64).wrapping_sub(r0) as f64;

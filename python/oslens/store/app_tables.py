@@ -61,7 +61,7 @@ class Columns:
     ts: np.ndarray  # int64 CLOCK_MONOTONIC ns
     kind: np.ndarray  # uint8
     ident: np.ndarray  # uint32
-    cpu: np.ndarray  # int64
+    cpu: np.ndarray  # uint16
     value: np.ndarray  # int64: a, with raw clock ticks (timer stop, pause) converted to ns
     b: "RecordWord"  # uint64, gathered from the chunks on demand
     name: np.ndarray  # int32 index into the names dictionary, -1 where unnamed
@@ -176,7 +176,7 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
     ts = np.empty(total, np.int64)
     kind = np.empty(total, np.uint8)
     ident = np.empty(total, np.uint32)
-    cpu = np.empty(total, np.int64)
+    cpu = np.empty(total, np.uint16)
     value = np.empty(total, np.int64)
     b_parts, b_starts = [], []
     name = np.empty(total, np.int32)
@@ -318,6 +318,16 @@ def _payload_array(kind: np.ndarray, a: np.ndarray, b: np.ndarray, payloads: dic
                                  [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def _small_ints(values: np.ndarray) -> pa.Array:
+    """An int64 column of small non-negative numbers (CPU numbers, uint16) as a dictionary of
+    0..max: two bytes a row in memory instead of eight, and written as bit-packed indices."""
+    top = int(values.max()) if len(values) else 0
+    if top >= 2**15:
+        return pa.array(values.astype(np.int64))
+    return pa.DictionaryArray.from_arrays(pa.array(values.view(np.int16)), pa.array(np.arange(top + 1, dtype=np.int64)),
+                                          safe=False)  # every value is at most top
+
+
 def _indexed(g: np.ndarray, values: np.ndarray, typ=pa.int64()) -> pa.DictionaryArray:
     """A per-record column that only depends on the thread: thread index -> value, encoded."""
     return pa.DictionaryArray.from_arrays(pa.array(g, pa.int32()), pa.array(values, typ), safe=False)  # g < len(values)
@@ -366,7 +376,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         "ts": col.ts,
         # per thread: the thread index into its pid and tid (run-length encoded when written)
         "pid": _indexed(col.g, t_pid), "tid": _indexed(col.g, t_tid),
-        "cpu": col.cpu,
+        "cpu": _small_ints(col.cpu),
         "instrument": _dict_array(name_idx, dictionary),
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind.view(np.int8) if not counts[128:].any()
                                                         else kind.astype(np.int16)), KIND_LABELS, safe=False),

@@ -125,7 +125,7 @@ def test_native_record_split_matches_numpy():
     clock = raw.ClockConverter([(10**9, 5 * 10**9), (10**15 + 12345, 5 * 10**9 + 10**15 // 3 + 77), (10**12, 3 * 10**11)])
     keys = np.array([(raw.REGION_BEGIN << 48) | 1, (raw.COUNTER << 48) | 3], np.uint64)
     vals = np.array([7, 9], np.int32)
-    cols = [np.empty(n, t) for t in (np.int64, np.uint8, np.uint32, np.int64, np.int64, np.int32)]
+    cols = [np.empty(n, t) for t in (np.int64, np.uint8, np.uint32, np.uint16, np.int64, np.int32)]
     counts = _native.split_records(*(x.view(np.uint8) for x in (rec, *cols, keys, vals)),
                                    app_tables.native_clock(clock))
     ts, kind, ident, cpu, value, name = cols
@@ -140,3 +140,17 @@ def test_native_record_split_matches_numpy():
     want_name[(rec["kind"] == raw.COUNTER) & (rec["id"] == 3)] = 9
     assert np.array_equal(name, want_name)
     assert counts[raw.TIMER_STOP] == int((rec["kind"] == raw.TIMER_STOP).sum())
+
+
+def test_cpu_numbers_are_kept_as_a_dictionary_of_int64_values():
+    import numpy as np
+    import pyarrow as pa
+
+    from oslens.store.app_tables import _small_ints
+
+    small = _small_ints(np.array([3, 0, 3, 7], np.uint16))
+    assert pa.types.is_dictionary(small.type) and small.type.value_type == pa.int64()
+    assert small.to_pylist() == [3, 0, 3, 7]
+    large = _small_ints(np.array([1, 40000], np.uint16))
+    assert large.type == pa.int64() and large.to_pylist() == [1, 40000]
+    assert _small_ints(np.zeros(0, np.uint16)).to_pylist() == []
