@@ -66,6 +66,8 @@ def import_once(path: Path, extensions: bool) -> dict:
     total_w, total_c = time.perf_counter() - w0, cpu_s() - c0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     n = tables["_records"]
+    read = tables["_read"]
+    sizes = {p.stem: p.stat().st_size for p in sorted((path / "tables").glob("*.parquet"))}
     return {
         "records": n,
         "wall_s": round(total_w, 3),
@@ -75,9 +77,12 @@ def import_once(path: Path, extensions: bool) -> dict:
         # system time is mostly first-touch page faults on the arrays built (costly on VMs)
         "user_s": round(r1.ru_utime - r0.ru_utime, 3), "sys_s": round(r1.ru_stime - r0.ru_stime, 3),
         "minor_faults": r1.ru_minflt - r0.ru_minflt,
-        "phases": {"read_chunks": {k: round(v, 3) for k, v in tables["_read"].items()},
+        # CPU seconds of the whole process (all threads) in each phase; build = read_and_build - read
+        "phases": {"read_chunks": {k: round(v, 3) for k, v in read.items()},
+                   "build_tables": {"wall_s": round(build_w - read["wall_s"], 3), "cpu_s": round(build_c - read["cpu_s"], 3)},
                    "read_and_build": {"wall_s": round(build_w, 3), "cpu_s": round(build_c, 3)},
                    "write_parquet": {"wall_s": round(write_w, 3), "cpu_s": round(write_c, 3)}},
+        "parquet_bytes": {"total": sum(sizes.values()), **{k: v for k, v in sizes.items() if v >= 1 << 20}},
         "extensions_s": {k: round(v, 3) for k, v in tables.get("_extension_s", {}).items()},
         "rows": {k: v.num_rows for k, v in tables.items() if not k.startswith("_") and v.num_rows},
     }
