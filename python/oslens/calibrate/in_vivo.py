@@ -2,10 +2,11 @@
 
 The program runs N times with recording on and N times with it off (OSLENS_TRACE unset, so every
 oslens call is a no-op), alternating (ABBA order) after one untimed warm-up run; each round's
-two runs form a pair. The cost per event is the median of the paired differences (time with -
-time without) / events, with its distribution-free 95% interval, for the process tree's CPU time
-(user + system of the waited-for children; preemption by other load does not count) and for
-wall time. Next to it: the in-vitro figure for the same mix of record kinds and region-name
+two runs form a pair. The cost per event is (time with - time without) / events, the two sides
+taken by their lower quartiles (other load only adds time) with a bootstrap 95% interval over
+rounds, and beside it by the median of the paired differences with the sign test's interval
+(contrast()), for the process tree's CPU time (user + system of the waited-for children;
+preemption by other load does not count) and for wall time. Next to it: the in-vitro figure for the same mix of record kinds and region-name
 lengths (the stored calibration), the verdict on their agreement (within 20%, and whether the
 interval is narrow enough to say), and the compensated run time (time with, minus what the
 calibration says the recorded events cost, minus the recorder's pauses) against the time
@@ -510,7 +511,8 @@ def _print(r: dict) -> None:
 
     v = r["in_vitro"]
     table = Table(title=f"instrumentation cost in vivo: {' '.join(r['command'])}",
-                  caption=f"{r['runs']} runs each way, paired; {r['events']:,} events per run"
+                  caption=f"{r['runs']} runs each way in ABBA pairs, {r.get('estimator', 'lower_quartile').replace('_', ' ')}s; "
+                          f"{r['events']:,} events per run"
                           + ("" if r["deterministic_event_count"] else " (the count varied between runs)")
                           + "; ns per event net of the recorder's start-up, 95% CI")
     table.add_column("measure")

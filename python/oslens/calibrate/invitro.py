@@ -183,14 +183,14 @@ def _timed(argv: list[str], env: dict, capture: bool = False):
     return float(wall), (usage.ru_utime + usage.ru_stime) * 1e9
 
 
-def _diff_summary(a: np.ndarray, b: np.ndarray, resamples: int = 4000) -> dict:
-    """median(a) - median(b) with a percentile-bootstrap 95% interval."""
-    rng = np.random.default_rng(1994)
-    da = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
-    db = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    lo, hi = np.quantile(da - db, [0.025, 0.975])
-    return {"ns": round(float(np.median(a) - np.median(b)), 1), "ci_low": round(float(lo), 1),
-            "ci_high": round(float(hi), 1), "n": int(len(a))}
+def _contrast_summary(columns, signs, scale: float = 1.0, digits: int = 1) -> dict:
+    """in_vivo.contrast (lower quartiles, bootstrap interval over repetitions), scaled: ns, ci_low,
+    ci_high, n."""
+    from oslens.calibrate.in_vivo import contrast
+
+    c = contrast(columns, signs, "lower_quartile")
+    return {"ns": round(c["estimate"] * scale, digits), "ci_low": round(c["ci"][0] * scale, digits),
+            "ci_high": round(c["ci"][1] * scale, digits), "n": c["n"], "estimator": "lower_quartile"}
 
 
 LIFETIME_RECORDS = 1_000_000
@@ -258,42 +258,40 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
             if traced:
                 shutil.rmtree(trace, ignore_errors=True)
             threads[traced].append(float(text.split()[3]))  # the process's CPU over the loop
-    out = {"what": "the recorder's fixed cost per process (start-up and exit with nothing recorded)"}
+    out = {"what": "the recorder's fixed cost per process (start-up and exit with nothing recorded)",
+           "method": ("whole runs, each kind taken by its lower quartile over the repetitions (other load only adds "
+                      "time to a run), differences with a bootstrap 95% interval over repetitions")}
+    col = lambda m, mode, i: np.array(samples[(m, mode)][i])  # noqa: E731
     for i, measure in enumerate(("wall", "cpu")):
-        out[measure] = _diff_summary(np.array(samples[(0, "traced")][i]), np.array(samples[(0, "untraced")][i]))
+        out[measure] = _contrast_summary([col(0, "traced", i), col(0, "untraced", i)], [1, -1])
         if preload_env:
-            out[f"{measure}_preload"] = _diff_summary(np.array(samples[(0, "preload")][i]),
-                                                      np.array(samples[(0, "untraced")][i]))
+            out[f"{measure}_preload"] = _contrast_summary([col(0, "preload", i), col(0, "untraced", i)], [1, -1])
     # CPU per record over the process's life: (extra with 1 M records - extra with none) / records
     records = LIFETIME_RECORDS + min(LIFETIME_RECORDS, 1000)
-    extra_m = np.array(samples[(LIFETIME_RECORDS, "traced")][1]) - np.array(samples[(LIFETIME_RECORDS, "untraced")][1])
-    extra_0 = np.array(samples[(0, "traced")][1]) - np.array(samples[(0, "untraced")][1])
-    per_record = (extra_m - extra_0) / records
-    s = _summary(per_record)
-    out["lifetime_per_record_cpu"] = {**s, "records": records,
+    four = [col(LIFETIME_RECORDS, "traced", 1), col(LIFETIME_RECORDS, "untraced", 1), col(0, "traced", 1),
+            col(0, "untraced", 1)]
+    out["lifetime_per_record_cpu"] = {**_contrast_summary(four, [1, -1, -1, 1], 1 / records, 3), "records": records,
                                       "what": "process CPU per event over the process's life (call, page preparation, unmapping)"}
     # the same at a program's pace (~2 us of work between events): the call, measured on the loop's
-    # thread, and what the process spends besides it, per record
-    pc = np.array([x[0] for x in paced[True]]) - np.array([x[0] for x in paced[False]])
-    pt = np.array([x[1] for x in paced[True]]) - np.array([x[1] for x in paced[False]])
+    # thread, and what the process spends besides it (less the fixed cost), per record
+    pc_t, pc_u = (np.array([x[0] for x in paced[t]]) for t in (True, False))
+    pt_t, pt_u = (np.array([x[1] for x in paced[t]]) for t in (True, False))
     paced_records = PACED_RECORDS + min(PACED_RECORDS, 1000)
-    loop_s = float(np.median([x[1] for x in paced[False]])) / 1e9
-    outside = (pc - extra_0 - pt) / paced_records
-    o = summarize(outside)
+    loop_s = float(np.median(pt_u)) / 1e9
     out["paced"] = {
         "records": paced_records,
         "records_per_s": round(PACED_RECORDS / loop_s, 1) if loop_s > 0 else None,
-        "call_ns": _summary(pt / PACED_RECORDS),
-        # the median, not the lower quartile: a difference of whole runs, which load pushes either way
-        "outside_ns": {"ns": round(o["median"], 3), "ci_low": round(o["ci_low"], 3), "ci_high": round(o["ci_high"], 3),
-                       "ci_coverage": o["ci_coverage"], "n": o["n"], "mean": round(o["mean"], 3)},
+        "call_ns": _contrast_summary([pt_t, pt_u], [1, -1], 1 / PACED_RECORDS, 3),
+        "outside_ns": _contrast_summary([pc_t, pc_u, col(0, "traced", 1), col(0, "untraced", 1), pt_t, pt_u],
+                                        [1, -1, -1, 1, -1, 1], 1 / paced_records, 3),
         "what": ("calib.c paced_event: an event after every ~2 us of integer work; call_ns: the recording thread's CPU "
-                 "per event, less the no-op call (in its context: the call overlaps the work); outside_ns (median over "
-                 "the repetitions): the rest of the process's CPU per record (the prefault helper woken for each "
-                 "window, unmapping at exit), which at this pace differs from the tight loop's per_record_outside"),
+                 "per event, less the no-op call (in its context: the call overlaps the work); outside_ns: the rest of "
+                 "the process's CPU per record, less the fixed cost (the prefault helper woken for each window, "
+                 "unmapping at exit), which at this pace differs from the tight loop's per_record_outside"),
     }
     # each further recording thread: its buffer created, its first window prepared, released at exit
-    out["per_thread_cpu"] = {**_diff_summary(np.array(threads[True]) / THREADS, np.array(threads[False]) / THREADS),
+    out["per_thread_cpu"] = {**_contrast_summary([np.array(threads[True]), np.array(threads[False])], [1, -1],
+                                                 1 / THREADS),
                              "threads": THREADS,
                              "what": ("process CPU per recording thread beyond the first: a thread created that records "
                                       "one event and exits, traced against untraced (the default buffer size)")}
