@@ -408,12 +408,13 @@ COMPRESSION = "lz4"  # bench/import/compression.py compares the codecs (time and
 ROW_GROUP = 1 << 22
 
 
-def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, level: int | None = None) -> None:
+def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, level: int | None = None,
+                native: bool = True) -> None:
     """Writes one table: with the native writer where it handles every column (the store's own
     tables, LZ4), else with pyarrow (the same encodings and statistics)."""
     table = required_where_full(table)
     stats = {f.name for f in table.schema if pa.types.is_integer(_value_type(f.type)) and _prunes(f.name)}
-    if compression == COMPRESSION and native_parquet.write(path, table, schema.DELTA_COLUMNS, stats, ROW_GROUP):
+    if native and compression == COMPRESSION and native_parquet.write(path, table, schema.DELTA_COLUMNS, stats, ROW_GROUP):
         return
     dict_cols = [c for c in table.column_names if c in schema.DICTIONARY_COLUMNS]
     delta = {c: "DELTA_BINARY_PACKED" for c in table.column_names
