@@ -690,6 +690,41 @@ fn lock_requests(
     Ok(got.1)
 }
 
+/// event_offsets(kind, lens, offsets, validity): the offsets (int32, n + 1) and validity bitmap
+/// (n bits, LSB first) of a binary column that holds a value for each EVENT record and null
+/// elsewhere; lens (int64) are the values' lengths in record order, one per EVENT record.
+#[pyfunction]
+fn event_offsets(py: Python<'_>, kind: PyBuffer<u8>, lens: PyBuffer<u8>, offsets: PyBuffer<u8>, validity: PyBuffer<u8>) -> PyResult<()> {
+    let n = kind.len_bytes();
+    let ne = lens.len_bytes() / 8;
+    let kp = buffer_ptr(&kind, n, "kind", false)?;
+    let lp = buffer_ptr(&lens, ne * 8, "lens", false)?;
+    let op = buffer_ptr(&offsets, (n + 1) * 4, "offsets", true)?;
+    let vp = buffer_ptr(&validity, n.div_ceil(8), "validity", true)?;
+    py.allow_threads(move || {
+        // SAFETY: sizes and writability checked above; byte-wise access only.
+        let (kb, lb) = unsafe { (std::slice::from_raw_parts(kp as *const u8, n), std::slice::from_raw_parts(lp as *const u8, ne * 8)) };
+        let (ob, vb) = unsafe {
+            (std::slice::from_raw_parts_mut(op as *mut u8, (n + 1) * 4), std::slice::from_raw_parts_mut(vp as *mut u8, n.div_ceil(8)))
+        };
+        vb.fill(0);
+        let (mut off, mut e) = (0i64, 0usize);
+        ob[..4].copy_from_slice(&0i32.to_le_bytes());
+        for (i, &k) in kb.iter().enumerate() {
+            if k == kinds::EVENT && e < ne {
+                off += i64::from_le_bytes(lb[e * 8..e * 8 + 8].try_into().unwrap());
+                e += 1;
+                vb[i >> 3] |= 1 << (i & 7);
+            }
+            ob[(i + 1) * 4..(i + 2) * 4].copy_from_slice(&(off as i32).to_le_bytes());
+        }
+        if e != ne || off > i32::MAX as i64 {
+            return Err(PyValueError::new_err(format!("event_offsets: {e} events for {ne} lengths, {off} bytes")));
+        }
+        Ok(())
+    })
+}
+
 /// One column for write_parquet, as Python describes it (a dict): name, physical (parquet type
 /// number), converted (converted type or None), values (buffer), width (bytes per value: 8, 4;
 /// dictionary indices 1-8; byte-array offsets 4 or 8; 0 for booleans, one bit each), offset
@@ -833,6 +868,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pair_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(lock_requests, m)?)?;
     m.add_function(wrap_pyfunction!(write_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(event_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(read_chunk_records, m)?)?;
     m.add_class::<RecordBuffer>()?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;

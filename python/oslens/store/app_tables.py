@@ -308,14 +308,27 @@ def _payload_array(kind: np.ndarray, a: np.ndarray, b: np.ndarray, payloads: dic
             prev = cut
         pieces.append(data[prev:])
         data = np.concatenate(pieces)
-    # offsets built in place, in 32 bits unless the payloads reach 2 GiB
+    offsets, validity = _event_offsets(kind, is_ev, ev, lens)
+    typ = pa.binary() if offsets.dtype == np.int32 else pa.large_binary()
+    return pa.Array.from_buffers(typ, n, [pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _event_offsets(kind: np.ndarray, is_ev: np.ndarray, ev: np.ndarray, lens: np.ndarray):
+    """Offsets (int32 unless the payloads reach 2 GiB) and validity bitmap of the payload
+    column: one native pass where it can, else numpy (the same result)."""
+    n = len(kind)
     small = int(lens.sum()) < 2**31
+    native = getattr(_native, "event_offsets", None)
+    if native is not None and small:
+        offsets, validity = np.empty(n + 1, np.int32), np.empty((n + 7) // 8, np.uint8)
+        u8 = np.uint8
+        native(np.ascontiguousarray(kind).view(u8), np.ascontiguousarray(lens, dtype=np.int64).view(u8),
+               offsets.view(u8), validity)
+        return offsets, validity
     offsets = np.zeros(n + 1, dtype=np.int32 if small else np.int64)
     offsets[1:][ev] = lens
     np.cumsum(offsets[1:], out=offsets[1:])
-    validity = pa.py_buffer(np.packbits(is_ev, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), n,
-                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return offsets, np.packbits(is_ev, bitorder="little")
 
 
 def _small_ints(values: np.ndarray) -> pa.Array:

@@ -154,3 +154,20 @@ def test_cpu_numbers_are_kept_as_a_dictionary_of_int64_values():
     large = _small_ints(np.array([1, 40000], np.uint16))
     assert large.type == pa.int64() and large.to_pylist() == [1, 40000]
     assert _small_ints(np.zeros(0, np.uint16)).to_pylist() == []
+
+
+def test_payload_offsets_native_and_numpy_agree():
+    import numpy as np
+
+    from oslens.store import app_tables
+
+    rng = np.random.default_rng(5)
+    kind = rng.choice(np.array([raw.EVENT, raw.COUNTER, raw.REGION_BEGIN], np.uint8), 1003)
+    is_ev = kind == raw.EVENT
+    ev = np.flatnonzero(is_ev)
+    lens = rng.integers(0, 9, len(ev)).astype(np.int64)
+    offsets, validity = app_tables._event_offsets(kind, is_ev, ev, lens)
+    want = np.zeros(len(kind) + 1, np.int64)
+    want[1:][ev] = lens
+    assert offsets.tolist() == np.cumsum(want).tolist()
+    assert validity.tolist() == np.packbits(is_ev, bitorder="little").tolist()
