@@ -416,7 +416,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
 
     def who(rows):
         g = np.take(col.g, rows)
-        return {"pid": t_pid[g], "tid": t_tid[g]}
+        return {"pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid)}
 
     # np.take: a third of the time of fancy indexing for these gathers from every record
     ci = rows_of(raw.COUNTER)
@@ -457,7 +457,12 @@ def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, 
     end_ns = np.take(col.ts, np.maximum(ei, 0))
     if not complete.all():
         end_ns = np.where(complete, end_ns, np.maximum(thread_end[bg], begin_ns))
-    cols = {"pid": t_pid[bg], "tid": t_tid[bg]}
+    # regions: pid/tid as the thread index into its pid/tid (see app_events); functions keep
+    # plain columns for the symbols extension
+    if table == "regions":
+        cols = {"pid": _indexed(bg, t_pid), "tid": _indexed(bg, t_tid)}
+    else:
+        cols = {"pid": t_pid[bg], "tid": t_tid[bg]}
     if table == "regions":
         cols.update({
             "name": _dict_array(np.take(name_idx, bi), dictionary), "begin_ns": begin_ns, "end_ns": end_ns,
@@ -489,7 +494,7 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.
         parts.append(pa.table({
             "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nrows, np.int32)), pa.array([label])),
             "object": _object_names(np.take(name_idx, rec), addr, dictionary),
-            "pid": t_pid[gg], "tid": t_tid[gg], "request_ns": request,
+            "pid": _indexed(gg, t_pid), "tid": _indexed(gg, t_tid), "request_ns": request,
             "acquire_ns": pa.nulls(nrows, pa.int64()) if acquire is None else _masked(acquire, acquire_ok),
             "release_ns": pa.nulls(nrows, pa.int64()) if release is None else _masked(release, release_ok),
             "address": addr,
