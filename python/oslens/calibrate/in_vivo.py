@@ -542,7 +542,13 @@ def _print(r: dict) -> None:
                       "wall time also waits for other load and the prefault helper")
         if v["uncharged"]:
             console.print(f"not charged (no in-vitro figure): {v['uncharged']}")
-        a = r["measures"]["cpu_s"].get("agreement")
+        cpu = r["measures"]["cpu_s"]
+        a = cpu.get("agreement")
         if a:
             console.print(f"CPU time, in vivo against in vitro: {a['verdict']}")
+        ap = cpu.get("agreement_paced")
+        if ap and v.get("records_per_s"):
+            console.print(f"variant, each record's share outside the call taken at this run's pace "
+                          f"({v['records_per_s'] / 1e6:.2f} M records per CPU second): "
+                          f"{cpu['in_vitro_paced_ns_per_event']:.1f} ns per event; {ap['verdict']}")
     console.print(f"figures in {Path(r['trace']) / 'in-vivo.json'}")
