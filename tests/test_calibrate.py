@@ -71,6 +71,9 @@ def test_calibrate_output_schema(measured):
     assert paced["records"] > 0 and 1e4 < paced["records_per_s"] < 1e8
     for key in ("call_ns", "outside_ns"):
         assert paced[key]["ci_low"] <= paced[key]["ns"] <= paced[key]["ci_high"]
+    # an event in store-heavy code at a program's pace, against the empty loop's
+    ctx = cal["context"]
+    assert ctx["ci_low"] <= ctx["ns"] <= ctx["ci_high"] and ctx["over_event"] > 0 and ctx["records_per_s"] > 0
     # what each further recording thread costs a process
     assert cal["startup"]["per_thread_cpu"]["threads"] > 0 and "ns" in cal["startup"]["per_thread_cpu"]
     from oslens.capture import preload

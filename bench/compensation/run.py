@@ -6,7 +6,8 @@ Prints JSON. What is measured, per program (water, and a region-dense program):
 - in vitro (`oslens calibrate`, measured at the start of this run unless COMPENSATION_CALIBRATION
   names a stored one): the empty-loop cost of each record kind, weighted by the program's own mix
   of record kinds and region-name lengths, plus each record's share of CPU spent outside the call
-  (the prefault helper preparing trace pages, unmapping at exit);
+  (the prefault helper preparing trace pages, unmapping at exit); and a labelled variant at the
+  program's pace (calls in store-heavy context, outside share at that pace);
 - in vivo, from rounds of four runs in rotated ABBA order: the program with and without
   instrumentation (OSLENS_TRACE unset: every call a no-op), and the same program doing no work
   (water --steps 0, dense 0 iterations) with and without. CPU time is the process's user + system
@@ -205,9 +206,11 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
         },
         "records_per_cpu_s": _r(vitro.get("records_per_s"), 0),
         "paced_variant": {
-            "what": "labelled in-vitro variant: each record's share outside the call taken at this program's pace "
-                    "(records per CPU second), interpolated between the calibration's tight loop and its ~0.5 M "
-                    "events/s paced loop, instead of the tight loop's; calls as above",
+            "what": "labelled in-vitro variant at this program's pace (records per CPU second): each call scaled by "
+                    "what an event costs after store-heavy work at ~0.5 M events/s over the empty loop (calibration "
+                    "`context`), each record's outside share as measured at that pace (`startup.paced`), both "
+                    "interpolated in log(rate) between the calibration's paced and tight loops",
+            "context_factor": _r(vitro.get("context_factor"), 3),
             "outside_ns_per_record": _r(vitro.get("paced_outside_ns_per_record")),
             "in_vitro_ns_per_event": _r(cpu.get("in_vitro_paced_ns_per_event")),
             "in_vivo_over_in_vitro": _r((cpu.get("agreement_paced") or {}).get("ratio"), 3),
@@ -254,6 +257,8 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
             "what": "the marginal in-vivo CPU per event, by where it was spent: the recording thread (its calls, in "
                     "the program's context), the other threads (the prefault helper) and exit; in vitro beside each",
             "recording_thread": {**parts["thread_s"], "in_vitro_calls": _r(vitro_m["ns_per_event"]),
+                                 "in_vitro_calls_in_context": _r(vitro_m["paced_cost_ns"] / d_events)
+                                 if vitro_m.get("paced_cost_ns") is not None else None,
                                  "minor_faults_per_1000_events": _r(1000 * faults["thread_minflt"] / d_events, 3)},
             "process_minor_faults_per_1000_events": _r(1000 * faults["process_minflt"] / d_events, 3),
             "other_threads": parts["other_s"],
@@ -358,6 +363,7 @@ def main() -> int:
         "calibration_ci": {k: [cal["costs"][k].get("ci_low"), cal["costs"][k].get("ci_high")] for k in cal["costs"]},
         "calibration_repetitions": cal.get("repetitions"),
         "calibration_region_name_ns_per_byte": (cal.get("region_name") or {}).get("ns_per_byte"),
+        "calibration_context": {k: v for k, v in (cal.get("context") or {}).items() if k != "what"},
         "calibration_startup_cpu_ms": _r(cal["startup"]["cpu"]["ns"] / 1e6, 3),
         "calibration_startup_preload_cpu_ms": _r((cal["startup"].get("cpu_preload") or {}).get("ns", 0) / 1e6, 3),
         "calibration_per_record_outside_ns": cal["startup"]["per_record_outside"]["ns"],

@@ -16,7 +16,9 @@
  * of a dependent integer recurrence, ~2 us, then nothing or one osl_event: a program recording
  * about half a million events a second, for what a record costs outside the call at that rate),
  * thread (pthread_create of a thread that records one event, then pthread_join: what each further
- * recording thread costs a process, its buffer set up and released). */
+ * recording thread costs a process, its buffer set up and released), paced_store_empty and
+ * paced_store_event (the paced loop storing each step's value to a 4 KB array: code that keeps
+ * the store buffer busy, in which a record's own stores cost more). */
 #include <oslens.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -31,6 +33,17 @@ static osl_timer_t *timer;
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t sink;
 #define PACE 1500
+
+static volatile uint64_t store_area[512];
+
+static inline uint64_t pace_store(uint64_t x) {
+    for (int w = 0; w < PACE; w++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        __asm__ volatile("" : "+r"(x));
+        store_area[w & 511] = x;
+    }
+    return x;
+}
 
 static void *one_event(void *arg) {
     long v = (long)arg;
@@ -106,6 +119,14 @@ static int run_kind(const char *kind, long n, uint64_t *out, uint64_t *out_proce
     } else if (!strcmp(kind, "paced_event")) {
         uint64_t x = 1;
         LOOP((x = pace(x), osl_event(1, &i, sizeof i)));
+        sink = x;
+    } else if (!strcmp(kind, "paced_store_empty")) {
+        uint64_t x = 1;
+        LOOP(x = pace_store(x));
+        sink = x;
+    } else if (!strcmp(kind, "paced_store_event")) {
+        uint64_t x = 1;
+        LOOP((x = pace_store(x), osl_event(1, &i, sizeof i)));
         sink = x;
     } else if (!strcmp(kind, "thread")) {
         LOOP(({

@@ -147,24 +147,49 @@ def trace_counts(trace: Path, meta: dict | None = None) -> tuple[dict[str, int],
     return p["counts"], p["pause_ns"], p["processes"]
 
 
+def _pace_weight(cal: dict | None, records_per_s: float | None) -> float | None:
+    """Where a run's pace lies between the calibration's paced loop (~0.5 M events/s: 1) and its
+    tight loop (1 / (empty loop + event), ~60 M/s: 0), in log(rate), clamped to [0, 1]; None
+    without the paced figures or a pace."""
+    st = (cal or {}).get("startup") or {}
+    try:
+        slow_rate = float((st.get("paced") or {})["records_per_s"])
+        fast_rate = 1e9 / (float(cal["empty_loop_ns"]["ns"]) + float(cal["costs"]["event"]["ns"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    if records_per_s is None:
+        return None
+    if records_per_s <= 0 or fast_rate <= slow_rate:
+        return 1.0
+    x = (np.log(records_per_s) - np.log(slow_rate)) / (np.log(fast_rate) - np.log(slow_rate))
+    return 1.0 - min(max(float(x), 0.0), 1.0)
+
+
 def rate_matched_outside(cal: dict | None, records_per_s: float | None) -> float | None:
     """Each record's CPU outside the call at a program's pace: the calibration measures it in the
     tight loop (per_record_outside, at the loop's rate, 1 / (empty loop + event)) and at ~0.5 M
     events/s (startup.paced.outside_ns, its rate records_per_s); between the two rates the figure
     is interpolated in log(rate), beyond them the nearer one is taken. None without both."""
+    w = _pace_weight(cal, records_per_s)
     st = (cal or {}).get("startup") or {}
-    paced = st.get("paced") or {}
     try:
-        slow_ns, slow_rate = float(paced["outside_ns"]["ns"]), float(paced["records_per_s"])
+        slow_ns = float(st["paced"]["outside_ns"]["ns"])
         fast_ns = float(st["per_record_outside"]["ns"])
-        fast_rate = 1e9 / (float(cal["empty_loop_ns"]["ns"]) + float(cal["costs"]["event"]["ns"]))
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+    except (KeyError, TypeError, ValueError):
         return None
-    if not records_per_s or records_per_s <= 0 or fast_rate <= slow_rate:
-        return slow_ns if records_per_s is not None else None
-    x = (np.log(records_per_s) - np.log(slow_rate)) / (np.log(fast_rate) - np.log(slow_rate))
-    x = min(max(float(x), 0.0), 1.0)
-    return slow_ns + x * (fast_ns - slow_ns)
+    return None if w is None else fast_ns + w * (slow_ns - fast_ns)
+
+
+def context_factor(cal: dict | None, records_per_s: float | None) -> float:
+    """What a call costs the recording thread in a program's code, over the empty loop's figure:
+    the calibration's `context` (an event after ~2 us of work that stores as it goes, against the
+    empty-loop event: `over_event`) at the paced end, 1 at the tight loop's, interpolated by pace
+    as rate_matched_outside. 1 without the figures."""
+    w = _pace_weight(cal, records_per_s)
+    over = ((cal or {}).get("context") or {}).get("over_event")
+    if w is None or not over:
+        return 1.0
+    return 1.0 + w * (float(over) - 1.0)
 
 
 def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool = True,
@@ -177,8 +202,8 @@ def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool 
     measured the per-byte cost of a region's name, each region record is charged for its own
     name's length rather than the 9 bytes region_begin/end were measured with.
     records_per_s: the run's pace (records per CPU second without instrumentation); with it, the
-    labelled variant *_paced charges each record's outside share at that pace
-    (rate_matched_outside) rather than the tight loop's."""
+    labelled variant *_paced charges each call scaled by context_factor and each record's outside
+    share at that pace (rate_matched_outside), rather than the empty loop's figures."""
     if not cal:
         return None
     per = calibrate.record_costs(cal)
@@ -211,13 +236,16 @@ def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool 
         high += name_adjust
     records = sum(counts.values())
     paced_outside = rate_matched_outside(cal, records_per_s)
+    factor = context_factor(cal, records_per_s)
     return {"events": int(events), "cost_ns": total, "cost_low_ns": low, "cost_high_ns": high,
             "ns_per_event": total / events if events else None,
             "outside_ns": records * outside, "noop_call_ns_subtracted": off,
             "records_per_s": records_per_s,
             "paced_outside_ns_per_record": paced_outside,
             "paced_outside_ns": records * paced_outside if paced_outside is not None else None,
-            "process_paced_ns_per_event": ((total + records * paced_outside) / events
+            "context_factor": factor,
+            "paced_cost_ns": total * factor,
+            "process_paced_ns_per_event": ((total * factor + records * paced_outside) / events
                                            if events and paced_outside is not None else None),
             "region_name_adjust_ns": name_adjust,
             "mean_region_name_bytes": region_name_bytes / regions if regions and region_name_bytes is not None else None,
@@ -362,10 +390,11 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
                               region-name lengths)
     in_vitro_process_ns_per_event  plus the per-record share spent outside the calls
     agreement                 ratio in vivo / in vitro, its interval, and the verdict (agreement())
-    in_vitro_paced_ns_per_event, agreement_paced   the labelled variant whose outside share is
-                              taken at this run's pace (rate_matched_outside: the calibration's
-                              tight-loop and ~0.5 M events/s figures), not the tight loop's;
-                              compensated_paced_error_pct with it
+    in_vitro_paced_ns_per_event, agreement_paced   the labelled variant taken at this run's pace:
+                              calls scaled by context_factor (the calibration's `context`: a
+                              call after store-heavy work at ~0.5 M events/s), outside share by
+                              rate_matched_outside, both interpolated between the calibration's
+                              paced and tight loops; compensated_paced_error_pct with it
     compensated_s             without + (difference - what the calibration charges: calls +
                               outside share + pauses + start-up), "without" by the same estimator
     in_vivo_medians_ns_per_event  (median with - median without) / events, the unpaired figure
@@ -435,12 +464,12 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
             m["compensated_error_ci_pct"] = ([100.0 * (lo - charged_s) / mwo, 100.0 * (hi - charged_s) / mwo]
                                              if mwo > 0 else None)
             if vitro.get("process_paced_ns_per_event"):
-                # the labelled variant: each record's share outside the call at this run's pace
-                # (rate_matched_outside) rather than the tight loop's
+                # the labelled variant: the calls in context and each record's share outside the
+                # call, both at this run's pace, rather than the empty and tight loop's
                 m["in_vitro_paced_ns_per_event"] = vitro["process_paced_ns_per_event"]
                 m["agreement_paced"] = agreement(m["in_vivo_net_ns_per_event"], m["in_vivo_net_ci_ns_per_event"],
                                                  vitro["process_paced_ns_per_event"])
-                charged_p = (vitro["cost_ns"] + vitro["paced_outside_ns"] + pause_ns) / 1e9 + (fixed_s or 0.0)
+                charged_p = (vitro["paced_cost_ns"] + vitro["paced_outside_ns"] + pause_ns) / 1e9 + (fixed_s or 0.0)
                 m["compensated_paced_error_pct"] = 100.0 * (diff - charged_p) / mwo if mwo > 0 else None
         out["measures"][measure] = m
     return out
@@ -548,7 +577,7 @@ def _print(r: dict) -> None:
             console.print(f"CPU time, in vivo against in vitro: {a['verdict']}")
         ap = cpu.get("agreement_paced")
         if ap and v.get("records_per_s"):
-            console.print(f"variant, each record's share outside the call taken at this run's pace "
-                          f"({v['records_per_s'] / 1e6:.2f} M records per CPU second): "
+            console.print(f"variant at this run's pace ({v['records_per_s'] / 1e6:.2f} M records per CPU second: calls "
+                          f"x {v['context_factor']:.2f} in context, outside share {v['paced_outside_ns_per_record']:.1f} ns): "
                           f"{cpu['in_vitro_paced_ns_per_event']:.1f} ns per event; {ap['verdict']}")
     console.print(f"figures in {Path(r['trace']) / 'in-vivo.json'}")

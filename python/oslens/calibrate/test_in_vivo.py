@@ -156,3 +156,18 @@ def test_contrast_of_four_kinds_cancels_the_fixed_cost():
     with pytest.raises(ValueError):
         in_vivo.contrast([full_with], [1], "mean")
     assert in_vivo.contrast([[], []], [1, -1])["estimate"] is None
+
+
+def test_context_factor_scales_the_calls_at_a_programs_pace():
+    cal = {"costs": {"event": {"ns": 9.0}, "off": {"ns": 1.0}}, "empty_loop_ns": {"ns": 1.0},
+           "context": {"ns": 18.0, "over_event": 2.0},
+           "startup": {"per_record_outside": {"ns": 10.0},
+                       "paced": {"outside_ns": {"ns": 20.0}, "records_per_s": 1e6}}}
+    assert in_vivo.context_factor(cal, 1e6) == pytest.approx(2.0)
+    assert in_vivo.context_factor(cal, 1e8) == pytest.approx(1.0)
+    assert in_vivo.context_factor(cal, 1e7) == pytest.approx(1.5)
+    assert in_vivo.context_factor({"costs": {}}, 1e6) == 1.0
+    v = in_vivo.in_vitro_cost({"event": 100}, cal, records_per_s=1e6)
+    # Kohr's figure untouched; the variant: calls x 2, outside share at the paced end
+    assert v["process_ns_per_event"] == pytest.approx(8.0 + 10.0)
+    assert v["process_paced_ns_per_event"] == pytest.approx(16.0 + 20.0)
