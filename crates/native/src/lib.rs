@@ -785,18 +785,18 @@ fn view(b: &PyBuffer<u8>) -> PyResult<&'static [u8]> {
 fn checked_column(s: &ColumnSpec, rows: usize) -> PyResult<parquet::Column<'static>> {
     let end = s.offset + rows;
     let values = view(&s.values)?;
-    let bad = |what: &str| Err(PyValueError::new_err(format!("write_parquet: column {}: {what} too short", s.name)));
+    let bad = |what: &str| Err(PyValueError::new_err(format!("write_parquet: column {}: {what}", s.name)));
     let value_bytes = match (s.physical, &s.data) {
         (parquet::BOOLEAN, _) => end.div_ceil(8),
         (parquet::BYTE_ARRAY, Some(_)) if s.dict.is_none() => (end + 1) * s.width,
         _ => end * s.width,
     };
     if !matches!(s.width, 0 | 1 | 2 | 4 | 8) || values.len() < value_bytes {
-        return bad("values");
+        return bad("values too short");
     }
     let validity = s.validity.as_ref().map(view).transpose()?;
     if validity.is_some_and(|v| v.len() < end.div_ceil(8)) {
-        return bad("validity");
+        return bad("validity too short");
     }
     let data = s.data.as_ref().map(view).transpose()?;
     if let Some(d) = data {
@@ -805,13 +805,21 @@ fn checked_column(s: &ColumnSpec, rows: usize) -> PyResult<parquet::Column<'stat
             if s.width == 4 { u32::from_le_bytes(b.try_into().unwrap()) as usize } else { u64::from_le_bytes(b.try_into().unwrap()) as usize }
         };
         if s.width < 4 || last(end) > d.len() || (s.offset..end).any(|i| last(i) > last(i + 1)) {
-            return bad("data");
+            return bad("byte-array offsets out of order or past the data");
         }
     }
     let dict = match &s.dict {
         Some((n, b)) => Some(parquet::Dictionary { count: *n, plain: view(b)? }),
         None => None,
     };
+    if let Some(d) = &dict {
+        // an index past the dictionary would not fit its bit width: refuse it
+        let index = |i: usize| values[i * s.width..(i + 1) * s.width].iter().rev().fold(0u64, |x, &b| x << 8 | b as u64);
+        let valid = |i: usize| validity.is_none_or(|v| v[i >> 3] >> (i & 7) & 1 == 1);
+        if (s.offset..end).any(|i| valid(i) && index(i) >= d.count as u64) {
+            return bad("an index past the end of the dictionary");
+        }
+    }
     Ok(parquet::Column {
         name: s.name.clone(),
         physical: s.physical,

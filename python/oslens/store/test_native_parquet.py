@@ -84,3 +84,9 @@ def test_an_empty_table_writes_a_readable_file(tmp_path):
     native_parquet.write(tmp_path / "t.parquet", table, {"ts"}, {"ts"}, 10)
     assert pq.read_table(tmp_path / "t.parquet").num_rows == 0
     assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 't.parquet'}'").fetchall() == [(0,)]
+
+
+def test_a_dictionary_index_past_the_dictionary_is_refused(tmp_path):
+    bad = pa.DictionaryArray.from_arrays(pa.array([0, 5], pa.int8()), pa.array(["a", "b"]), safe=False)
+    with pytest.raises(ValueError):
+        native_parquet.write(tmp_path / "t.parquet", pa.table({"k": bad}), set(), set(), 10)
