@@ -812,14 +812,6 @@ fn checked_column(s: &ColumnSpec, rows: usize) -> PyResult<parquet::Column<'stat
         Some((n, b)) => Some(parquet::Dictionary { count: *n, plain: view(b)? }),
         None => None,
     };
-    if let Some(d) = &dict {
-        // an index past the dictionary would not fit its bit width: refuse it
-        let index = |i: usize| values[i * s.width..(i + 1) * s.width].iter().rev().fold(0u64, |x, &b| x << 8 | b as u64);
-        let valid = |i: usize| validity.is_none_or(|v| v[i >> 3] >> (i & 7) & 1 == 1);
-        if (s.offset..end).any(|i| valid(i) && index(i) >= d.count as u64) {
-            return bad("an index past the end of the dictionary");
-        }
-    }
     Ok(parquet::Column {
         name: s.name.clone(),
         physical: s.physical,
@@ -843,9 +835,14 @@ fn write_parquet(py: Python<'_>, path: &str, rows: usize, columns: Vec<Bound<'_,
     let cols = specs.iter().map(|s| checked_column(s, rows)).collect::<PyResult<Vec<_>>>()?;
     py.allow_threads(|| {
         let f = std::fs::File::create(path)?;
-        parquet::write(f, &cols, rows, group_rows)
+        parquet::write(f, &cols, rows, group_rows).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
+        })
     })
-    .map_err(|e| PyOSError::new_err(format!("{path}: {e}")))
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => PyValueError::new_err(format!("write_parquet: {e}")),
+        _ => PyOSError::new_err(format!("{path}: {e}")),
+    })
 }
 
 /// A (raw clock, CLOCK_MONOTONIC ns) pair read back to back, with the TSC when invariant.

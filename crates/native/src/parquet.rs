@@ -8,7 +8,7 @@
 //! only) and dictionary indices use the RLE / bit-packed hybrid; integers PLAIN or
 //! DELTA_BINARY_PACKED; every page is LZ4_RAW compressed. The footer is Thrift compact.
 
-use std::io::Write;
+use std::io::{Result, Write};
 
 pub const PAGE_ROWS: usize = 1 << 20;
 
@@ -339,19 +339,24 @@ impl Column<'_> {
 
     /// Appends the encoding of the values of rows lo..hi (of the valid `rows` where some are
     /// null) to `out`; returns their min and max where statistics are asked for.
-    fn encode_values(&self, out: &mut Vec<u8>, lo: usize, hi: usize, rows: Option<&[usize]>, tmp: &mut Temp) -> Option<(i64, i64)> {
+    fn encode_values(&self, out: &mut Vec<u8>, lo: usize, hi: usize, rows: Option<&[usize]>, tmp: &mut Temp) -> Result<Option<(i64, i64)>> {
         if let Some(d) = &self.dict {
             let bw = bit_width(d.count.saturating_sub(1) as u64).max(1);
             out.push(bw as u8);
             self.indices(lo, hi, rows, &mut tmp.idx);
+            // an index past the dictionary would not fit the bit width (and corrupt its neighbours)
+            if tmp.idx.iter().copied().max().is_some_and(|m| m as usize >= d.count) {
+                let what = format!("column {}: an index past the end of its dictionary", self.name);
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
+            }
             rle_hybrid(out, &tmp.idx, bw);
-            return None;
+            return Ok(None);
         }
         let each = |f: &mut dyn FnMut(usize)| match rows {
             None => (lo..hi).for_each(f),
             Some(r) => r.iter().for_each(|&i| f(i)),
         };
-        match self.physical {
+        Ok(match self.physical {
             BOOLEAN => {
                 let mut p = BitPacker::new(out, 1);
                 each(&mut |i| {
@@ -384,7 +389,7 @@ impl Column<'_> {
                 each(&mut |i| out.extend_from_slice(&self.values[(self.offset + i) * w..(self.offset + i + 1) * w]));
                 None
             }
-        }
+        })
     }
 
     fn is_plain_i64(&self) -> bool {
@@ -613,7 +618,7 @@ fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize, tmp
                 raw
             }
             None => {
-                let mm = c.encode_values(&mut body, s, e, some_null.then_some(&rows[..]), tmp);
+                let mm = c.encode_values(&mut body, s, e, some_null.then_some(&rows[..]), tmp)?;
                 m.min_max = merge(m.min_max, mm);
                 &body
             }
