@@ -3,8 +3,11 @@
 Writes a synthetic trace of >= 20 M records with oslens._native.write_chunk (8 threads, TSC
 clock; each thread repeats nested regions, a counter, an event with a payload, a timer and a
 lock acquisition: oslens.store.synthetic), imports it, and prints JSON: records per second of
-wall time and per CPU second (user + system of this process, all its threads), with the time
-of each phase. The trace is kept under $OSLENS_BENCH_DIR (default /tmp) between runs.
+wall time and per CPU second (user + system of this process, all its threads), the wall and CPU
+time of each phase (reading chunks, building tables, writing Parquet) and the bytes of each
+table written. With --keep the trace is kept under $OSLENS_BENCH_DIR (default /tmp) for the
+next run (written again when the raw format version changes). bench/import/compression.py
+compares Parquet codecs on it.
 
 Importer extensions of other layers (compensation, symbol names) are timed separately on a
 tenth of the records and not counted in the core rate.
