@@ -314,6 +314,100 @@ def measure(p: Program, cal: dict, workdir: Path, progress) -> dict:
     return result
 
 
+STEP_LOOP = """    for (int step = 1; step <= nsteps; step++) {
+        osl_region_begin("STEP");"""
+STEP_END = """        osl_region_end("STEP");
+    }
+    osl_region_end("MDMAIN");"""
+
+
+def build_toggle(out: Path) -> Path | None:
+    """water with recording switched off and on by pairs of time steps (osl_disable/osl_enable) and
+    each step's thread CPU time written to $COMPENSATION_STEPCPU: one process, so load, caches and
+    the prefault helper are shared by both kinds of step. None when water.c no longer has the
+    lines the patch expects."""
+    src = WATER_SRC.read_text()
+    if STEP_LOOP not in src or STEP_END not in src:
+        return None
+    src = src.replace(STEP_LOOP, """    static unsigned long long stepcpu_[2][200000];
+    int nstep_[2] = {0, 0};
+    for (int step = 1; step <= nsteps; step++) {
+        int on_ = (step / 2) % 2;
+        if (on_) osl_enable(); else osl_disable();
+        struct timespec c_;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c_);
+        unsigned long long t_ = c_.tv_sec * 1000000000ull + c_.tv_nsec;
+        osl_region_begin("STEP");""")
+    src = src.replace(STEP_END, """        osl_region_end("STEP");
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c_);
+        if (nstep_[on_] < 200000) stepcpu_[on_][nstep_[on_]++] = c_.tv_sec * 1000000000ull + c_.tv_nsec - t_;
+    }
+    osl_enable();
+    if (getenv("COMPENSATION_STEPCPU")) {
+        FILE *f_ = fopen(getenv("COMPENSATION_STEPCPU"), "w");
+        for (int k_ = 0; f_ && k_ < 2; k_++) {
+            for (int i_ = 0; i_ < nstep_[k_]; i_++) fprintf(f_, "%llu ", stepcpu_[k_][i_]);
+            fprintf(f_, "\\n");
+        }
+        if (f_) fclose(f_);
+    }
+    osl_region_end("MDMAIN");""")
+    patched = out.with_suffix(".c")
+    patched.write_text(src)
+    return build(out, patched, "gnu11")
+
+
+def toggle_diagnostic(workdir: Path, cal: dict, progress, runs: int = 3, steps: int = 2000) -> dict | None:
+    """What water's records cost its recording thread in water's own code: per pair of time steps
+    recording on or off, thread CPU per step; (lower quartile on - lower quartile off) / records per
+    recording step, with a bootstrap interval over steps, per run. Beside it the in-vitro calls for
+    the same records, from the empty loop and in context (the variant's calls)."""
+    prog = build_toggle(workdir / "water-toggle")
+    if prog is None:
+        return None
+    args = ["--threads", "1", "--molecules", "64", "--warm-input", "--quiet"]
+    profiles, per_record = {}, []
+    for which, n in (("empty", 0), ("full", steps)):
+        trace = workdir / f"trace-toggle-{which}"
+        stepfile = workdir / "stepcpu.txt"
+        os.environ["COMPENSATION_STEPCPU"] = str(stepfile)
+        for i in range(runs if which == "full" else 1):
+            command = [str(prog), "--steps", str(n), *args]
+            with stdout_to(workdir / "out-toggle.txt"):
+                _, _, status, meta = in_vivo.run_with(trace, command, {"force": True, "no_kernel": True, "preload": False,
+                                                                       "command": command}, quiet=False)
+            if status != 0:
+                os.environ.pop("COMPENSATION_STEPCPU", None)
+                return None
+            profiles[which] = in_vivo.trace_profile(trace, meta)
+            if which == "full":
+                off, on = ([float(x) for x in line.split()] for line in stepfile.read_text().splitlines()[:2])
+                per_record.append((np.array(off), np.array(on)))
+        os.environ.pop("COMPENSATION_STEPCPU", None)
+    events = {w: sum(n for k, n in p["counts"].items() if k not in in_vivo.UNCHARGED) for w, p in profiles.items()}
+    recording_steps = len(per_record[0][1])
+    per_step = (events["full"] - events["empty"]) / recording_steps
+    extra = {k: profiles["full"]["counts"].get(k, 0) - profiles["empty"]["counts"].get(k, 0) for k in profiles["full"]["counts"]}
+    vitro = in_vivo.in_vitro_cost(extra, cal, region_name_bytes=profiles["full"]["region_name_bytes"]
+                                  - profiles["empty"]["region_name_bytes"], records_per_s=0.47e6)
+    out_runs = []
+    for off, on in per_record:
+        c = in_vivo.contrast([on, off], [1, -1])  # lower quartiles, bootstrap over steps
+        out_runs.append({"ns_per_record": _r(c["estimate"] / per_step),
+                         "ci": [_r(x / per_step) for x in c["ci"]], "steps_each_way": int(min(len(on), len(off)))})
+    progress(f"water, recording toggled per pair of steps: {[x['ns_per_record'] for x in out_runs]} ns per record")
+    return {
+        "what": "water (1 thread, no preload) with recording switched off and on by pairs of time steps in one process; "
+                "thread CPU per step, (lower quartile on - off) / records per recording step, bootstrap 95% interval "
+                "over steps, one figure per run; in vitro beside: the same records' calls from the empty loop and in "
+                "context (the variant's calls, at water's pace)",
+        "records_per_recording_step": _r(per_step, 1),
+        "runs": out_runs,
+        "in_vitro_calls_ns_per_record": _r(vitro["cost_ns"] / max(1, vitro["events"])),
+        "in_vitro_calls_in_context_ns_per_record": _r(vitro["paced_cost_ns"] / max(1, vitro["events"])),
+    }
+
+
 def _r(v, digits=2):
     return None if v is None else round(float(v), digits)
 
@@ -349,6 +443,7 @@ def main() -> int:
         if only:
             programs = [p for p in programs if p.name in only.split(",")]
         rows = [measure(p, cal, tmp, progress) for p in programs]
+        toggle = toggle_diagnostic(tmp, cal, progress) if not only or "water" in only.split(",") else None
         os.environ.pop(SPLIT_ENV, None)
     target_rows = [r for r in rows if (r["raw_overhead_pct"] or 0) >= 10]
     result = {
@@ -370,6 +465,7 @@ def main() -> int:
         "calibration_paced": {k: (v["ns"] if isinstance(v, dict) else v)
                               for k, v in (cal["startup"].get("paced") or {}).items() if k != "what"},
         "rows": rows,
+        "water_recording_thread_in_context": toggle,
         "targets": {
             "in_vivo_within_20pct_of_in_vitro": {
                 r["program"]: {"met": r["in_vivo_over_in_vitro"] is not None and abs(r["in_vivo_over_in_vitro"] - 1) <= 0.2,
