@@ -198,7 +198,8 @@ PACED_RECORDS = 150_000  # calib.c paced_event: ~2 us of work per event, ~0.3 s 
 THREADS = 40  # calib.c thread: threads created, each recording one event
 
 
-def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = None) -> dict:
+def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = None,
+            paced_n: int = PACED_RECORDS) -> dict:
     """What recording costs a process besides its instrumentation calls, from whole-process CPU
     and wall time (rusage), traced against untraced runs, alternating:
       wall, cpu          the fixed cost: start-up and exit of a process that records nothing
@@ -237,12 +238,12 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
                     shutil.rmtree(trace, ignore_errors=True)
                 samples[(m, mode)][0].append(w)
                 samples[(m, mode)][1].append(c)
-        argv = [str(program), str(PACED_RECORDS), "1", "paced_event"]
+        argv = [str(program), str(paced_n), "1", "paced_event"]
         for traced in ((True, False) if r % 2 == 0 else (False, True)):
             env = base
             if traced:
                 trace = workdir / f"startup-{r}-paced"
-                env = dict(base, OSLENS_TRACE=str(trace), OSLENS_BUFFER_MB=str(PACED_RECORDS * 32 // (1 << 20) + 16))
+                env = dict(base, OSLENS_TRACE=str(trace), OSLENS_BUFFER_MB=str(paced_n * 32 // (1 << 20) + 16))
             w, c, text = _timed(argv, env, capture=True)
             if traced:
                 shutil.rmtree(trace, ignore_errors=True)
@@ -276,12 +277,12 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
     # thread, and what the process spends besides it (less the fixed cost), per record
     pc_t, pc_u = (np.array([x[0] for x in paced[t]]) for t in (True, False))
     pt_t, pt_u = (np.array([x[1] for x in paced[t]]) for t in (True, False))
-    paced_records = PACED_RECORDS + min(PACED_RECORDS, 1000)
+    paced_records = paced_n + min(paced_n, 1000)
     loop_s = float(np.median(pt_u)) / 1e9
     out["paced"] = {
         "records": paced_records,
-        "records_per_s": round(PACED_RECORDS / loop_s, 1) if loop_s > 0 else None,
-        "call_ns": _contrast_summary([pt_t, pt_u], [1, -1], 1 / PACED_RECORDS, 3),
+        "records_per_s": round(paced_n / loop_s, 1) if loop_s > 0 else None,
+        "call_ns": _contrast_summary([pt_t, pt_u], [1, -1], 1 / paced_n, 3),
         "outside_ns": _contrast_summary([pc_t, pc_u, col(0, "traced", 1), col(0, "untraced", 1), pt_t, pt_u],
                                         [1, -1, -1, 1, -1, 1], 1 / paced_records, 3),
         "what": ("calib.c paced_event: an event after every ~2 us of integer work; call_ns: the recording thread's CPU "
@@ -329,7 +330,8 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
         ctx = _run(program, n_ctx, reps, ["paced_store_empty", "paced_store_event"], {}, Path(tmp) / "context")
         if progress:
             progress("recorder start-up")
-        fixed = startup(program, max(reps, 9) if not quick else 7, Path(tmp), preload_env)
+        fixed = startup(program, max(reps, 9) if not quick else 7, Path(tmp), preload_env,
+                        PACED_RECORDS if not quick else PACED_RECORDS // 3)
     costs = {}
     life = fixed["lifetime_per_record_cpu"]
     # the untraced lifetime runs still call osl_event, as no-ops: their cost is in neither side
