@@ -28,10 +28,13 @@ Prints JSON. What is measured, per program (water, and a region-dense program):
 - compensated: the run time with instrumentation less what the calibration charges (calls,
   outside share, pauses, start-up), against the run without: the error and its interval;
 - for the region-dense program, the in-trace check: the loop's thread CPU time (the program's own
-  figure) less what the importer removed from the loop region, against the loop without.
+  figure) less what the importer removed from the loop region, against the loop without;
+- once, water_recording_thread_in_context: a copy of water that switches recording off and on by
+  pairs of time steps in one process, so what its records cost the recording thread in water's
+  own code is measured with the load, caches and helper shared by both kinds of step.
 
-The calibration takes COMPENSATION_CAL_REPS (default 41) repetitions. Runs continue, round by round, from COMPENSATION_RUNS_MIN (default 11) until the interval of the
-in-vivo figure is within +-COMPENSATION_CI_GOAL (default 0.1) of the in-vitro figure, or
+The calibration takes COMPENSATION_CAL_REPS (default 41) repetitions. Runs continue, round by
+round, from COMPENSATION_RUNS_MIN (default 11) until the interval of the in-vivo figure is within +-COMPENSATION_CI_GOAL (default 0.1) of the in-vitro figure, or
 COMPENSATION_RUNS_MAX rounds (default 41), or COMPENSATION_SECONDS (default 120) per program.
 
 Targets (issue 6): in vivo within 20% of in vitro for each program; compensated within 2% of
