@@ -103,6 +103,14 @@ def read_meta(trace: Path) -> dict:
         raise OslensError(f"{trace / 'meta.json'} is damaged ({err}); the raw chunks can still be read", 3)
 
 
+def _fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope and intercept in closed form (np.polyfit would go through BLAS,
+    whose worker threads then spin through the rest of an import)."""
+    dx, dy = x - x.mean(), y - y.mean()
+    slope = float((dx * dy).sum() / (dx * dx).sum())
+    return slope, float(y.mean() - slope * x.mean())
+
+
 class ClockConverter:
     """Maps raw TSC values to CLOCK_MONOTONIC ns by a least-squares line through every
     calibration pair in the trace (chunk headers, CLOCK_PAIR records, and the pairs
@@ -113,7 +121,7 @@ class ClockConverter:
         pts = np.array(sorted({(r, n) for r, n in pairs if r and n}), dtype=np.float64)
         if len(pts) >= 2 and np.ptp(pts[:, 0]) > 0:
             r0, n0 = pts[0]
-            slope, intercept = np.polyfit(pts[:, 0] - r0, pts[:, 1] - n0, 1)
+            slope, intercept = _fit_line(pts[:, 0] - r0, pts[:, 1] - n0)
             self.r0, self.n0, self.slope, self.intercept = r0, n0, slope, intercept
         elif len(pts) == 1:
             # One pair: assume the nominal rate recorded by `oslens record`, or 1 tick per ns.
