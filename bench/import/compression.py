@@ -1,9 +1,14 @@
-"""bench/import/compression: what each Parquet codec costs the import, in CPU time and bytes.
+"""bench/import/compression: what each Parquet codec and writer costs the import, in CPU time
+and bytes.
 
 Builds the tables of the bench's synthetic trace once (python bench/import/run.py --keep makes
 it), then writes every table with each codec as the importer writes them (same encodings,
 statistics and row groups) and prints JSON: CPU seconds and bytes per codec, for app_events
-and for all tables together.
+and for all tables together. The writers: the hand-written native one (crates/native/src/
+parquet.rs), pyarrow's, and, where oslens._native was built with the `parquet-crate` feature,
+Apache Arrow's Rust `parquet` crate (crate-lz4; build it with
+`cargo build --release -p oslens-native --features parquet-crate` and install the library as
+`make native` does). --repeat N writes each N times and keeps the median CPU time.
 
 Usage: python bench/import/compression.py [--records N]
 """
@@ -14,14 +19,15 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-# (codec, level, native writer): the importer writes lz4 with the native writer; the rest are
-# pyarrow's, with the same encodings and statistics
-CODECS = [("lz4", None, True), ("lz4", None, False), ("snappy", None, False), ("zstd", 1, False), ("zstd", 3, False),
-          ("none", None, False)]
+# (codec, level, writer): the importer writes lz4 with the native writer; "crate" is Apache
+# Arrow's Rust parquet crate; the rest are pyarrow's, with the same encodings and statistics
+CODECS = [("lz4", None, "native"), ("lz4", None, "crate"), ("lz4", None, "pyarrow"), ("snappy", None, "pyarrow"),
+          ("zstd", 1, "pyarrow"), ("zstd", 3, "pyarrow"), ("none", None, "pyarrow")]
 
 
 def cpu_s() -> float:
@@ -29,24 +35,45 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def write_all(tables: dict, folder: Path, codec: str, level: int | None, native: bool) -> dict:
+def write_with_crate(path: Path, table) -> None:
+    """Writes `table` as importer.write_table does, through the parquet crate."""
+    from oslens.store import importer, native_parquet, schema
+
+    table = importer.required_where_full(table)
+    stats = {f.name for f in table.schema if importer._prunes(f.name) and str(importer._value_type(f.type)) == "int64"}
+    native_parquet.write_with_crate(path, table, schema.DELTA_COLUMNS, stats, importer.ROW_GROUP)
+
+
+def write_one(path: Path, table, codec: str, level: int | None, writer: str) -> None:
     from oslens.store import importer
 
+    if writer == "crate":
+        write_with_crate(path, table)
+    else:
+        importer.write_table(path, table, compression=codec, level=level, native=writer == "native")
+
+
+def write_all(tables: dict, folder: Path, codec: str, level: int | None, writer: str, repeat: int) -> dict:
     out = {}
     for name, table in tables.items():
         path = folder / f"{name}.parquet"
-        c = cpu_s()
-        importer.write_table(path, table, compression=codec, level=level, native=native)
-        out[name] = (cpu_s() - c, path.stat().st_size)
+        times = []
+        for _ in range(repeat):
+            c = cpu_s()
+            write_one(path, table, codec, level, writer)
+            times.append(cpu_s() - c)
+        out[name] = (statistics.median(times), path.stat().st_size)
         path.unlink()
     return out
 
 
 def main() -> int:
-    from oslens.store import importer, salvage
+    from oslens.store import importer, native_parquet, salvage
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20_000_000)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--writers", default="native,crate,pyarrow")
     args = ap.parse_args()
     trace = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import" / f"trace-{args.records}"
     if not (trace / "raw").is_dir():
@@ -54,15 +81,18 @@ def main() -> int:
         return 2
     built = importer.build_tables(trace, salvage.Losses(), extensions=False)
     tables = {k: v for k, v in built.items() if not k.startswith("_")}
-    result = {"records": built["_records"], "codecs": {}}
+    result = {"records": built["_records"], "repeat": args.repeat, "codecs": {}}
     with tempfile.TemporaryDirectory(dir=trace) as tmp:
-        for codec, level, native in CODECS:
-            got = write_all(tables, Path(tmp), codec, level, native)
-            label = ("native-" if native else "pyarrow-") + (codec if level is None else f"{codec}-{level}")
+        for codec, level, writer in CODECS:
+            if writer not in args.writers.split(",") or (writer == "crate" and not native_parquet.crate_available()):
+                continue
+            got = write_all(tables, Path(tmp), codec, level, writer, args.repeat)
+            label = f"{writer}-" + (codec if level is None else f"{codec}-{level}")
             result["codecs"][label] = {
                 "app_events_cpu_s": round(got["app_events"][0], 3), "app_events_mib": round(got["app_events"][1] / 2**20, 1),
                 "all_cpu_s": round(sum(v[0] for v in got.values()), 3),
                 "all_mib": round(sum(v[1] for v in got.values()) / 2**20, 1),
+                "tables": {k: {"cpu_s": round(v[0], 3), "mib": round(v[1] / 2**20, 1)} for k, v in got.items() if v[1] >= 1 << 20},
             }
     print(json.dumps(result, indent=2))
     return 0

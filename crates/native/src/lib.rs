@@ -3,6 +3,8 @@
 //! 32-byte records that numpy views without copying (`oslens.capture.raw.RECORD_DTYPE`).
 
 mod parquet;
+#[cfg(feature = "parquet-crate")]
+mod crate_writer;
 mod recorder_api;
 
 use oslens_format::header::{ChunkHeader, HEADER_SIZE};
@@ -873,6 +875,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pair_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(lock_requests, m)?)?;
     m.add_function(wrap_pyfunction!(write_parquet, m)?)?;
+    #[cfg(feature = "parquet-crate")]
+    m.add_function(wrap_pyfunction!(crate_writer::write_parquet_crate, m)?)?;
     m.add_function(wrap_pyfunction!(event_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(read_chunk_records, m)?)?;
     m.add_class::<RecordBuffer>()?;
