@@ -100,7 +100,7 @@ class RecordWord:
     def __getitem__(self, rows):
         scalar = np.isscalar(rows)
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
-        out = np.empty(len(rows), np.uint64)
+        out = fresh(len(rows), np.uint64)
         if len(rows) and (len(rows) == 1 or bool((rows[1:] >= rows[:-1]).all())):
             # sorted rows (what flatnonzero gives): one slice of them per chunk
             bounds = np.searchsorted(rows, self.starts).tolist() + [len(rows)]
@@ -150,6 +150,33 @@ def native_clock(clock: raw.ClockConverter) -> tuple:
     return int(np.int64(clock.r0)), int(np.int64(clock.n0)), float(clock.slope), float(clock.intercept)
 
 
+POPULATE_BYTES = 1 << 20  # smaller arrays mostly reuse memory the process already touched
+
+
+def _populate(*arrays: np.ndarray) -> None:
+    """Backs fresh arrays' memory in one kernel call each rather than a page fault per 4 KiB
+    on first touch (each fault costs 1-2 us of kernel time on the VM this was measured on)."""
+    fill = getattr(_native, "populate", None)
+    if fill is not None:
+        for a in arrays:
+            if a.nbytes >= POPULATE_BYTES:
+                fill(a.view(np.uint8))
+
+
+def fresh(n: int, dtype) -> np.ndarray:
+    """np.empty(n, dtype), its memory backed up front (see _populate)."""
+    out = np.empty(n, dtype)
+    _populate(out)
+    return out
+
+
+def take(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """np.take(values, rows) into a populated array, for `rows` in range (np.take: a third of
+    the time of fancy indexing for these gathers from every record; mode "clip" writes into
+    `out` directly, where "raise" would gather into a temporary and copy)."""
+    return np.take(values, rows, out=fresh(len(rows), values.dtype), mode="clip")
+
+
 def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_tsc: bool, lookup: "NameLookup"):
     """Lays the app chunks' records end to end, one column per field. Returns (threads, Columns)."""
     app = sorted((c for c in chunks if is_app_chunk(c)), key=chunk_order_key)
@@ -180,6 +207,7 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
     value = np.empty(total, np.int64)
     b_parts, b_starts = [], []
     name = np.empty(total, np.int32)
+    _populate(ts, kind, ident, cpu, value, name)
     name_parts: list = []  # not kept any more: `name` holds the indices (-1: unnamed)
     counts = np.zeros(256, np.int64)
     payloads = {}
@@ -206,7 +234,9 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
                 payloads[s + int(i)] = p
             pos = e
     lengths = [t.records for t in threads]
-    g = np.repeat(np.arange(len(threads), dtype=np.int32), lengths) if threads else np.zeros(0, np.int32)
+    g = fresh(total, np.int32)
+    for i, (lo, hi) in enumerate(zip(np.cumsum([0, *lengths[:-1]]).tolist(), np.cumsum(lengths).tolist())):
+        g[lo:hi] = i
     b = RecordWord(b_parts, b_starts, 3)
     return threads, Columns(ts, kind, ident, cpu, value, b, name, name_parts, g, payloads, counts)
 
@@ -415,31 +445,31 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         return np.flatnonzero(kind == k)
 
     def who(rows):
-        g = np.take(col.g, rows)
+        g = take(col.g, rows)
         return {"pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid)}
 
     # np.take: a third of the time of fancy indexing for these gathers from every record
     ci = rows_of(raw.COUNTER)
     out["counters"] = pa.table({
-        "ts": np.take(col.ts, ci), **who(ci), "name": _dict_array(np.take(name_idx, ci), dictionary),
-        "value": np.take(value, ci), "reason": _small_dict(col.b[ci], COUNTER_REASONS),
+        "ts": take(col.ts, ci), **who(ci), "name": _dict_array(take(name_idx, ci), dictionary),
+        "value": take(value, ci), "reason": _small_dict(col.b[ci], COUNTER_REASONS),
     })
     ti = rows_of(raw.TIMER_STOP)
-    stop, elapsed = np.take(col.ts, ti), np.take(value, ti)
+    stop, elapsed = take(col.ts, ti), take(value, ti)
     out["timers"] = pa.table({
-        **who(ti), "name": _dict_array(np.take(name_idx, ti), dictionary),
+        **who(ti), "name": _dict_array(take(name_idx, ti), dictionary),
         "start_ns": stop - elapsed, "stop_ns": stop, "elapsed_ns": elapsed,
     })
     pi = rows_of(raw.PAUSE)
-    end, paused = np.take(col.ts, pi), np.take(value, pi)
+    end, paused = take(col.ts, pi), take(value, pi)
     out["pauses"] = pa.table({
         **who(pi), "start_ns": end - paused, "end_ns": end, "duration_ns": paused,
         "reason": _small_dict(col.b[pi], PAUSE_REASONS),
     })
     ai = rows_of(raw.ADAPT)
     out["adapt"] = pa.table({
-        "ts": np.take(col.ts, ai), **who(ai), "phase": _dict_array(np.take(name_idx, ai), dictionary),
-        "error": np.take(col.a, ai).view(np.int64), "policy": col.b[ai].view(np.int64),
+        "ts": take(col.ts, ai), **who(ai), "phase": _dict_array(take(name_idx, ai), dictionary),
+        "error": take(col.a, ai).view(np.int64), "policy": col.b[ai].view(np.int64),
     })
     out["sync"] = _sync(col, kind, counts, t_pid, t_tid, name_idx, dictionary)
     return out
@@ -452,9 +482,9 @@ def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, 
     bi, ei, depth, unmatched_ends = pairing.pair_kinds(kind, col.g, key, begin_kind, end_kind,
                                                         int(col.counts[begin_kind]))
     complete = ei >= 0
-    bg = np.take(col.g, bi)
-    begin_ns = np.take(col.ts, bi)
-    end_ns = np.take(col.ts, np.maximum(ei, 0))
+    bg = take(col.g, bi)
+    begin_ns = take(col.ts, bi)
+    end_ns = take(col.ts, np.maximum(ei, 0))
     if not complete.all():
         end_ns = np.where(complete, end_ns, np.maximum(thread_end[bg], begin_ns))
     # regions: pid/tid as the thread index into its pid/tid (see app_events); functions keep
@@ -465,13 +495,13 @@ def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, 
         cols = {"pid": t_pid[bg], "tid": t_tid[bg]}
     if table == "regions":
         cols.update({
-            "name": _dict_array(np.take(name_idx, bi), dictionary), "begin_ns": begin_ns, "end_ns": end_ns,
+            "name": _dict_array(take(name_idx, bi), dictionary), "begin_ns": begin_ns, "end_ns": end_ns,
             "duration_ns": end_ns - begin_ns, "depth": depth, "complete": complete,
-            "id": np.take(col.ident, bi),
+            "id": take(col.ident, bi),
         })
     else:
         cols.update({
-            "address": np.take(col.a, bi), "call_site": col.b[bi], "name": pa.nulls(len(bi), pa.string()),
+            "address": take(col.a, bi), "call_site": col.b[bi], "name": pa.nulls(len(bi), pa.string()),
             "begin_ns": begin_ns, "end_ns": end_ns, "duration_ns": end_ns - begin_ns, "depth": depth,
             "complete": complete,
         })
@@ -490,10 +520,10 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.
     parts = []
 
     def part(label, rec, request, acquire, acquire_ok, release, release_ok):
-        gg, addr, nrows = np.take(col.g, rec), np.take(col.a, rec), len(rec)
+        gg, addr, nrows = take(col.g, rec), take(col.a, rec), len(rec)
         parts.append(pa.table({
             "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nrows, np.int32)), pa.array([label])),
-            "object": _object_names(np.take(name_idx, rec), addr, dictionary),
+            "object": _object_names(take(name_idx, rec), addr, dictionary),
             "pid": _indexed(gg, t_pid), "tid": _indexed(gg, t_tid), "request_ns": request,
             "acquire_ns": pa.nulls(nrows, pa.int64()) if acquire is None else _masked(acquire, acquire_ok),
             "release_ns": pa.nulls(nrows, pa.int64()) if release is None else _masked(release, release_ok),
@@ -503,21 +533,21 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.
     def paired(begin_kind, end_kind):
         """Rows of the `begin_kind` records, the row of their end or -1, and the end's time."""
         begins, ends, _depth, _lost = pairing.pair_kinds(kind, col.g, col.a, begin_kind, end_kind, int(counts[begin_kind]))
-        return begins, ends >= 0, np.take(col.ts, np.maximum(ends, 0))
+        return begins, ends >= 0, take(col.ts, np.maximum(ends, 0))
 
     if counts[LOCK_ACQUIRE] or counts[LOCK_REQUEST]:
         request, stuck = pairing.lock_requests(kind, col.g, col.a, col.ts, int(counts[LOCK_ACQUIRE]),
                                                int(counts[LOCK_REQUEST]))
         acq, released, release = paired(LOCK_ACQUIRE, LOCK_RELEASE)
         if len(acq):
-            part("mutex", acq, request, np.take(col.ts, acq), None, release, released)
+            part("mutex", acq, request, take(col.ts, acq), None, release, released)
         if len(stuck):
-            part("mutex", stuck, np.take(col.ts, stuck), None, None, None, None)
+            part("mutex", stuck, take(col.ts, stuck), None, None, None, None)
     for enter, exit_, label in ((BARRIER_ENTER, BARRIER_EXIT, "barrier"), (COND_WAIT_ENTER, COND_WAIT_EXIT, "cond")):
         if not counts[enter]:
             continue
         begins, done, left = paired(enter, exit_)
-        part(label, begins, np.take(col.ts, begins), left, done, *((left, done) if label == "barrier" else (None, None)))
+        part(label, begins, take(col.ts, begins), left, done, *((left, done) if label == "barrier" else (None, None)))
     if not parts:
         return schema.empty("sync")
     return pa.concat_tables(parts, promote_options="permissive")

@@ -249,48 +249,9 @@ def release_freed_memory() -> None:
         pass
 
 
-_BLAS_THREADS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
-                 ("openblas_get_num_threads", "openblas_set_num_threads"))
-
-
-def _openblas_threads():
-    """(get, set) of the thread count of the OpenBLAS that numpy loaded, or None."""
-    try:
-        import ctypes
-
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
-        for path in paths:
-            lib = ctypes.CDLL(path)
-            for get, set_ in _BLAS_THREADS:
-                if hasattr(lib, get) and hasattr(lib, set_):
-                    return getattr(lib, get), getattr(lib, set_)
-    except OSError:
-        pass
-    return None
-
-
-@contextlib.contextmanager
-def single_threaded_blas():
-    """The clock fit (np.polyfit) wakes OpenBLAS's worker threads, which then spin waiting for
-    more work while the import runs: 0.1-0.2 CPU-s of 2.7 for 20 M records. The import has no
-    other BLAS work, so it runs with one BLAS thread (the previous count is restored after)."""
-    fns = _openblas_threads()
-    if fns is None:
-        yield
-        return
-    get, set_ = fns
-    previous = get()
-    set_(1)
-    try:
-        yield
-    finally:
-        set_(previous)
-
-
 def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None = None,
                  extensions: bool = True) -> dict[str, pa.Table]:
-    with no_hugepage_advice(), keep_freed_memory(), single_threaded_blas():
+    with no_hugepage_advice(), keep_freed_memory():
         return _build_tables(trace, losses, progress, extensions)
 
 

@@ -3,11 +3,12 @@ so every expected time is the raw value)."""
 
 import json
 
+import numpy as np
 import pytest
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import open_trace
+from oslens.store import app_tables, open_trace
 
 REQ, ACQ, REL, BENTER, BEXIT, CENTER, CEXIT, SIGNAL = 32, 33, 34, 35, 36, 37, 38, 39
 FENTRY, FEXIT = 40, 41
@@ -171,3 +172,12 @@ def test_payload_offsets_native_and_numpy_agree():
     want[1:][ev] = lens
     assert offsets.tolist() == np.cumsum(want).tolist()
     assert validity.tolist() == np.packbits(is_ev, bitorder="little").tolist()
+
+
+def test_gathers_into_populated_memory_give_what_numpy_gives():
+    values = np.arange(1 << 20, dtype=np.int64) * 3  # 8 MiB: populated
+    rows = np.sort(np.random.default_rng(1).integers(0, len(values), 300_000))
+    assert np.array_equal(app_tables.take(values, rows), np.take(values, rows))
+    kept = values.copy()
+    app_tables._populate(values)  # backing the pages leaves the contents as they were
+    assert np.array_equal(values, kept)

@@ -64,16 +64,3 @@ def test_columns_without_nulls_are_written_required_with_the_same_values(tmp_pat
     assert [f.nullable for f in back.schema] == [False, True, False]
     assert back.column("ts").to_pylist() == [3, 1, 2] and back.column("maybe").to_pylist() == [1, None, 3]
     assert back.column("name").to_pylist() == ["a", "b", "a"]
-
-
-def test_blas_runs_single_threaded_during_the_import_and_is_restored_after():
-    fns = importer._openblas_threads()
-    if fns is None:
-        import pytest
-
-        pytest.skip("numpy loaded no OpenBLAS here")
-    get, _set = fns
-    before = get()
-    with importer.single_threaded_blas():
-        assert get() == 1
-    assert get() == before
