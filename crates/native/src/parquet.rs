@@ -330,6 +330,19 @@ impl Column<'_> {
         }
     }
 
+    /// The values of rows lo..hi read in place as `T`, where the buffer is aligned for it and
+    /// the machine little-endian (Arrow buffers are 64-byte aligned): no copy to encode them.
+    fn in_place<T: Copy>(&self, lo: usize, hi: usize) -> Option<&[T]> {
+        let w = std::mem::size_of::<T>();
+        if !cfg!(target_endian = "little") || self.width != w {
+            return None;
+        }
+        let bytes = &self.values[(self.offset + lo) * w..(self.offset + hi) * w];
+        // SAFETY: T is a plain integer type (i64 or u32 here): every bit pattern is a value.
+        let (pre, mid, post) = unsafe { bytes.align_to::<T>() };
+        (pre.is_empty() && post.is_empty()).then_some(mid)
+    }
+
     /// Dictionary indices of rows lo..hi (or of `rows`) as u32.
     fn indices(&self, lo: usize, hi: usize, rows: Option<&[usize]>, out: &mut Vec<u32>) {
         let (a, b) = ((self.offset + lo) * self.width, (self.offset + hi) * self.width);
@@ -349,13 +362,20 @@ impl Column<'_> {
         if let Some(d) = &self.dict {
             let bw = bit_width(d.count.saturating_sub(1) as u64).max(1);
             out.push(bw as u8);
-            self.indices(lo, hi, rows, &mut tmp.idx);
-            // an index past the dictionary would not fit the bit width (and corrupt its neighbours)
-            if tmp.idx.iter().copied().max().is_some_and(|m| m as usize >= d.count) {
+            let idx: &[u32] = match (rows, self.in_place::<u32>(lo, hi)) {
+                (None, Some(v)) => v,
+                _ => {
+                    self.indices(lo, hi, rows, &mut tmp.idx);
+                    &tmp.idx
+                }
+            };
+            // an index past the dictionary would not fit the bit width (and corrupt its
+            // neighbours); Arrow's signed indices read as u32 are past it when negative
+            if idx.iter().copied().max().is_some_and(|m| m as usize >= d.count) {
                 let what = format!("column {}: an index past the end of its dictionary", self.name);
                 return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
             }
-            rle_hybrid(out, &tmp.idx, bw);
+            rle_hybrid(out, idx, bw);
             return Ok(None);
         }
         let each = |f: &mut dyn FnMut(usize)| match rows {
@@ -382,13 +402,19 @@ impl Column<'_> {
                 None
             }
             INT64 if self.delta || self.stats => {
-                self.i64s(lo, hi, rows, &mut tmp.vals);
+                let vals: &[i64] = match (rows, self.in_place::<i64>(lo, hi)) {
+                    (None, Some(v)) => v,
+                    _ => {
+                        self.i64s(lo, hi, rows, &mut tmp.vals);
+                        &tmp.vals
+                    }
+                };
                 if self.delta {
-                    delta_binary_packed(out, &tmp.vals);
+                    delta_binary_packed(out, vals);
                 } else {
-                    tmp.vals.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+                    vals.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
                 }
-                self.stats_of(&tmp.vals)
+                self.stats_of(vals)
             }
             _ => {
                 let w = self.width;
