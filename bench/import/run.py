@@ -27,6 +27,11 @@ import sys
 import time
 from pathlib import Path
 
+# numpy's OpenBLAS starts a worker thread per core when numpy loads, and they spin ~0.1 CPU-s
+# waiting for work, inside the timed import when the trace was kept (measured: python -c
+# "import numpy" 0.19 CPU-s, 0.08 with one thread). The import does no BLAS work: the bench
+# counts the import, not numpy's start-up.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 def cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
