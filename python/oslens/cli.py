@@ -3,8 +3,13 @@ NAME, HELP, add_arguments(parser) and run(args) -> exit code."""
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+
+# Before numpy loads: the CLI does no sizeable linear algebra, and OpenBLAS's worker threads
+# spin for ~0.1 CPU-s after numpy starts them, on the CPUs a recording or an import needs.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from oslens import commands
 from oslens.errors import OslensError
