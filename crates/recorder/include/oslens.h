@@ -120,13 +120,16 @@ enum { OSL__EVENT = 3, OSL__REGION_BEGIN = 4, OSL__REGION_END = 5, OSL__TIMER_ST
  * tracing, disabled, suspended) make a call a load and a branch. */
 #define OSL__ASK_LIBRARY (1u | 16u)
 
-/* Nonzero when recording is off; the call then returns at once unless the library asks. */
-static inline __attribute__((always_inline)) uint32_t osl__off(void) {
-    return __atomic_load_n(&osl__inactive, __ATOMIC_RELAXED);
-}
-
-/* The thread's cursor when a record may be written inline (recording on), else NULL. */
-static inline __attribute__((always_inline)) struct osl__writer *osl__cursor(void) {
+/* The thread's cursor when a record may be written inline, else NULL; then *ask says whether
+ * the library must see the call (else it is dropped: recording is off for a reason the
+ * library need not hear about). */
+static inline __attribute__((always_inline)) struct osl__writer *osl__cursor(int *ask) {
+    uint32_t off = __atomic_load_n(&osl__inactive, __ATOMIC_RELAXED);
+    if (__builtin_expect(off != 0, 0)) {
+        *ask = (off & OSL__ASK_LIBRARY) != 0;
+        return 0;
+    }
+    *ask = 1;
     struct osl__writer *w = osl__tls_writer;
     if (__builtin_expect(w == 0, 0))
         w = osl__tls_writer = osl__writer_attach();
@@ -151,51 +154,38 @@ static inline __attribute__((always_inline)) void osl__write(struct osl__writer 
 }
 
 static inline __attribute__((always_inline)) void osl__event_inline(uint32_t id, const void *payload, size_t len) {
-    uint32_t off = osl__off();
-    if (__builtin_expect(off != 0, 0)) {
-        if (off & OSL__ASK_LIBRARY)
-            (osl_event)(id, payload, len);
-        return;
-    }
-    struct osl__writer *w;
-    if (__builtin_constant_p(len) && len <= 8 && (w = osl__cursor())) {
+    int ask;
+    struct osl__writer *w = osl__cursor(&ask);
+    if (w && __builtin_constant_p(len) && len <= 8) {
         uint64_t value = 0;
         if (payload && len)
             __builtin_memcpy(&value, payload, len);
         osl__write(w, __builtin_ia32_rdtsc(), OSL__EVENT, id, len, value);
         return;
     }
-    (osl_event)(id, payload, len);
+    if (ask)
+        (osl_event)(id, payload, len);
 }
 
 static inline __attribute__((always_inline)) void osl__timer_start_inline(osl_timer_t *t) {
     struct osl__timer_layout *p = (struct osl__timer_layout *)t;
-    uint32_t off = osl__off();
-    struct osl__writer *w;
-    if (__builtin_expect(off != 0, 0)) {
-        if (off & OSL__ASK_LIBRARY)
-            (osl_timer_start)(t);
-        return;
-    }
-    if (p && !__atomic_load_n(&p->suspended, __ATOMIC_RELAXED) && (w = osl__cursor())) {
+    int ask;
+    struct osl__writer *w = osl__cursor(&ask);
+    if (w && p && !__atomic_load_n(&p->suspended, __ATOMIC_RELAXED)) {
         uint64_t now = __builtin_ia32_rdtsc();
         __atomic_store_n(&p->started, now, __ATOMIC_RELAXED);
         osl__write(w, now, OSL__TIMER_START, p->id, 0, 0);
         return;
     }
-    (osl_timer_start)(t);
+    if (ask)
+        (osl_timer_start)(t);
 }
 
 static inline __attribute__((always_inline)) void osl__timer_stop_inline(osl_timer_t *t) {
     struct osl__timer_layout *p = (struct osl__timer_layout *)t;
-    uint32_t off = osl__off();
-    struct osl__writer *w;
-    if (__builtin_expect(off != 0, 0)) {
-        if (off & OSL__ASK_LIBRARY)
-            (osl_timer_stop)(t);
-        return;
-    }
-    if (p && !__atomic_load_n(&p->suspended, __ATOMIC_RELAXED) && (w = osl__cursor())) {
+    int ask;
+    struct osl__writer *w = osl__cursor(&ask);
+    if (w && p && !__atomic_load_n(&p->suspended, __ATOMIC_RELAXED)) {
         uint64_t now = __builtin_ia32_rdtsc();
         uint64_t started = __atomic_load_n(&p->started, __ATOMIC_RELAXED);
         uint64_t elapsed = now > started ? now - started : 0;
@@ -204,7 +194,8 @@ static inline __attribute__((always_inline)) void osl__timer_stop_inline(osl_tim
         osl__write(w, now, OSL__TIMER_STOP, p->id, elapsed, 0);
         return;
     }
-    (osl_timer_stop)(t);
+    if (ask)
+        (osl_timer_stop)(t);
 }
 
 static inline __attribute__((always_inline)) void osl__region_library(uint8_t kind, const char *name) {
@@ -216,25 +207,22 @@ static inline __attribute__((always_inline)) void osl__region_library(uint8_t ki
 
 /* `site` caches (epoch << 32 | id) for a string-literal call site; NULL for any other name. */
 static inline __attribute__((always_inline)) void osl__region_inline(uint8_t kind, const char *name, uint64_t *site) {
-    uint32_t off = osl__off();
-    if (__builtin_expect(off != 0, 0)) {
-        if (off & OSL__ASK_LIBRARY)
-            osl__region_library(kind, name);
+    int ask;
+    struct osl__writer *w = osl__cursor(&ask);
+    if (!ask)
         return;
-    }
     if (!site) {
         osl__region_library(kind, name);
         return;
     }
     uint64_t cached = __atomic_load_n(site, __ATOMIC_RELAXED);
-    struct osl__writer *w = osl__cursor();
     if (w && (uint32_t)(cached >> 32) == w->names_epoch) {
         osl__write(w, __builtin_ia32_rdtsc(), kind, (uint32_t)cached, 0, 0);
         return;
     }
     uint32_t id = osl__region_slow(kind, name);
     /* the library has now named it in this process, and set the cursor's epoch */
-    if (id && osl__tls_writer->names_epoch)
+    if (id && osl__tls_writer && osl__tls_writer->names_epoch)
         __atomic_store_n(site, (uint64_t)osl__tls_writer->names_epoch << 32 | id, __ATOMIC_RELAXED);
 }
 
