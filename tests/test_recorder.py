@@ -258,3 +258,15 @@ def test_corrupt_meta_json_is_one_line_error(tmp_path, cases):
     assert proc.returncode == 3
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "meta.json is damaged" in proc.stderr
+
+
+def test_prepared_buffers_pause_once_per_thread_and_lose_nothing(tmp_path, cases):
+    trace, proc = record(tmp_path, cases, "threads", 2, 300, extra=("--prepare-buffers", "--buffer-mb", "4"))
+    records = dump(trace)
+    recording = {r["tid"] for r in records if r["kind"] not in ("pause", "clock_pair")}
+    prepares = collections.Counter(r["tid"] for r in records if r["kind"] == "pause" and r["b"] == 3)
+    assert set(prepares) == recording and set(prepares.values()) == {1}
+    workers = {r["tid"] for r in records if r["thread"].startswith("worker-")}
+    for tid in workers:
+        assert kinds_of(records, tid=tid)["event"] == 300
+    assert all(t["dropped_events"] == 0 for t in meta(trace)["threads"])

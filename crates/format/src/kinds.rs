@@ -94,6 +94,8 @@ pub const CONTROL_TRIGGER: u64 = 6;
 /// Why the recorder paused the program.
 pub const PAUSE_NEW_CHUNK: u64 = 1;
 pub const PAUSE_FLUSH: u64 = 2;
+/// The thread's whole buffer was prepared before its first event (OSLENS_PREPARE_BUFFERS=1).
+pub const PAUSE_PREPARE: u64 = 3;
 
 pub fn kind_name(kind: u8) -> &'static str {
     match kind {

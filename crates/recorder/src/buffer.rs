@@ -180,6 +180,16 @@ impl Chunk {
         true
     }
 
+    /// Populates every page of the chunk now (OSLENS_PREPARE_BUFFERS), so the writer and the
+    /// helper prepare none while the program runs.
+    pub fn prepare_all(&mut self) {
+        let total = self.map_len as u64;
+        while self.region.populated.load(Ordering::Acquire) < total {
+            self.region.populate_step();
+        }
+        self.grow_window(1);
+    }
+
     /// Writes one record; the caller checked `has_room`.
     #[inline(always)]
     pub fn push(&mut self, rec: Record) {

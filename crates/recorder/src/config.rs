@@ -20,6 +20,9 @@ pub struct Config {
     pub limit_slots: Option<u64>,
     /// Counters record their value at most this often (raw clock ticks; 0 = never periodically).
     pub counter_period_us: u64,
+    /// Prepare every page of a thread's buffer when it is created, so no page is prepared
+    /// while the program runs (memory and start-up time up front).
+    pub prepare_buffers: bool,
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -51,6 +54,7 @@ impl Config {
             start_enabled: std::env::var("OSLENS_ENABLE").map_or(true, |v| v != "0"),
             limit_slots,
             counter_period_us: env_u64("OSLENS_COUNTER_PERIOD_US").unwrap_or(1000),
+            prepare_buffers: std::env::var("OSLENS_PREPARE_BUFFERS").is_ok_and(|v| v == "1"),
         })
     }
 }

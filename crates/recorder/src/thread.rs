@@ -86,6 +86,9 @@ fn create() -> Option<&'static mut ThreadState> {
     let result = chunk.map(|mut chunk| {
         chunk.adopt_cursor(writer());
         chunk.cursor().cpu_id = clock::cpu_id_ptr();
+        if cfg.prepare_buffers {
+            prepare(&mut chunk);
+        }
         let state = Box::into_raw(Box::new(ThreadState { chunk, fast_limit: 0, budget_end: 0, seen: [u32::MAX; 256] }));
         CURRENT.with(|c| c.set(state));
         // SAFETY: the key was created in install_process_hooks.
@@ -97,6 +100,16 @@ fn create() -> Option<&'static mut ThreadState> {
     crate::prefault::start_helper();
     BUSY.with(|b| b.set(false));
     result
+}
+
+/// Prepares the whole buffer and records how long the thread waited for it.
+fn prepare(chunk: &mut Chunk) {
+    let start = clock::now();
+    chunk.prepare_all();
+    let end = clock::now();
+    if chunk.has_room(1) {
+        chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_PREPARE));
+    }
 }
 
 fn thread_name() -> String {
@@ -169,10 +182,13 @@ impl ThreadState {
         };
         let start = clock::now();
         let stem = format!("app-{}-{}", self.chunk.pid, self.chunk.tid);
-        let next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name()) {
+        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name()) {
             Some(c) => c,
             None => return false,
         };
+        if cfg.prepare_buffers {
+            next.prepare_all();
+        }
         let old = std::mem::replace(&mut self.chunk, next);
         // the trigger budget left carries over to the new chunk's positions
         if self.budget_end != u64::MAX {

@@ -489,6 +489,7 @@ def run_in_vivo(args) -> int:
         "force": args.force, "no_kernel": True, "buffer_mb": args.buffer_mb, "on_full": args.on_full,
         "limit_events": args.limit_events, "limit_bytes": args.limit_bytes, "disabled": args.disabled or None,
         "counter_period_us": args.counter_period_us, "preload": args.preload, "trace_python": args.trace_python,
+        "prepare_buffers": 1 if getattr(args, "prepare_buffers", False) else None,
         "command": command,
     }
     for name in ("func_filter", "func_min_ns"):  # auto-instrumentation options, where record has them

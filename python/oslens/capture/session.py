@@ -57,6 +57,7 @@ def recorder_environment(trace: Path, options) -> dict:
         ("limit_events", "OSLENS_LIMIT_EVENTS"),
         ("limit_bytes", "OSLENS_LIMIT_BYTES"),
         ("counter_period_us", "OSLENS_COUNTER_PERIOD_US"),
+        ("prepare_buffers", "OSLENS_PREPARE_BUFFERS"),
     ):
         if options.get(key) is not None:
             env[var] = str(options[key])

@@ -20,6 +20,7 @@ def add_arguments(parser):
     parser.add_argument("--no-import", action="store_true", help="do not import the trace into tables afterwards")
     parser.add_argument("--buffer-mb", type=int, help="per-thread buffer size in MiB (default 64)")
     parser.add_argument("--on-full", choices=["drop", "block"], help="when a buffer fills: drop and count (default) or pause to open another")
+    parser.add_argument("--prepare-buffers", action="store_true", help="prepare each thread's whole buffer before its first event, so no trace page is prepared during the run (costs the buffer's memory and a pause per thread up front, recorded)")
     parser.add_argument("--limit-events", type=int, help="stop recording after this many events")
     parser.add_argument("--limit-bytes", type=int, help="stop recording after this many bytes of records")
     parser.add_argument("--disabled", action="store_true", help="start with recording off (the program calls osl_enable)")
@@ -53,6 +54,7 @@ def run(args):
         "limit_bytes": args.limit_bytes,
         "disabled": args.disabled or None,
         "counter_period_us": args.counter_period_us,
+        "prepare_buffers": 1 if args.prepare_buffers else None,
         "preload": args.preload,
         "trace_python": args.trace_python,
         "func_filter": args.func_filter,
