@@ -2,6 +2,7 @@
 //! continuation records, salvage); Python receives the valid records as one bytes object of
 //! 32-byte records that numpy views without copying (`oslens.capture.raw.RECORD_DTYPE`).
 
+mod app_rows;
 mod parquet;
 #[cfg(feature = "parquet-crate")]
 mod crate_writer;
@@ -247,7 +248,7 @@ fn buffer_ptr(buf: &PyBuffer<u8>, bytes: usize, what: &str, writable: bool) -> P
 }
 
 /// Open-addressing map from a record's name key (kind << 48 | id) to a name index.
-struct NameMap {
+pub(crate) struct NameMap {
     bits: u32,
     slots: Vec<(u64, i32)>,
 }
@@ -255,7 +256,7 @@ struct NameMap {
 const EMPTY_KEY: u64 = u64::MAX; // kind 255, id 0xffffffff: never a key (the mask clears bits 32..48 only)
 
 impl NameMap {
-    fn new(keys: &[u8], vals: &[u8]) -> NameMap {
+    pub(crate) fn new(keys: &[u8], vals: &[u8]) -> NameMap {
         let n = vals.len() / 4;
         let bits = ((2 * n).max(2)).next_power_of_two().trailing_zeros();
         let mut m = NameMap { bits, slots: vec![(EMPTY_KEY, -1); 1 << bits] };
@@ -277,7 +278,7 @@ impl NameMap {
     }
 
     #[inline(always)]
-    fn get(&self, k: u64) -> i32 {
+    pub(crate) fn get(&self, k: u64) -> i32 {
         let mut h = self.hash(k);
         loop {
             let (sk, v) = self.slots[h];
@@ -903,6 +904,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordBuffer>()?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;
     m.add_function(wrap_pyfunction!(populate, m)?)?;
+    m.add_function(wrap_pyfunction!(app_pass, m)?)?;
+    m.add_class::<ColumnBuffer>()?;
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
     recorder_api::register(m)?;
     m.add("HEADER_SIZE", HEADER_SIZE)?;
@@ -910,4 +913,181 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RECORD_SIZE", 32)?;
     m.add("CONT_PAYLOAD", CONT_PAYLOAD)?;
     Ok(())
+}
+
+/// A column built natively, handed to Python through the buffer protocol (read-only; numpy
+/// views it with frombuffer, no copy).
+#[pyclass(frozen, module = "oslens._native")]
+struct ColumnBuffer {
+    data: Col,
+}
+
+enum Col {
+    I64(Vec<i64>),
+    I32(Vec<i32>),
+    U64(Vec<u64>),
+    U8(Vec<u8>),
+}
+
+impl Col {
+    fn bytes(&self) -> &[u8] {
+        fn b<T>(v: &[T]) -> &[u8] {
+            // SAFETY: plain integers: any value is its bytes; the slice covers the vector.
+            unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+        }
+        match self {
+            Col::I64(v) => b(v),
+            Col::I32(v) => b(v),
+            Col::U64(v) => b(v),
+            Col::U8(v) => b(v),
+        }
+    }
+}
+
+#[pymethods]
+impl ColumnBuffer {
+    /// # Safety
+    /// Called by Python with a valid Py_buffer to fill.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+        let data = slf.get().data.bytes();
+        // SAFETY: the buffer points into the vector this (frozen) object owns; PyBuffer_FillInfo
+        // takes a reference to the object, which keeps it alive while the view exists.
+        let rc = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(view, slf.as_ptr(), data.as_ptr() as *mut std::os::raw::c_void, data.len() as pyo3::ffi::Py_ssize_t, 1, flags)
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+
+    fn __len__(&self) -> usize {
+        self.data.bytes().len()
+    }
+}
+
+type AppChunkIn = (PyBuffer<u8>, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>);
+
+/// app_pass(chunks, threads, clock, dicts, path, group_rows) -> dict: the application tables
+/// in one pass over the records (see app_pass.rs). chunks: (records, thread index, tsc,
+/// name_keys uint64, name_values int32, {record index: payload}) in the order the threads'
+/// records are laid end to end (threads contiguous); clock: (r0, n0, slope, intercept);
+/// dicts: (count, PLAIN bytes) of app_events' pid, tid, instrument and kind dictionaries;
+/// path: where app_events is written (None: not written). Returns the kind counts, the rows
+/// of app_events, each thread's first and last time, and the derived tables' columns as
+/// buffers (numpy views them), keyed "table.column".
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn app_pass<'py>(
+    py: Python<'py>,
+    chunks: Vec<AppChunkIn>,
+    threads: usize,
+    clock: (i64, i64, f64, f64),
+    dicts: [(usize, Vec<u8>); 4],
+    path: Option<String>,
+    group_rows: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut maps = Vec::with_capacity(chunks.len());
+    let mut raw = Vec::with_capacity(chunks.len());
+    for (rec, g, _, keys, vals, _) in &chunks {
+        if rec.len_bytes() % 32 != 0 || !rec.is_c_contiguous() || *g >= threads {
+            return Err(PyValueError::new_err("app_pass: records must be whole 32-byte records of a listed thread"));
+        }
+        let n = vals.len_bytes() / 4;
+        let (kp, vp) = (buffer_ptr(keys, n * 8, "name_keys", false)?, buffer_ptr(vals, n * 4, "name_values", false)?);
+        // SAFETY: sizes checked; the buffers live as long as `chunks`.
+        maps.push(unsafe { (NameMap::new(std::slice::from_raw_parts(kp as *const u8, n * 8), std::slice::from_raw_parts(vp as *const u8, n * 4)), n > 0) });
+        raw.push((rec.buf_ptr() as usize, rec.len_bytes()));
+    }
+    let (r0, n0, slope, intercept) = clock;
+    let clock = app_rows::Clock { r0, n0, slope, intercept };
+    let result = py.allow_threads(|| -> std::io::Result<Result<app_rows::Derived, String>> {
+        // SAFETY: the record buffers are held by `chunks` for the whole call.
+        let input: Vec<app_rows::Chunk> = chunks
+            .iter()
+            .zip(&raw)
+            .zip(&maps)
+            .map(|(((_, g, tsc, _, _, payloads), &(p, n)), (map, has))| app_rows::Chunk {
+                records: unsafe { std::slice::from_raw_parts(p as *const u8, n) },
+                g: *g,
+                tsc: *tsc,
+                names: map,
+                has_names: *has,
+                payloads,
+            })
+            .collect();
+        let d = |i: usize| (dicts[i].0, &dicts[i].1[..]);
+        let dd = app_rows::Dicts { pid: d(0), tid: d(1), instrument: d(2), kind: d(3) };
+        let mut nullable = None;
+        for _ in 0..3 {
+            let file = path.as_ref().map(std::fs::File::create).transpose()?;
+            match app_rows::run(&input, threads, clock, &dd, file, group_rows, nullable) {
+                Ok(Ok(out)) => return Ok(Ok(out)),
+                Ok(Err(app_rows::Retry(n))) => nullable = Some(n),
+                Err(e) => {
+                    if let Some(p) = &path {
+                        let _ = std::fs::remove_file(p);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Err("app_pass: the columns' nullability did not settle".to_string()))
+    });
+    let d = match result {
+        Ok(Ok(d)) => d,
+        Ok(Err(msg)) => return Err(PyValueError::new_err(msg)),
+        Err(e) => return Err(PyOSError::new_err(format!("{}: {e}", path.unwrap_or_default()))),
+    };
+    let out = PyDict::new(py);
+    let put = |k: &str, c: Col| -> PyResult<()> { out.set_item(k, Bound::new(py, ColumnBuffer { data: c })?) };
+    out.set_item("counts", d.counts)?;
+    out.set_item("rows", d.rows)?;
+    put("extent.min", Col::I64(d.extent_min))?;
+    put("extent.max", Col::I64(d.extent_max))?;
+    put("counters.ts", Col::I64(d.c_ts))?;
+    put("counters.g", Col::I32(d.c_g))?;
+    put("counters.name", Col::I32(d.c_name))?;
+    put("counters.value", Col::I64(d.c_value))?;
+    put("counters.reason", Col::U64(d.c_reason))?;
+    put("timers.g", Col::I32(d.t_g))?;
+    put("timers.name", Col::I32(d.t_name))?;
+    put("timers.start_ns", Col::I64(d.t_start))?;
+    put("timers.stop_ns", Col::I64(d.t_stop))?;
+    put("timers.elapsed_ns", Col::I64(d.t_elapsed))?;
+    put("pauses.g", Col::I32(d.p_g))?;
+    put("pauses.start_ns", Col::I64(d.p_start))?;
+    put("pauses.end_ns", Col::I64(d.p_end))?;
+    put("pauses.duration_ns", Col::I64(d.p_duration))?;
+    put("pauses.reason", Col::U64(d.p_reason))?;
+    put("adapt.ts", Col::I64(d.a_ts))?;
+    put("adapt.g", Col::I32(d.a_g))?;
+    put("adapt.name", Col::I32(d.a_name))?;
+    put("adapt.error", Col::I64(d.a_error))?;
+    put("adapt.policy", Col::I64(d.a_policy))?;
+    for (t, n) in [("regions", d.regions), ("functions", d.functions)] {
+        out.set_item(format!("{t}.unmatched"), n.unmatched)?;
+        put(&format!("{t}.g"), Col::I32(n.g))?;
+        put(&format!("{t}.name"), Col::I32(n.name))?;
+        put(&format!("{t}.key"), Col::U64(n.key))?;
+        put(&format!("{t}.b"), Col::U64(n.b))?;
+        put(&format!("{t}.begin_ns"), Col::I64(n.begin))?;
+        put(&format!("{t}.end_ns"), Col::I64(n.end))?;
+        put(&format!("{t}.duration_ns"), Col::I64(n.duration))?;
+        put(&format!("{t}.depth"), Col::I64(n.depth))?;
+        put(&format!("{t}.complete"), Col::U8(n.complete))?;
+    }
+    for (i, s) in d.sync.into_iter().enumerate() {
+        put(&format!("sync{i}.g"), Col::I32(s.g))?;
+        put(&format!("sync{i}.name"), Col::I32(s.name))?;
+        put(&format!("sync{i}.address"), Col::U64(s.addr))?;
+        put(&format!("sync{i}.request_ns"), Col::I64(s.request))?;
+        put(&format!("sync{i}.acquire_ns"), Col::I64(s.acquire))?;
+        put(&format!("sync{i}.acquire_ok"), Col::U8(s.acquire_ok))?;
+        put(&format!("sync{i}.release_ns"), Col::I64(s.release))?;
+        put(&format!("sync{i}.release_ok"), Col::U8(s.release_ok))?;
+    }
+    Ok(out)
 }

@@ -27,6 +27,9 @@ const T_STRUCT: u8 = 12;
 
 // parquet.thrift enums
 pub const INT64: i32 = 2;
+pub const INT32: i32 = 1;
+pub const UTF8: i32 = 0;
+pub const UINT_32: i32 = 13;
 pub const BOOLEAN: i32 = 0;
 pub const BYTE_ARRAY: i32 = 6;
 const PLAIN: i32 = 0;
@@ -754,24 +757,51 @@ fn footer(columns: &[Column], groups: &[(usize, Vec<ChunkMeta>)], rows: usize) -
     t.buf
 }
 
+/// A Parquet file written row group by row group: each group's columns may come from buffers
+/// that are refilled for the next (the footer keeps only where each column chunk went). Every
+/// group must describe the same columns (names, types, nullability) in the same order.
+pub struct Writer<W: Write> {
+    out: Out<std::io::BufWriter<W>>,
+    groups: Vec<(usize, Vec<ChunkMeta>)>,
+    tmp: Temp,
+    rows: usize,
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(w: W) -> std::io::Result<Self> {
+        let mut out = Out { w: std::io::BufWriter::with_capacity(1 << 20, w), pos: 0 };
+        out.put(b"PAR1")?;
+        Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0 })
+    }
+
+    /// Writes rows lo..hi of `columns` as one row group.
+    pub fn group(&mut self, columns: &[Column], lo: usize, hi: usize) -> std::io::Result<()> {
+        let metas = columns.iter().map(|c| write_chunk(&mut self.out, c, lo, hi, &mut self.tmp)).collect::<std::io::Result<Vec<_>>>()?;
+        self.groups.push((hi - lo, metas));
+        self.rows += hi - lo;
+        Ok(())
+    }
+
+    /// The footer (the schema from `columns`) and the closing magic.
+    pub fn finish(mut self, columns: &[Column]) -> std::io::Result<()> {
+        let f = footer(columns, &self.groups, self.rows);
+        self.out.put(&f)?;
+        self.out.put(&(f.len() as u32).to_le_bytes())?;
+        self.out.put(b"PAR1")?;
+        self.out.w.flush()
+    }
+}
+
 /// Writes `rows` rows of `columns` to `w` in row groups of `group_rows`.
 pub fn write<W: Write>(w: W, columns: &[Column], rows: usize, group_rows: usize) -> std::io::Result<()> {
-    let mut out = Out { w: std::io::BufWriter::with_capacity(1 << 20, w), pos: 0 };
-    out.put(b"PAR1")?;
-    let mut groups = Vec::new();
-    let mut tmp = Temp::default();
+    let mut wr = Writer::new(w)?;
     let mut lo = 0;
     while lo < rows {
         let hi = (lo + group_rows.max(1)).min(rows);
-        let metas = columns.iter().map(|c| write_chunk(&mut out, c, lo, hi, &mut tmp)).collect::<std::io::Result<Vec<_>>>()?;
-        groups.push((hi - lo, metas));
+        wr.group(columns, lo, hi)?;
         lo = hi;
     }
-    let f = footer(columns, &groups, rows);
-    out.put(&f)?;
-    out.put(&(f.len() as u32).to_le_bytes())?;
-    out.put(b"PAR1")?;
-    out.w.flush()
+    wr.finish(columns)
 }
 
 #[cfg(test)]

@@ -177,8 +177,8 @@ def take(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.take(values, rows, out=fresh(len(rows), values.dtype), mode="clip")
 
 
-def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_tsc: bool, lookup: "NameLookup"):
-    """Lays the app chunks' records end to end, one column per field. Returns (threads, Columns)."""
+def app_threads(chunks: list[raw.ChunkData]) -> list[AppThread]:
+    """The app chunks' threads, in (pid, tid) order, each with its chunks in sequence order."""
     app = sorted((c for c in chunks if is_app_chunk(c)), key=chunk_order_key)
     threads: list[AppThread] = []
     index: dict[tuple[int, int], int] = {}
@@ -198,6 +198,12 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
         else:
             t.closed = False
         t.records += len(c.records)
+    return threads
+
+
+def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_tsc: bool, lookup: "NameLookup"):
+    """Lays the app chunks' records end to end, one column per field. Returns (threads, Columns)."""
+    threads = app_threads(chunks)
     # chunks were sorted by (pid, tid, seq), so threads appear in that order and are contiguous
     total = sum(t.records for t in threads)
     ts = np.empty(total, np.int64)
@@ -379,6 +385,23 @@ def _indexed(g: np.ndarray, values: np.ndarray, typ=pa.int64()) -> pa.Dictionary
 KIND_LABELS = pa.array([n if n not in ("unknown",) else f"kind{k}" for k, n in enumerate(KIND_NAMES)], pa.string())
 
 
+def _chunk_extent(threads: list[AppThread], extent_start: np.ndarray, extent_end: np.ndarray, meta: dict) -> None:
+    """Widens each thread's extent (first and last record) to its chunks' calibration pairs, and
+    to the program's exit for a thread whose chunk was never closed."""
+    end_ns = meta.get("end_ns")
+    for i, t in enumerate(threads):
+        # the calibration pairs in chunk headers: taken when the thread's chunk opened / closed
+        for c in t.chunks:
+            if c.header:
+                (_, ns0), (_, ns1) = c.header["calib"]
+                if ns0:
+                    extent_start[i] = min(int(extent_start[i]), int(ns0))
+                if ns1:
+                    extent_end[i] = max(int(extent_end[i]), int(ns1))
+        if not t.closed and end_ns and extent_end[i] != np.iinfo(np.int64).min:
+            extent_end[i] = max(int(extent_end[i]), int(end_ns))
+
+
 def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict) -> dict:
     """Returns {"threads": [AppThread], "extent": (start, end) per thread, table name: pa.Table}."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
@@ -398,18 +421,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         starts = np.flatnonzero(pairing.group_starts(col.g))
         extent_start[col.g[starts]] = np.minimum.reduceat(col.ts, starts)
         extent_end[col.g[starts]] = np.maximum.reduceat(col.ts, starts)
-    end_ns = meta.get("end_ns")
-    for i, t in enumerate(threads):
-        # the calibration pairs in chunk headers: taken when the thread's chunk opened / closed
-        for c in t.chunks:
-            if c.header:
-                (_, ns0), (_, ns1) = c.header["calib"]
-                if ns0:
-                    extent_start[i] = min(int(extent_start[i]), int(ns0))
-                if ns1:
-                    extent_end[i] = max(int(extent_end[i]), int(ns1))
-        if not t.closed and end_ns and extent_end[i] != np.iinfo(np.int64).min:
-            extent_end[i] = max(int(extent_end[i]), int(end_ns))
+    _chunk_extent(threads, extent_start, extent_end, meta)
 
     out: dict = {"threads": threads, "extent": (extent_start, extent_end)}
 
@@ -568,3 +580,163 @@ def _object_names(name_idx: np.ndarray, addr: np.ndarray, dictionary: pa.Array) 
     idx = name_idx.copy()
     idx[unnamed] = len(dictionary) + inv.reshape(-1)
     return pa.DictionaryArray.from_arrays(pa.array(idx), pa.concat_arrays([dictionary, hexes]))
+
+
+# ---------------------------------------------------------------- one native pass
+
+
+class WrittenTable:
+    """A table already written to Parquet while it was built (app_events, by build_streamed):
+    its file and row count. importer.write_tables moves the file into place; read() gives the
+    rows as an Arrow table for a consumer that needs them in memory. The file is removed when
+    the object goes away unless it was moved."""
+
+    def __init__(self, path, num_rows: int):
+        import weakref
+        from pathlib import Path
+
+        self.path = Path(path)
+        self.num_rows = int(num_rows)
+        self._cleanup = weakref.finalize(self, _remove, str(self.path))
+
+    def move_to(self, dest) -> None:
+        import os
+
+        os.replace(self.path, dest)
+        self.path = dest
+        self._cleanup.detach()
+
+    def read(self) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path)
+
+
+def _remove(path: str) -> None:
+    import os
+
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def available_streamed() -> bool:
+    return hasattr(_native, "app_pass")
+
+
+def _buf(got: dict, key: str, dtype) -> np.ndarray:
+    return np.frombuffer(got[key], dtype=dtype)
+
+
+def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
+                   row_group: int) -> dict:
+    """build's result from one native pass over the records (oslens._native.app_pass):
+    app_events is written to `events_path` row group by row group while the records are split
+    (a WrittenTable stands in for it), the other tables are built from the rows the pass
+    gathered. The same tables, rows and values as build; raises OSError when the file cannot
+    be written."""
+    app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
+                  for c in chunks)
+    lookup = NameLookup(names)
+    threads = app_threads(chunks)
+    t_pid = np.array([t.pid for t in threads], dtype=np.int64)
+    t_tid = np.array([t.tid for t in threads], dtype=np.int64)
+    dictionary = lookup.dictionary()
+    tables: dict[int, tuple] = {}
+    ins = []
+    for i, t in enumerate(threads):
+        if t.pid not in tables:
+            tables[t.pid] = tuple(x.view(np.uint8) for x in lookup.native_table(t.pid))
+        for c in t.chunks:
+            if len(c.records) == 0:
+                continue
+            tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
+            ins.append((c.records.view(np.uint8), i, bool(tsc), *tables[t.pid],
+                        {int(k): bytes(v) for k, v in c.payloads.items()}))
+    from oslens.store import native_parquet
+
+    def plain(arr: pa.Array) -> tuple:
+        return len(arr), native_parquet._plain_dictionary(arr)[2]
+
+    dicts = [(len(threads), t_pid.astype("<i8").tobytes()), (len(threads), t_tid.astype("<i8").tobytes()),
+             plain(dictionary), plain(KIND_LABELS)]
+    got = _native.app_pass(ins, len(threads), native_clock(clock), dicts, str(events_path), int(row_group))
+    counts = np.array(got["counts"], dtype=np.int64)
+    extent_start = _buf(got, "extent.min", np.int64).copy()
+    extent_end = _buf(got, "extent.max", np.int64).copy()
+    _chunk_extent(threads, extent_start, extent_end, meta)
+    out: dict = {"threads": threads, "extent": (extent_start, extent_end),
+                 "app_events": WrittenTable(events_path, got["rows"])}
+
+    def who(g):
+        return {"pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid)}
+
+    def col(table, name, dtype=np.int64):
+        return _buf(got, f"{table}.{name}", dtype)
+
+    for table, begin_kind, end_kind in (("regions", raw.REGION_BEGIN, raw.REGION_END),
+                                        ("functions", FUNC_ENTRY, FUNC_EXIT)):
+        out[f"unmatched_{'region_ends' if table == 'regions' else 'function_exits'}"] = int(got[f"{table}.unmatched"])
+        if not (counts[begin_kind] or counts[end_kind]):
+            out[table] = schema.empty(table)
+            continue
+        g = col(table, "g", np.int32)
+        begin_ns, end_ns, duration = col(table, "begin_ns"), col(table, "end_ns"), col(table, "duration_ns")
+        complete = col(table, "complete", np.uint8).view(bool)
+        if not complete.all():  # an unclosed one ends when its thread ended
+            end_ns = np.where(complete, end_ns, np.maximum(extent_end[g], begin_ns))
+            duration = end_ns - begin_ns
+        if table == "regions":
+            cols = {**who(g), "name": _dict_array(col(table, "name", np.int32), dictionary), "begin_ns": begin_ns,
+                    "end_ns": end_ns, "duration_ns": duration, "depth": col(table, "depth"), "complete": complete,
+                    "id": col(table, "key", np.uint64).astype(np.uint32)}
+        else:
+            cols = {"pid": t_pid[g], "tid": t_tid[g], "address": col(table, "key", np.uint64),
+                    "call_site": col(table, "b", np.uint64), "name": pa.nulls(len(g), pa.string()),
+                    "begin_ns": begin_ns, "end_ns": end_ns, "duration_ns": duration, "depth": col(table, "depth"),
+                    "complete": complete}
+        out[table] = pa.table(cols)
+
+    g = col("counters", "g", np.int32)
+    out["counters"] = pa.table({
+        "ts": col("counters", "ts"), **who(g), "name": _dict_array(col("counters", "name", np.int32), dictionary),
+        "value": col("counters", "value"), "reason": _small_dict(col("counters", "reason", np.uint64), COUNTER_REASONS),
+    })
+    g = col("timers", "g", np.int32)
+    out["timers"] = pa.table({
+        **who(g), "name": _dict_array(col("timers", "name", np.int32), dictionary),
+        "start_ns": col("timers", "start_ns"), "stop_ns": col("timers", "stop_ns"),
+        "elapsed_ns": col("timers", "elapsed_ns"),
+    })
+    g = col("pauses", "g", np.int32)
+    out["pauses"] = pa.table({
+        **who(g), "start_ns": col("pauses", "start_ns"), "end_ns": col("pauses", "end_ns"),
+        "duration_ns": col("pauses", "duration_ns"), "reason": _small_dict(col("pauses", "reason", np.uint64), PAUSE_REASONS),
+    })
+    g = col("adapt", "g", np.int32)
+    out["adapt"] = pa.table({
+        "ts": col("adapt", "ts"), **who(g), "phase": _dict_array(col("adapt", "name", np.int32), dictionary),
+        "error": col("adapt", "error"), "policy": col("adapt", "policy"),
+    })
+
+    parts = []
+    for i, label in enumerate(("mutex", "mutex", "barrier", "cond")):
+        part = f"sync{i}"
+        g = col(part, "g", np.int32)
+        n = len(g)
+        if not n:
+            continue
+        addr = col(part, "address", np.uint64)
+        acquire, acquire_ok = col(part, "acquire_ns"), col(part, "acquire_ok", np.uint8).view(bool)
+        release, release_ok = col(part, "release_ns"), col(part, "release_ok", np.uint8).view(bool)
+        parts.append(pa.table({
+            "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([label])),
+            "object": _object_names(col(part, "name", np.int32), addr, dictionary),
+            **who(g), "request_ns": col(part, "request_ns"),
+            "acquire_ns": pa.nulls(n, pa.int64()) if i == 1 else _masked(acquire, acquire_ok),
+            "release_ns": pa.nulls(n, pa.int64()) if i in (1, 3) else _masked(release, release_ok),
+            "address": addr,
+        }))
+    out["sync"] = pa.concat_tables(parts, promote_options="permissive") if parts else schema.empty("sync")
+    return out

@@ -250,12 +250,30 @@ def release_freed_memory() -> None:
 
 
 def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None = None,
-                 extensions: bool = True) -> dict[str, pa.Table]:
+                 extensions: bool = True, stream: bool | None = None) -> dict[str, pa.Table]:
+    """The tables of a trace, in memory (pyarrow tables). With `stream` (default: when no
+    extension runs, as they may need every table in memory) app_events is written to Parquet
+    while it is built, in one native pass over the records, and stands in the result as an
+    app_tables.WrittenTable that write_tables moves into place: the table is never laid out
+    whole in memory."""
+    if stream is None:
+        stream = not extensions
     with no_hugepage_advice(), keep_freed_memory():
-        return _build_tables(trace, losses, progress, extensions)
+        return _build_tables(trace, losses, progress, extensions, stream)
 
 
-def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None, extensions: bool):
+def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool) -> dict:
+    if stream and app_tables.available_streamed():
+        path = trace / f".app_events.tmp-{os.getpid()}.parquet"
+        try:
+            return app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP)
+        except OSError:  # a folder that cannot be written: the tables are built in memory
+            with contextlib.suppress(OSError):
+                path.unlink()
+    return app_tables.build(chunks, meta, clock, names)
+
+
+def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None, extensions: bool, stream: bool):
     progress = progress or _Progress(0, False)
     t0 = time.perf_counter()
     try:
@@ -281,7 +299,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     clock = raw.clock_for(chunks, meta)
     names = raw.name_table(chunks)
     progress.step("building application tables", 45)
-    app = app_tables.build(chunks, meta, clock, names)
+    app = _build_app(trace, chunks, meta, clock, names, stream)
     progress.step("building kernel tables", 65)
     kernel = kernel_tables([c for c in chunks if is_kernel_chunk(c)], meta, losses)
     for t in app["threads"]:
@@ -302,7 +320,8 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     tables: dict[str, pa.Table] = {}
     tables["threads"] = threads.build(app["threads"], app["extent"], names, meta, kernel.get("tasks"))
     for name in ("app_events", "regions", "counters", "timers", "sync", "functions", "pauses", "adapt"):
-        tables[name] = schema.conform(name, app[name])
+        written = isinstance(app[name], app_tables.WrittenTable)
+        tables[name] = app[name] if written else schema.conform(name, app[name])
     tables.update(kernel)
     events = sum(len(c.records) for c in chunks)
     extra = {
@@ -372,7 +391,13 @@ ROW_GROUP = 1 << 22
 def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, level: int | None = None,
                 native: bool = True) -> None:
     """Writes one table: with the native writer where it handles every column (the store's own
-    tables, LZ4), else with pyarrow (the same encodings and statistics)."""
+    tables, LZ4), else with pyarrow (the same encodings and statistics). A table written while
+    it was built (app_tables.WrittenTable) is moved into place."""
+    if isinstance(table, app_tables.WrittenTable):
+        if compression == COMPRESSION and level is None and native:
+            table.move_to(path)
+            return
+        table = table.read()
     table = required_where_full(table)
     stats = {f.name for f in table.schema if pa.types.is_integer(_value_type(f.type)) and _prunes(f.name)}
     if native and compression == COMPRESSION and native_parquet.write(path, table, schema.DELTA_COLUMNS, stats, ROW_GROUP):

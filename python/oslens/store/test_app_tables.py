@@ -181,3 +181,83 @@ def test_gathers_into_populated_memory_give_what_numpy_gives():
     kept = values.copy()
     app_tables._populate(values)  # backing the pages leaves the contents as they were
     assert np.array_equal(values, kept)
+
+
+def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late_unnamed: bool = False):
+    """Application chunks with every kind the tables use, in random order: named and unnamed
+    ids, short and long event payloads, unclosed regions, locks never released or acquired."""
+    rng = np.random.default_rng(seed)
+    (path / "raw").mkdir(parents=True)
+    kinds = [raw.EVENT, raw.REGION_BEGIN, raw.REGION_END, raw.COUNTER, raw.TIMER_START, raw.TIMER_STOP, raw.PAUSE,
+             raw.ADAPT, raw.CONTROL, REQ, ACQ, REL, BENTER, BEXIT, CENTER, CEXIT, SIGNAL, FENTRY, FEXIT]
+    named = [(raw.REGION_BEGIN, 1), (raw.REGION_END, 1), (raw.REGION_BEGIN, 2), (raw.COUNTER, 3), (raw.TIMER_START, 4),
+             (raw.TIMER_STOP, 4), (raw.EVENT, 2), (raw.ADAPT, 5), (REQ, 1), (ACQ, 1), (REL, 1)]
+    for t in range(threads):
+        tid = 51 + t
+        recs, payloads = [], {}
+        for i in range(per_thread):
+            kd, ident = int(rng.choice(kinds)), int(rng.integers(0, 6))
+            if late_unnamed and (t < threads - 1 or i < per_thread - 5):  # only the last rows unnamed
+                kd, ident = named[int(rng.integers(0, len(named)))]
+            a, b = int(rng.choice([0x10, 0x20, 0x30])), int(rng.integers(0, 5))
+            if kd == raw.EVENT:
+                size = int(rng.integers(0, 20)) if not late_unnamed else 8
+                a = size
+                if size > 8:
+                    payloads[i] = bytes(rng.integers(0, 256, size, dtype=np.uint8))
+                else:
+                    b = int.from_bytes(bytes(rng.integers(0, 256, size, dtype=np.uint8)), "little")
+            recs.append((1000 * t + 3 * i, ident, t % 2, kd, a, b))
+        for seq, lo in enumerate(range(0, per_thread, 150)):
+            part = recs[lo:lo + 150]
+            _native.write_chunk(str(path / "raw" / f"app-50-{tid}-{seq}.osl"),
+                                {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 50, "tid": tid, "seq": seq,
+                                 "closed": t != 1},
+                                part, payloads={i - lo: p for i, p in payloads.items() if lo <= i < lo + 150})
+    _native.write_chunk(str(path / "raw" / "names-50-0.osl"), {"pid": 50, "tid": 0}, [],
+                        names=[(1, 5, 0, "r1"), (2, 5, 0, "r2"), (3, 3, 0, "c3"), (4, 4, 0, "t4"), (1, 8, 0, "lock1"),
+                               (2, 6, 0, "ev2"), (5, 7, 0, "phase5")])
+    (path / "meta.json").write_text(json.dumps({"pid": 50, "end_ns": 10**6}))
+
+
+@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "synthetic"])
+@pytest.mark.parametrize("row_group", [1 << 22, 64])
+def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group):
+    """build_tables(stream=True) (app_events written in one native pass, the other tables from
+    the rows it gathered) gives the same Parquet tables as the tables built in memory."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from oslens.store import importer, salvage, synthetic
+
+    if not app_tables.available_streamed():
+        pytest.skip("oslens._native without app_pass")
+    monkeypatch.setattr(importer, "ROW_GROUP", row_group)
+    trace = tmp_path / "t"
+    if case == "synthetic":
+        synthetic.write_trace(trace, threads=3, iterations=50, chunk_records=70)
+    else:
+        _random_trace(trace, seed=7, late_unnamed=case.endswith("late-unnamed"))
+    out = {}
+    for stream in (False, True):
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=False, stream=stream)
+        assert isinstance(tables["app_events"], app_tables.WrittenTable) == stream
+        importer.write_tables(trace, tables)
+        out[stream] = tmp_path / f"tables-{stream}"
+        shutil.copytree(trace / "tables", out[stream])
+    assert not list(trace.glob(".app_events*"))
+    for f in sorted(out[False].glob("*.parquet")):
+        if f.stem == "meta":
+            continue
+        a, b = pq.read_table(f), pq.read_table(out[True] / f.name)
+        assert a.schema == b.schema, f.stem
+        assert a.equals(b), f.stem
+        fa, fb = pq.ParquetFile(f).metadata, pq.ParquetFile(out[True] / f.name).metadata
+        assert fa.num_row_groups == fb.num_row_groups
+        for g in range(fa.num_row_groups):
+            for c in range(fa.num_columns):
+                ca, cb = fa.row_group(g).column(c), fb.row_group(g).column(c)
+                assert ca.encodings == cb.encodings, (f.stem, ca.path_in_schema)
+                if f.stem != "app_events" or ca.path_in_schema != "cpu":  # cpu: each group's own range
+                    assert ca.statistics == cb.statistics, (f.stem, ca.path_in_schema)

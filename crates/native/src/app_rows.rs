@@ -1,0 +1,673 @@
+//! The application tables in one pass over the recorder's records (oslens.store.app_tables
+//! builds the same tables with numpy when this is not used; the results are the same).
+//!
+//! app_events, one row per record, is written to Parquet row group by row group from column
+//! buffers that are refilled for the next group, never laid out whole in memory: on the VM
+//! this was measured on, every fresh 4 KiB page costs a page fault of 1-2 us on first touch,
+//! and the whole table's columns were 150 k of them. The derived tables (regions, functions,
+//! counters, timers, pauses, adapt, sync) are gathered while splitting: their rows, not the
+//! records they come from, paired per thread as oslens.store.pairing pairs them.
+
+use crate::parquet::{self, Column, Dictionary};
+use crate::NameMap;
+use oslens_format::kinds;
+use std::collections::HashMap;
+
+/// One chunk's records, in the order the threads' records are laid end to end.
+pub struct Chunk<'a> {
+    pub records: &'a [u8],
+    pub g: usize,
+    pub tsc: bool,
+    pub names: &'a NameMap,
+    pub has_names: bool,
+    /// Event payloads longer than 8 bytes, by record index in the chunk.
+    pub payloads: &'a HashMap<usize, Vec<u8>>,
+}
+
+/// (r0, n0, slope, intercept): raw TSC -> ns as app_tables.to_ns_into computes it.
+#[derive(Clone, Copy)]
+pub struct Clock {
+    pub r0: i64,
+    pub n0: i64,
+    pub slope: f64,
+    pub intercept: f64,
+}
+
+/// The dictionaries of app_events' dictionary columns, PLAIN-encoded.
+pub struct Dicts<'a> {
+    pub pid: (usize, &'a [u8]),
+    pub tid: (usize, &'a [u8]),
+    pub instrument: (usize, &'a [u8]),
+    pub kind: (usize, &'a [u8]),
+}
+
+/// The rows of app_events of one row group.
+#[derive(Default)]
+struct Group {
+    ts: Vec<i64>,
+    g: Vec<i32>,
+    cpu: Vec<u16>,
+    cpu_top: u16,
+    name: Vec<i32>,
+    name_valid: Vec<u8>,
+    name_nulls: usize,
+    kind: Vec<u8>,
+    value: Vec<i64>,
+    offsets: Vec<u64>,
+    data: Vec<u8>,
+    pay_valid: Vec<u8>,
+    pay_nulls: usize,
+    id: Vec<u32>,
+    cpu_wide: Vec<i64>,
+}
+
+/// Records of a thread's pending events (0: regions, 1: functions, 2: sync) among `counts`.
+fn thread_kinds(counts: &[u64], which: usize) -> usize {
+    let n = |k: u8| counts[k as usize] as usize;
+    match which {
+        0 => n(kinds::REGION_BEGIN) + n(kinds::REGION_END),
+        1 => n(kinds::FUNC_ENTRY) + n(kinds::FUNC_EXIT),
+        _ => (kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT).map(n).sum(),
+    }
+}
+
+impl Group {
+    fn reserve(&mut self, rows: usize) {
+        self.ts.reserve_exact(rows);
+        self.g.reserve_exact(rows);
+        self.cpu.reserve_exact(rows);
+        self.name.reserve_exact(rows);
+        self.name_valid.reserve_exact(rows.div_ceil(8));
+        self.kind.reserve_exact(rows);
+        self.value.reserve_exact(rows);
+        self.offsets.reserve_exact(rows + 1);
+        self.data.reserve(rows);
+        self.pay_valid.reserve_exact(rows.div_ceil(8));
+        self.id.reserve_exact(rows);
+    }
+
+    fn clear(&mut self) {
+        self.ts.clear();
+        self.g.clear();
+        self.cpu.clear();
+        self.cpu_top = 0;
+        self.name.clear();
+        self.name_valid.clear();
+        self.name_nulls = 0;
+        self.kind.clear();
+        self.value.clear();
+        self.offsets.clear();
+        self.offsets.push(0);
+        self.data.clear();
+        self.pay_valid.clear();
+        self.pay_nulls = 0;
+        self.id.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+}
+
+fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: plain integers: any value is its bytes; the slice covers exactly the vector.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn set_bit(bits: &mut Vec<u8>, row: usize, valid: bool) {
+    if row % 8 == 0 {
+        bits.push(0);
+    }
+    if valid {
+        bits[row >> 3] |= 1 << (row & 7);
+    }
+}
+
+/// One thread's begin/end event for pairing.
+#[derive(Clone, Copy)]
+struct PairEv {
+    ts: i64,
+    key: u64,
+    name: i32,
+    b: u64,
+    begin: bool,
+}
+
+/// One thread's sync record (kinds LOCK_REQUEST..=COND_WAIT_EXIT).
+#[derive(Clone, Copy)]
+struct SyncEv {
+    ts: i64,
+    kind: u8,
+    addr: u64,
+    name: i32,
+}
+
+/// Rows of one part of the sync table.
+#[derive(Default)]
+pub struct SyncPart {
+    pub g: Vec<i32>,
+    pub name: Vec<i32>,
+    pub addr: Vec<u64>,
+    pub request: Vec<i64>,
+    pub acquire: Vec<i64>,
+    pub acquire_ok: Vec<u8>,
+    pub release: Vec<i64>,
+    pub release_ok: Vec<u8>,
+}
+
+impl SyncPart {
+    fn push(&mut self, g: i32, e: &SyncEv, request: i64, acquire: Option<i64>, release: Option<i64>) {
+        self.g.push(g);
+        self.name.push(e.name);
+        self.addr.push(e.addr);
+        self.request.push(request);
+        self.acquire.push(acquire.unwrap_or(0));
+        self.acquire_ok.push(acquire.is_some() as u8);
+        self.release.push(release.unwrap_or(0));
+        self.release_ok.push(release.is_some() as u8);
+    }
+}
+
+/// Begin/end pairs of regions or functions.
+#[derive(Default)]
+pub struct Nested {
+    pub g: Vec<i32>,
+    pub name: Vec<i32>,
+    pub key: Vec<u64>,
+    pub b: Vec<u64>,
+    pub begin: Vec<i64>,
+    pub end: Vec<i64>,
+    pub duration: Vec<i64>,
+    pub depth: Vec<i64>,
+    pub complete: Vec<u8>,
+    pub unmatched: u64,
+}
+
+/// Everything the pass found besides app_events.
+#[derive(Default)]
+pub struct Derived {
+    pub counts: Vec<u64>,
+    pub rows: usize,
+    pub extent_min: Vec<i64>,
+    pub extent_max: Vec<i64>,
+    // counters
+    pub c_ts: Vec<i64>,
+    pub c_g: Vec<i32>,
+    pub c_name: Vec<i32>,
+    pub c_value: Vec<i64>,
+    pub c_reason: Vec<u64>,
+    // timers (one row per stop)
+    pub t_g: Vec<i32>,
+    pub t_name: Vec<i32>,
+    pub t_start: Vec<i64>,
+    pub t_stop: Vec<i64>,
+    pub t_elapsed: Vec<i64>,
+    // pauses
+    pub p_g: Vec<i32>,
+    pub p_start: Vec<i64>,
+    pub p_end: Vec<i64>,
+    pub p_duration: Vec<i64>,
+    pub p_reason: Vec<u64>,
+    // adapt
+    pub a_ts: Vec<i64>,
+    pub a_g: Vec<i32>,
+    pub a_name: Vec<i32>,
+    pub a_error: Vec<i64>,
+    pub a_policy: Vec<i64>,
+    pub regions: Nested,
+    pub functions: Nested,
+    /// sync parts: mutex acquisitions, mutex requests never acquired, barrier waits, cond waits
+    pub sync: [SyncPart; 4],
+}
+
+impl Derived {
+    fn reserve(&mut self) {
+        let n = |k: u8| self.counts[k as usize] as usize;
+        let (c, t, p, a) = (n(kinds::COUNTER), n(kinds::TIMER_STOP), n(kinds::PAUSE), n(kinds::ADAPT));
+        self.c_ts.reserve_exact(c);
+        self.c_g.reserve_exact(c);
+        self.c_name.reserve_exact(c);
+        self.c_value.reserve_exact(c);
+        self.c_reason.reserve_exact(c);
+        self.t_g.reserve_exact(t);
+        self.t_name.reserve_exact(t);
+        self.t_start.reserve_exact(t);
+        self.t_stop.reserve_exact(t);
+        self.t_elapsed.reserve_exact(t);
+        self.p_g.reserve_exact(p);
+        self.p_start.reserve_exact(p);
+        self.p_end.reserve_exact(p);
+        self.p_duration.reserve_exact(p);
+        self.p_reason.reserve_exact(p);
+        self.a_ts.reserve_exact(a);
+        self.a_g.reserve_exact(a);
+        self.a_name.reserve_exact(a);
+        self.a_error.reserve_exact(a);
+        self.a_policy.reserve_exact(a);
+        self.regions.reserve(n(kinds::REGION_BEGIN), false);
+        self.functions.reserve(n(kinds::FUNC_ENTRY), true);
+        // mutex acquisitions, requests never acquired (usually few: grown as needed), barrier
+        // and condition waits
+        for (part, k) in [(0, kinds::LOCK_ACQUIRE), (2, kinds::BARRIER_ENTER), (3, kinds::COND_WAIT_ENTER)] {
+            self.sync[part].reserve(n(k));
+        }
+    }
+}
+
+impl Nested {
+    fn reserve(&mut self, n: usize, b: bool) {
+        self.g.reserve_exact(n);
+        self.name.reserve_exact(n);
+        self.key.reserve_exact(n);
+        self.b.reserve_exact(if b { n } else { 0 });
+        self.begin.reserve_exact(n);
+        self.end.reserve_exact(n);
+        self.duration.reserve_exact(n);
+        self.depth.reserve_exact(n);
+        self.complete.reserve_exact(n);
+    }
+}
+
+impl SyncPart {
+    fn reserve(&mut self, n: usize) {
+        self.g.reserve_exact(n);
+        self.name.reserve_exact(n);
+        self.addr.reserve_exact(n);
+        self.request.reserve_exact(n);
+        self.acquire.reserve_exact(n);
+        self.acquire_ok.reserve_exact(n);
+        self.release.reserve_exact(n);
+        self.release_ok.reserve_exact(n);
+    }
+}
+
+/// Reused scratch space of the per-thread pairing.
+#[derive(Default)]
+struct PairScratch {
+    m: Vec<i64>,
+    used: Vec<bool>,
+    stack: Vec<usize>,
+    stacks: HashMap<u64, Vec<usize>>,
+}
+
+/// Pairs one thread's begin/end events (is_begin, key) as pairing.pair_kinds does: a stack over
+/// all keys, redone with a stack per key where that pairs different keys or an end closes
+/// nothing. Calls out(event index of the begin, event index of its end or -1, depth) for each
+/// begin in order; returns the ends that closed nothing.
+fn pair_thread(ev: &[(bool, u64)], s: &mut PairScratch, mut out: impl FnMut(usize, i64, i64)) -> u64 {
+    let len = ev.len();
+    s.m.clear();
+    s.m.resize(len, -1);
+    s.used.clear();
+    s.used.resize(len, false);
+    s.stack.clear();
+    let mut bad = false;
+    for j in 0..len {
+        if ev[j].0 {
+            s.stack.push(j);
+        } else if let Some(b) = s.stack.pop() {
+            s.m[b] = j as i64;
+            s.used[j] = true;
+            bad |= ev[b].1 != ev[j].1;
+        } else {
+            bad = true;
+        }
+    }
+    if bad {
+        s.m.iter_mut().for_each(|x| *x = -1);
+        s.used.iter_mut().for_each(|x| *x = false);
+        s.stacks.clear();
+        for j in 0..len {
+            let st = s.stacks.entry(ev[j].1).or_default();
+            if ev[j].0 {
+                st.push(j);
+            } else if let Some(b) = st.pop() {
+                s.m[b] = j as i64;
+                s.used[j] = true;
+            }
+        }
+    }
+    let (mut open, mut unmatched) = (0i64, 0u64);
+    for j in 0..len {
+        if ev[j].0 {
+            out(j, s.m[j], open);
+            open += 1;
+        } else if s.used[j] {
+            open -= 1;
+        } else {
+            unmatched += 1;
+        }
+    }
+    unmatched
+}
+
+/// A thread's pending begin/end and sync events, turned into rows at the thread's end.
+#[derive(Default)]
+struct Thread {
+    g: i32,
+    regions: Vec<PairEv>,
+    functions: Vec<PairEv>,
+    sync: Vec<SyncEv>,
+    keys: Vec<(bool, u64)>,
+    sel: Vec<usize>,
+    request: Vec<i64>,
+    scratch: PairScratch,
+}
+
+impl Thread {
+    fn flush(&mut self, d: &mut Derived) {
+        let g = self.g;
+        for (evs, out, keep_b) in [(&self.regions, &mut d.regions, false), (&self.functions, &mut d.functions, true)] {
+            if evs.is_empty() {
+                continue;
+            }
+            self.keys.clear();
+            self.keys.extend(evs.iter().map(|e| (e.begin, e.key)));
+            out.unmatched += pair_thread(&self.keys, &mut self.scratch, |b, e, depth| {
+                let (eb, complete) = (&evs[b], e >= 0);
+                let end = if complete { evs[e as usize].ts } else { eb.ts };
+                out.g.push(g);
+                out.name.push(eb.name);
+                out.key.push(eb.key);
+                if keep_b {
+                    out.b.push(eb.b);
+                }
+                out.begin.push(eb.ts);
+                out.end.push(end);
+                out.duration.push(end.wrapping_sub(eb.ts));
+                out.depth.push(depth);
+                out.complete.push(complete as u8);
+            });
+        }
+        if !self.sync.is_empty() {
+            self.flush_sync(d);
+        }
+        self.regions.clear();
+        self.functions.clear();
+        self.sync.clear();
+    }
+
+    fn flush_sync(&mut self, d: &mut Derived) {
+        let (g, ev) = (self.g, &self.sync);
+        // when each acquisition was asked for (pairing.lock_requests), and the requests never
+        // acquired
+        self.request.clear();
+        let mut last: Option<usize> = None;
+        for (i, e) in ev.iter().enumerate() {
+            let req = last.filter(|&p| ev[p].kind == kinds::LOCK_REQUEST);
+            let asked = req.filter(|&p| ev[p].addr == e.addr);
+            if let Some(p) = req {
+                if !(e.kind == kinds::LOCK_ACQUIRE && ev[p].addr == e.addr) {
+                    d.sync[1].push(g, &ev[p], ev[p].ts, None, None);
+                }
+            }
+            if e.kind == kinds::LOCK_ACQUIRE {
+                self.request.push(ev[asked.unwrap_or(i)].ts);
+            }
+            last = Some(i);
+        }
+        if let Some(p) = last.filter(|&p| ev[p].kind == kinds::LOCK_REQUEST) {
+            d.sync[1].push(g, &ev[p], ev[p].ts, None, None);
+        }
+        let pairs = [
+            (kinds::LOCK_ACQUIRE, kinds::LOCK_RELEASE, 0usize),
+            (kinds::BARRIER_ENTER, kinds::BARRIER_EXIT, 2),
+            (kinds::COND_WAIT_ENTER, kinds::COND_WAIT_EXIT, 3),
+        ];
+        for (begin, end, part) in pairs {
+            self.sel.clear();
+            self.sel.extend((0..ev.len()).filter(|&i| ev[i].kind == begin || ev[i].kind == end));
+            if !self.sel.iter().any(|&i| ev[i].kind == begin) {
+                continue;
+            }
+            self.keys.clear();
+            self.keys.extend(self.sel.iter().map(|&i| (ev[i].kind == begin, ev[i].addr)));
+            let (sel, request, out) = (&self.sel, &self.request, &mut d.sync[part]);
+            let mut nth = 0usize;
+            pair_thread(&self.keys, &mut self.scratch, |b, e, _depth| {
+                let eb = &ev[sel[b]];
+                let left = (e >= 0).then(|| ev[sel[e as usize]].ts);
+                match part {
+                    0 => out.push(g, eb, request[nth], Some(eb.ts), left),
+                    2 => out.push(g, eb, eb.ts, left, left),
+                    _ => out.push(g, eb, eb.ts, left, None),
+                }
+                nth += 1;
+            });
+        }
+    }
+}
+
+/// The nullability of app_events' instrument and payload columns: decided by the first row
+/// group, and the pass is run again when a later group holds a null where the first had none.
+pub struct Retry(pub [bool; 2]);
+
+#[inline(always)]
+fn word(r: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(r[o..o + 8].try_into().unwrap())
+}
+
+/// Runs the pass: app_events written to `file` in row groups of `group_rows` (None: not
+/// written), the derived rows returned. `nullable`: [instrument, payload], None to decide from
+/// the first group.
+pub fn run(
+    chunks: &[Chunk],
+    threads: usize,
+    clock: Clock,
+    dicts: &Dicts,
+    file: Option<std::fs::File>,
+    group_rows: usize,
+    nullable: Option<[bool; 2]>,
+) -> std::io::Result<Result<Derived, Retry>> {
+    let mut d = Derived {
+        counts: vec![0; 256],
+        extent_min: vec![i64::MAX; threads],
+        extent_max: vec![i64::MIN; threads],
+        ..Default::default()
+    };
+    // the kinds counted first, so each derived column is allocated once at its size: growing
+    // them copies into fresh memory (measured: a page fault per 4 KiB for over half the pass's
+    // faults, 105 k of 197 k on the bench's 20 M records)
+    // (and each thread's begin/end and sync records, for its pending events' room)
+    let mut per_thread = vec![[0usize; 3]; threads];
+    for c in chunks {
+        let before = [0, 1, 2].map(|i| thread_kinds(&d.counts, i));
+        for r in c.records.chunks_exact(32) {
+            d.counts[r[14] as usize] += 1;
+        }
+        for i in 0..3 {
+            per_thread[c.g][i] += thread_kinds(&d.counts, i) - before[i];
+        }
+    }
+    d.reserve();
+    let mut writer = file.map(parquet::Writer::new).transpose()?;
+    let mut nullable = nullable;
+    let group_rows = group_rows.max(1);
+    let mut grp = Group::default();
+    grp.reserve(group_rows.min(d.counts.iter().sum::<u64>() as usize));
+    grp.clear();
+    let mut th = Thread { g: -1, ..Default::default() };
+    th.regions.reserve_exact(per_thread.iter().map(|t| t[0]).max().unwrap_or(0));
+    th.functions.reserve_exact(per_thread.iter().map(|t| t[1]).max().unwrap_or(0));
+    th.sync.reserve_exact(per_thread.iter().map(|t| t[2]).max().unwrap_or(0));
+    let cpu_dict: Vec<i64> = (0..1i64 << 15).collect();
+    let mut last_cols: Option<[bool; 2]> = None;
+    let mut flush_group = |grp: &mut Group, writer: &mut Option<parquet::Writer<std::fs::File>>, nullable: &mut Option<[bool; 2]>| -> std::io::Result<Option<Retry>> {
+        let nulls = [grp.name_nulls > 0, grp.pay_nulls > 0];
+        let n = *nullable.get_or_insert(nulls);
+        if (nulls[0] && !n[0]) || (nulls[1] && !n[1]) {
+            return Ok(Some(Retry([n[0] || nulls[0], n[1] || nulls[1]])));
+        }
+        if let Some(w) = writer.as_mut() {
+            if grp.cpu_top >= 1 << 15 {
+                grp.cpu_wide.clear();
+                grp.cpu_wide.extend(grp.cpu.iter().map(|&c| c as i64));
+            }
+            let cols = columns(grp, dicts, n, bytes_of(&cpu_dict));
+            w.group(&cols, 0, grp.len())?;
+        }
+        last_cols = Some(n);
+        grp.clear();
+        Ok(None)
+    };
+    for c in chunks {
+        let g = c.g as i32;
+        if g != th.g {
+            if th.g >= 0 {
+                th.flush(&mut d);
+            }
+            th.g = g;
+        }
+        let (mut lo, mut hi) = (d.extent_min[c.g], d.extent_max[c.g]);
+        for (i, r) in c.records.chunks_exact(32).enumerate() {
+            let w1 = word(r, 8);
+            let k = r[14];
+            let a = word(r, 16);
+            let (ts, value) = if c.tsc {
+                let dt = (word(r, 0) as i64).wrapping_sub(clock.r0) as f64;
+                let ts = ((dt * clock.slope + clock.intercept).round_ties_even() as i64).wrapping_add(clock.n0);
+                let v = if k == kinds::TIMER_STOP || k == kinds::PAUSE { (a as i64 as f64 * clock.slope).round_ties_even() as i64 } else { a as i64 };
+                (ts, v)
+            } else {
+                (word(r, 0) as i64, a as i64)
+            };
+            lo = lo.min(ts);
+            hi = hi.max(ts);
+            if k == kinds::NAME || k == kinds::CONT || k == kinds::EMPTY {
+                continue;
+            }
+            let name = if c.has_names { c.names.get(w1 & 0x00FF_0000_FFFF_FFFF) } else { -1 };
+            let b = word(r, 24);
+            // app_events
+            let row = grp.len();
+            grp.ts.push(ts);
+            grp.g.push(g);
+            let cpu = (w1 >> 32) as u16;
+            grp.cpu.push(cpu);
+            grp.cpu_top = grp.cpu_top.max(cpu);
+            set_bit(&mut grp.name_valid, row, name >= 0);
+            grp.name_nulls += (name < 0) as usize;
+            grp.name.push(name.max(0));
+            grp.kind.push(k);
+            grp.value.push(value);
+            grp.id.push(w1 as u32);
+            if k == kinds::EVENT {
+                if a <= 8 {
+                    grp.data.extend_from_slice(&b.to_le_bytes()[..a as usize]);
+                } else {
+                    let first = b.to_le_bytes();
+                    let p: &[u8] = c.payloads.get(&i).map(|v| &v[..]).unwrap_or(&first);
+                    grp.data.extend_from_slice(&p[..p.len().min(a.min(usize::MAX as u64) as usize)]);
+                }
+                set_bit(&mut grp.pay_valid, row, true);
+            } else {
+                set_bit(&mut grp.pay_valid, row, false);
+                grp.pay_nulls += 1;
+            }
+            grp.offsets.push(grp.data.len() as u64);
+            // the derived tables
+            match k {
+                kinds::REGION_BEGIN | kinds::REGION_END => {
+                    th.regions.push(PairEv { ts, key: w1 as u32 as u64, name, b: 0, begin: k == kinds::REGION_BEGIN })
+                }
+                kinds::FUNC_ENTRY | kinds::FUNC_EXIT => th.functions.push(PairEv { ts, key: a, name, b, begin: k == kinds::FUNC_ENTRY }),
+                kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => th.sync.push(SyncEv { ts, kind: k, addr: a, name }),
+                kinds::COUNTER => {
+                    d.c_ts.push(ts);
+                    d.c_g.push(g);
+                    d.c_name.push(name);
+                    d.c_value.push(value);
+                    d.c_reason.push(b);
+                }
+                kinds::TIMER_STOP => {
+                    d.t_g.push(g);
+                    d.t_name.push(name);
+                    d.t_start.push(ts.wrapping_sub(value));
+                    d.t_stop.push(ts);
+                    d.t_elapsed.push(value);
+                }
+                kinds::PAUSE => {
+                    d.p_g.push(g);
+                    d.p_start.push(ts.wrapping_sub(value));
+                    d.p_end.push(ts);
+                    d.p_duration.push(value);
+                    d.p_reason.push(b);
+                }
+                kinds::ADAPT => {
+                    d.a_ts.push(ts);
+                    d.a_g.push(g);
+                    d.a_name.push(name);
+                    d.a_error.push(a as i64);
+                    d.a_policy.push(b as i64);
+                }
+                _ => {}
+            }
+            d.rows += 1;
+            if grp.len() == group_rows {
+                if let Some(retry) = flush_group(&mut grp, &mut writer, &mut nullable)? {
+                    return Ok(Err(retry));
+                }
+            }
+        }
+        d.extent_min[c.g] = lo;
+        d.extent_max[c.g] = hi;
+    }
+    if th.g >= 0 {
+        th.flush(&mut d);
+    }
+    if grp.len() > 0 {
+        if let Some(retry) = flush_group(&mut grp, &mut writer, &mut nullable)? {
+            return Ok(Err(retry));
+        }
+    }
+    if let Some(w) = writer {
+        let n = last_cols.unwrap_or([false, false]);
+        w.finish(&columns(&grp, dicts, n, bytes_of(&cpu_dict)))?;
+    }
+    Ok(Ok(d))
+}
+
+/// app_events' columns over one group's buffers, as oslens.store.native_parquet describes the
+/// table app_tables.build makes (dictionary pid, tid, cpu, instrument and kind; ts delta-encoded;
+/// min/max statistics for ts, pid, tid and cpu).
+fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a [u8]) -> Vec<Column<'a>> {
+    let col = |name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize| Column {
+        name: name.to_string(),
+        physical,
+        converted,
+        validity: None,
+        offset: 0,
+        values,
+        width,
+        data: None,
+        dict: None,
+        delta: false,
+        stats: false,
+    };
+    let dict = |(count, plain): (usize, &'a [u8])| Some(Dictionary { count, plain });
+    let cpu = if grp.cpu_top < 1 << 15 {
+        let top = grp.cpu_top as usize;
+        Column { dict: Some(Dictionary { count: top + 1, plain: &cpu_dict[..(top + 1) * 8] }), stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu), 2) }
+    } else {
+        Column { stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu_wide), 8) }
+    };
+    vec![
+        Column { delta: true, stats: true, ..col("ts", parquet::INT64, None, bytes_of(&grp.ts), 8) },
+        Column { dict: dict(d.pid), stats: true, ..col("pid", parquet::INT64, None, bytes_of(&grp.g), 4) },
+        Column { dict: dict(d.tid), stats: true, ..col("tid", parquet::INT64, None, bytes_of(&grp.g), 4) },
+        cpu,
+        Column {
+            dict: dict(d.instrument),
+            validity: nullable[0].then_some(&grp.name_valid[..]),
+            ..col("instrument", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&grp.name), 4)
+        },
+        Column { dict: dict(d.kind), ..col("kind", parquet::BYTE_ARRAY, Some(parquet::UTF8), &grp.kind, 1) },
+        col("value", parquet::INT64, None, bytes_of(&grp.value), 8),
+        Column {
+            data: Some(&grp.data),
+            validity: nullable[1].then_some(&grp.pay_valid[..]),
+            ..col("payload", parquet::BYTE_ARRAY, None, bytes_of(&grp.offsets), 8)
+        },
+        col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&grp.id), 4),
+    ]
+}
