@@ -144,15 +144,55 @@ def test_blocking_mode_opens_more_chunks_and_loses_nothing(tmp_path, cases):
     assert kinds_of(records, kind="pause")["pause"] == 2
 
 
+def app_chunks(trace):
+    """(capacity, staging ring slots, file size) of each application chunk (header offsets
+    from crates/format/src/header.rs)."""
+    out = []
+    for path in sorted((trace / "raw").glob("app-*.osl")):
+        head = path.read_bytes()[:4096]
+        out.append((int.from_bytes(head[40:48], "little"), int.from_bytes(head[120:124], "little"), path.stat().st_size))
+    return out
+
+
+def event_values(records, id):
+    return [int.from_bytes(bytes.fromhex(r["payload"]), "little") for r in records if r["kind"] == "event" and r["id"] == id]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT])
 def test_killed_program_keeps_every_committed_event(tmp_path, cases, sig):
     trace, proc = record(tmp_path, cases, "die", 5000, int(sig), check=False)
     assert proc.returncode == 128 + sig
     assert f"killed by {signal.Signals(sig).name}" in proc.stderr
-    records = dump(trace)
-    payloads = [int.from_bytes(bytes.fromhex(r["payload"]), "little") for r in records if r["kind"] == "event"]
-    assert payloads == list(range(5000))
+    assert event_values(dump(trace), 4) == list(range(5000))
     assert meta(trace)["exit"]["signal"] == sig
+    # the last events were still in the staging ring (never copied out): read from there
+    [(capacity, ring_slots, size)] = app_chunks(trace)
+    assert ring_slots > 0 and size > 4096 + capacity * 32
+
+
+def test_thread_running_at_exit_keeps_its_staged_events(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "running", 5000)
+    assert event_values(dump(trace), 10) == list(range(5000))
+    assert not any(r["damage"] for r in [meta(trace)] if "damage" in r)
+
+
+def test_staging_ring_is_copied_out_and_cut_off_at_normal_exit(tmp_path, cases):
+    trace, _ = record(tmp_path, cases, "threads", 3, 2000)
+    chunks = app_chunks(trace)
+    assert len(chunks) == 4  # main and three threads
+    assert all(ring_slots == 0 and size == 4096 + capacity * 32 for capacity, ring_slots, size in chunks)
+
+
+@pytest.mark.parametrize("size, count", [(1000, 150), (100_000, 4)])
+def test_large_payloads_across_and_beyond_staging_slots(tmp_path, cases, size, count):
+    """1000 bytes = 35 records, groups that cross slot boundaries; 100 kB = 3334 records,
+    more than a staging slot holds, written in place."""
+    trace, _ = record(tmp_path, cases, "payloads", count, size)
+    records = [r for r in dump(trace) if r["kind"] == "event"]
+    assert [r["id"] for r in records] == [8, 9] * count
+    for i in range(count):
+        assert int.from_bytes(bytes.fromhex(records[2 * i]["payload"]), "little") == i
+        assert bytes.fromhex(records[2 * i + 1]["payload"]) == bytes((i + k) % 251 for k in range(size))
 
 
 def test_exit_status_is_kept(tmp_path):

@@ -117,6 +117,38 @@ static int mode_die(long m, int sig) {
     return 0;
 }
 
+/* payloads M BYTES: M times an 8-byte event id 8 (the index) then an event id 9 of BYTES
+ * bytes, each byte (index + offset) % 251: large payloads straddle staging slots or, past a
+ * slot's size, are written in place. */
+static int mode_payloads(long m, long bytes) {
+    unsigned char *p = malloc(bytes);
+    for (long i = 0; i < m; i++) {
+        osl_event(8, &i, sizeof i);
+        for (long k = 0; k < bytes; k++) p[k] = (unsigned char)((i + k) % 251);
+        osl_event(9, p, bytes);
+    }
+    free(p);
+    return 0;
+}
+
+static long running_events;
+static void *record_then_wait(void *arg) {
+    (void)arg;
+    for (long i = 0; i < running_events; i++) osl_event(10, &i, sizeof i);
+    __atomic_store_n(&running_events, -1, __ATOMIC_RELEASE);
+    pause();
+    return NULL;
+}
+
+/* running M: a thread records M events id 10 and is still running when main returns. */
+static int mode_running(long m) {
+    running_events = m;
+    pthread_t t;
+    pthread_create(&t, NULL, record_then_wait, NULL);
+    while (__atomic_load_n(&running_events, __ATOMIC_ACQUIRE) != -1) usleep(1000);
+    return 0;
+}
+
 /* enable: starts disabled (OSLENS_ENABLE=0); 4 events before osl_enable, 3 after. */
 static int mode_enable(void) {
     for (int i = 0; i < 4; i++) osl_event(5, NULL, 0);
@@ -148,6 +180,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "die")) return mode_die(atol(argv[2]), atoi(argv[3]));
     if (!strcmp(mode, "enable")) return mode_enable();
     if (!strcmp(mode, "nested")) return mode_nested();
+    if (!strcmp(mode, "payloads")) return mode_payloads(atol(argv[2]), atol(argv[3]));
+    if (!strcmp(mode, "running")) return mode_running(atol(argv[2]));
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }

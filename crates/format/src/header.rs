@@ -40,8 +40,43 @@ pub mod offset {
     pub const SEQ: usize = 108;
     /// Events not recorded because a trigger limit was reached (not losses: the user asked).
     pub const SUPPRESSED_EVENTS: usize = 112;
+    /// Slots in the chunk's staging ring (0: none; see `stage`).
+    pub const STAGE_SLOTS: usize = 120;
+    /// Records per staging slot.
+    pub const STAGE_SLOT_RECORDS: usize = 124;
     pub const NAME: usize = 128;
     pub const NAME_LEN: usize = 64;
+}
+
+/// A thread's chunk may carry a staging ring after its records: the writer fills small slots
+/// that stay in its cache, and a helper copies each full slot to the slot positions it holds.
+/// A slot's descriptor (in the header page) says which positions it holds and whether they are
+/// still only there; a reader overlays those onto the records. A chunk closed normally has
+/// been copied out and its ring removed (`stage_slots` 0).
+pub mod stage {
+    /// Descriptors: 32 bytes each from this offset: state u32, pad u32, start u64, len u64.
+    pub const DESCRIPTORS: usize = 256;
+    pub const DESCRIPTOR_SIZE: usize = 32;
+    pub const MAX_SLOTS: usize = (super::HEADER_SIZE - DESCRIPTORS) / DESCRIPTOR_SIZE;
+    /// Copied out (or never used): the slot holds nothing the records lack.
+    pub const FREE: u32 = 0;
+    /// Being written: it holds positions start..committed.
+    pub const WRITING: u32 = 1;
+    /// Written, not yet copied out: it holds start..start+len.
+    pub const FULL: u32 = 2;
+    /// Being copied out: as FULL.
+    pub const COPYING: u32 = 3;
+
+    /// (slots, records per slot) of a header's ring; (0, 0) without one.
+    pub fn geometry(header: &[u8]) -> (u32, u32) {
+        (super::u32_at(header, super::offset::STAGE_SLOTS), super::u32_at(header, super::offset::STAGE_SLOT_RECORDS))
+    }
+
+    /// (state, start, len) of slot `j`'s descriptor.
+    pub fn descriptor(header: &[u8], j: usize) -> (u32, u64, u64) {
+        let o = DESCRIPTORS + j * DESCRIPTOR_SIZE;
+        (super::u32_at(header, o), super::u64_at(header, o + 8), super::u64_at(header, o + 16))
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

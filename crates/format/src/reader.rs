@@ -1,7 +1,7 @@
 //! Reading and salvaging chunks. The reader never fails on damage: it keeps every record that
 //! validates and describes what it could not keep.
 
-use crate::header::{ChunkHeader, HEADER_SIZE};
+use crate::header::{stage, ChunkHeader, HEADER_SIZE};
 use crate::kinds;
 use crate::record::{continuation_check, continuation_payload, Record, CONT_PAYLOAD, RECORD_SIZE};
 use std::fs::File;
@@ -77,9 +77,54 @@ pub fn decode_chunk(raw: &[u8]) -> Chunk {
             last_valid.map_or(0, |i| i + 1)
         }
     };
+    let staged = header.as_ref().and_then(|h| overlay_stage(raw, h, slots, &mut chunk));
     chunk.header = header;
-    decode_records(raw, slots, &mut chunk);
+    decode_records(staged.as_deref().unwrap_or(raw), slots, &mut chunk);
     chunk
+}
+
+/// The header and record slots with the staging ring's slots laid over them, when the writer
+/// stopped before copying some out (a crash, a kill, a thread still running at exit); `None`
+/// when no slot holds records the record slots lack.
+fn overlay_stage(raw: &[u8], h: &ChunkHeader, slots: usize, chunk: &mut Chunk) -> Option<Vec<u8>> {
+    let (count, per_slot) = stage::geometry(raw);
+    if count == 0 {
+        return None;
+    }
+    let ring = HEADER_SIZE + h.capacity as usize * RECORD_SIZE;
+    let slot_bytes = per_slot as usize * RECORD_SIZE;
+    if count as usize > stage::MAX_SLOTS || per_slot == 0 {
+        chunk.damage.push(Damage { reason: format!("staging ring header unreadable ({count} slots of {per_slot})"), offset: 0, records_lost: 0 });
+        return None;
+    }
+    let mut out: Option<Vec<u8>> = None;
+    for j in 0..count as usize {
+        let (state, start, len) = stage::descriptor(raw, j);
+        let end = match state {
+            stage::FREE => continue,
+            stage::WRITING => h.committed,
+            stage::FULL | stage::COPYING => start.saturating_add(len),
+            _ => u64::MAX,
+        };
+        let end = end.min(slots as u64);
+        let n = end.saturating_sub(start) as usize;
+        if n == 0 {
+            continue;
+        }
+        let from = ring + j * slot_bytes;
+        if n > per_slot as usize || from + n * RECORD_SIZE > raw.len() {
+            chunk.damage.push(Damage {
+                reason: format!("staging slot {j} is damaged or truncated"),
+                offset: from as u64,
+                records_lost: n.min(per_slot as usize) as u64,
+            });
+            continue;
+        }
+        let buf = out.get_or_insert_with(|| raw[..HEADER_SIZE + slots * RECORD_SIZE].to_vec());
+        let at = HEADER_SIZE + start as usize * RECORD_SIZE;
+        buf[at..at + n * RECORD_SIZE].copy_from_slice(&raw[from..from + n * RECORD_SIZE]);
+    }
+    out
 }
 
 fn slot(raw: &[u8], i: usize) -> &[u8] {
@@ -219,6 +264,59 @@ mod tests {
         assert_eq!(chunk.record_count(), 4);
         assert_eq!(chunk.names, vec![(9, kinds::NAME_REGION, 0, "a fairly long region name beyond thirty bytes".into())]);
         assert_eq!(chunk.payloads, vec![(2, payload)]);
+    }
+
+    /// A chunk of `capacity` 100 whose staging ring (2 slots of 4) holds what `slots` says.
+    fn with_ring(mut raw: Vec<u8>, ring: &[(u32, u64, u64, Vec<[u8; 32]>)]) -> Vec<u8> {
+        raw.resize(HEADER_SIZE + 100 * RECORD_SIZE, 0);
+        raw[crate::header::offset::STAGE_SLOTS..][..4].copy_from_slice(&2u32.to_le_bytes());
+        raw[crate::header::offset::STAGE_SLOT_RECORDS..][..4].copy_from_slice(&4u32.to_le_bytes());
+        for (j, (state, start, len, recs)) in ring.iter().enumerate() {
+            let d = stage::DESCRIPTORS + j * stage::DESCRIPTOR_SIZE;
+            raw[d..d + 4].copy_from_slice(&state.to_le_bytes());
+            raw[d + 8..d + 16].copy_from_slice(&start.to_le_bytes());
+            raw[d + 16..d + 24].copy_from_slice(&len.to_le_bytes());
+            let mut slot = vec![0u8; 4 * RECORD_SIZE];
+            for (i, r) in recs.iter().enumerate() {
+                slot[i * RECORD_SIZE..(i + 1) * RECORD_SIZE].copy_from_slice(r);
+            }
+            raw.extend_from_slice(&slot);
+        }
+        raw
+    }
+
+    #[test]
+    fn staged_records_not_yet_copied_out_are_read_from_the_ring() {
+        let recs: Vec<_> = (0..10).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, i).to_bytes()).collect();
+        // positions 0..3 copied out; 3..7 full in slot 0 (copy never made); 7..10 being written in slot 1
+        let raw = with_ring(build(&recs[..3], 10), &[(stage::FULL, 3, 4, recs[3..7].to_vec()), (stage::WRITING, 7, 0, recs[7..].to_vec())]);
+        let chunk = decode_chunk(&raw);
+        assert!(chunk.damage.is_empty(), "{:?}", chunk.damage);
+        let ts: Vec<u64> = chunk.records.chunks(RECORD_SIZE).map(|r| Record::from_bytes(r).ts).collect();
+        assert_eq!(ts, (0..10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn free_ring_slots_and_uncommitted_ring_records_are_ignored() {
+        let recs: Vec<_> = (0..8).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, i).to_bytes()).collect();
+        let stale: Vec<_> = (0..4).map(|i| Record::new(100 + i, 1, 0, kinds::EVENT, 0, 0).to_bytes()).collect();
+        // slot 0 was copied out (its stale content must not win); slot 1 has 3 records, 2 committed
+        let raw = with_ring(build(&recs[..4], 6), &[(stage::FREE, 0, 4, stale), (stage::WRITING, 4, 0, recs[4..7].to_vec())]);
+        let chunk = decode_chunk(&raw);
+        let ts: Vec<u64> = chunk.records.chunks(RECORD_SIZE).map(|r| Record::from_bytes(r).ts).collect();
+        assert_eq!(ts, (0..6).collect::<Vec<_>>());
+        assert!(chunk.damage.is_empty());
+    }
+
+    #[test]
+    fn a_truncated_ring_is_reported_as_damage() {
+        let recs: Vec<_> = (0..8).map(|i| Record::new(i, 1, 0, kinds::EVENT, 0, i).to_bytes()).collect();
+        let raw = with_ring(build(&recs[..4], 8), &[(stage::FULL, 4, 4, recs[4..].to_vec())]);
+        let cut = raw.len() - 2 * RECORD_SIZE;
+        let chunk = decode_chunk(&raw[..cut]);
+        assert_eq!(chunk.record_count(), 4);
+        assert_eq!(chunk.damage.len(), 2, "{:?}", chunk.damage);
+        assert!(chunk.damage.iter().any(|d| d.reason == "staging slot 0 is damaged or truncated" && d.records_lost == 4));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use oslens_format::header::{offset, ChunkHeader, HEADER_SIZE, SOURCE_APP_THREAD}
 use oslens_format::record::{continuation_record, Record, RECORD_SIZE};
 use oslens_format::kinds;
 use crate::prefault::{self, Region, WINDOW};
+use crate::stage::{self, Stage};
 use std::ffi::CString;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +51,16 @@ pub struct Chunk {
     /// The hot path writes below this slot without asking; past it, `grow_window` decides.
     limit: u64,
     region: Arc<Region>,
+    /// A thread chunk's staging ring (see stage.rs); names chunks write in place.
+    stage: Option<Stage>,
+    /// The ring slot being written and the positions it takes; None between slots or while a
+    /// record too large for a slot is written in place.
+    slot: Option<u32>,
+    slot_start: u64,
+    next_slot: u32,
+    /// Slots finished since the helper was last woken.
+    unannounced: u32,
+    path: CString,
     pub pid: u32,
     pub tid: u32,
     pub seq: u32,
@@ -61,15 +72,16 @@ unsafe impl Send for Chunk {}
 impl Chunk {
     /// Creates `raw/<stem>-<seq>.osl`, trying the next sequence number when the file exists
     /// (an exec'd image reuses its pid and tid). The chunk writes through a cursor of its own
-    /// until `adopt_cursor` hands it a thread's.
-    pub fn create(raw_dir: &str, stem: &str, mut seq: u32, capacity: u64, pid: u32, tid: u32, name: &str) -> Option<Chunk> {
-        let map_len = HEADER_SIZE + capacity as usize * RECORD_SIZE;
-        let fd = loop {
+    /// until `adopt_cursor` hands it a thread's. `staged`: records go through a staging ring.
+    pub fn create(raw_dir: &str, stem: &str, mut seq: u32, capacity: u64, pid: u32, tid: u32, name: &str, staged: bool) -> Option<Chunk> {
+        let records_len = HEADER_SIZE + capacity as usize * RECORD_SIZE;
+        let map_len = records_len + if staged { Stage::bytes() as usize } else { 0 };
+        let (fd, path) = loop {
             let path = CString::new(format!("{raw_dir}/{stem}-{seq}.osl")).ok()?;
             // SAFETY: valid C string.
             let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o644) };
             if fd >= 0 {
-                break fd;
+                break (fd, path);
             }
             if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) || seq > 100_000 {
                 return None;
@@ -83,7 +95,9 @@ impl Chunk {
                 return None;
             }
             let p = libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
-            libc::close(fd);
+            if !staged || p == libc::MAP_FAILED {
+                libc::close(fd);
+            }
             if p == libc::MAP_FAILED {
                 return None;
             }
@@ -108,15 +122,23 @@ impl Chunk {
         let bytes = header.to_bytes();
         // SAFETY: the mapping is at least HEADER_SIZE long.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, HEADER_SIZE) };
-        let region = prefault::register(base, map_len as u64, 0);
-        region.populate_step();
+        let stage = staged.then(|| Stage::init(base, capacity, fd));
+        let region = prefault::register(base, map_len as u64, 0, stage);
+        match stage {
+            // The ring's pages now, once; the records' pages are the helper's to touch.
+            // SAFETY: the ring lies inside the mapping.
+            Some(s) => unsafe {
+                libc::madvise(base.add(s.ring_offset()) as *mut libc::c_void, Stage::bytes() as usize, prefault::MADV_POPULATE_WRITE);
+            },
+            None => region.populate_step(),
+        }
         let mut own = Box::new(Cursor::empty());
         // SAFETY: the records start after the header, inside the mapping.
         own.records = unsafe { base.add(HEADER_SIZE) } as *mut Record;
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, region, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, region, stage, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -161,6 +183,9 @@ impl Chunk {
     /// False when the chunk is full.
     #[cold]
     pub fn grow_window(&mut self, slots: u64) -> bool {
+        if let Some(stage) = self.stage {
+            return self.next_ring_slot(stage, slots);
+        }
         let pos = self.pos();
         let need = (HEADER_SIZE as u64) + (pos + slots) * RECORD_SIZE as u64;
         self.region.request(need + 2 * WINDOW);
@@ -180,6 +205,82 @@ impl Chunk {
         true
     }
 
+    /// Past the current ring slot: hands it to the helper and opens the next one (copying it
+    /// out here if the helper has not). A record group larger than a slot is written in place.
+    fn next_ring_slot(&mut self, stage: Stage, slots: u64) -> bool {
+        let pos = self.pos();
+        if pos + slots > self.capacity {
+            return false;
+        }
+        self.finish_slot(stage);
+        let records = self.records();
+        if slots > stage::SLOT_RECORDS {
+            self.cursor().records = records;
+            self.limit = pos + slots;
+            return true;
+        }
+        let j = stage.take(self.next_slot);
+        self.next_slot = (j + 1) % stage::SLOTS;
+        stage.open(j, pos);
+        self.slot = Some(j);
+        self.slot_start = pos;
+        self.limit = (pos + stage::SLOT_RECORDS).min(self.capacity);
+        // Positions are the chunk's: the cursor's base is moved so that records[pos] lands in
+        // the slot (only positions inside the slot are ever written through it).
+        self.cursor().records = stage.slot(j).wrapping_sub(pos as usize);
+        true
+    }
+
+    fn records(&self) -> *mut Record {
+        self.base.wrapping_add(HEADER_SIZE) as *mut Record
+    }
+
+    fn finish_slot(&mut self, stage: Stage) {
+        if let Some(j) = self.slot.take() {
+            stage.finish(j, self.pos() - self.slot_start);
+            self.unannounced += 1;
+            if self.unannounced >= stage::WAKE_EVERY {
+                self.unannounced = 0;
+                prefault::wake();
+            }
+        }
+        // Nothing is written until a slot (or a place) is chosen again.
+        self.limit = self.pos();
+        self.cursor().inline_limit = 0;
+    }
+
+    /// Copies every record still in the staging ring to its place (at exit, at close): the
+    /// chunk then reads as complete without the ring. The caller's fast limits must be reset:
+    /// the next record goes through `grow_window`.
+    pub fn drain_stage(&mut self) {
+        if let Some(stage) = self.stage {
+            self.finish_slot(stage);
+            stage.drain();
+        }
+    }
+
+    /// Copies the staging ring out, cuts it off the file and writes in place from now on (at
+    /// close, and for the thread that exits the process: whatever later exit handlers record
+    /// goes straight to the records). The chunk then reads as one without a ring. The caller's
+    /// fast limits must be reset.
+    pub fn unstage(&mut self) {
+        let Some(stage) = self.stage else { return };
+        self.drain_stage();
+        stage.remove();
+        let records_end = (HEADER_SIZE + self.capacity as usize * RECORD_SIZE) as u64;
+        if !stage.close_file(Some(records_end)) {
+            // SAFETY: valid C string. The ring stays mapped but is never touched again: every
+            // slot is free, and the helper reads only their descriptors (in the header).
+            unsafe { libc::truncate(self.path.as_ptr(), records_end as libc::off_t) };
+        }
+        self.stage = None;
+        self.cursor().records = self.records();
+        // In-place writing populates from the next page on (the ones before were written).
+        let next = (HEADER_SIZE as u64 + self.pos() * RECORD_SIZE as u64) & !4095;
+        self.region.populated.store(next, Ordering::Release);
+        self.region.shrink(records_end);
+    }
+
     /// Populates every page of the chunk now (OSLENS_PREPARE_BUFFERS), so the writer and the
     /// helper prepare none while the program runs.
     pub fn prepare_all(&mut self) {
@@ -194,8 +295,8 @@ impl Chunk {
     #[inline(always)]
     pub fn push(&mut self, rec: Record) {
         let c = self.cursor();
-        // SAFETY: pos < capacity (checked by the caller), inside the mapping.
-        unsafe { c.records.add(c.pos as usize).write(rec) };
+        // SAFETY: pos < limit (checked by the caller): inside the slot or the records.
+        unsafe { c.records.wrapping_add(c.pos as usize).write(rec) };
         c.pos += 1;
         // Release: the record is visible before the count that covers it (free on x86).
         // SAFETY: `committed` points at the header's aligned counter.
@@ -208,10 +309,10 @@ impl Chunk {
         let start = c.pos;
         // SAFETY: the caller checked room for 1 + ceil(len/30) slots.
         unsafe {
-            c.records.add(start as usize).write(head);
+            c.records.wrapping_add(start as usize).write(head);
             for (i, part) in payload.chunks(oslens_format::record::CONT_PAYLOAD).enumerate() {
                 let raw = continuation_record(part);
-                std::ptr::copy_nonoverlapping(raw.as_ptr(), c.records.add(start as usize + 1 + i) as *mut u8, RECORD_SIZE);
+                std::ptr::copy_nonoverlapping(raw.as_ptr(), c.records.wrapping_add(start as usize + 1 + i) as *mut u8, RECORD_SIZE);
             }
         }
         c.pos = start + 1 + payload.len().div_ceil(oslens_format::record::CONT_PAYLOAD) as u64;
@@ -261,6 +362,7 @@ impl Chunk {
     /// Marks the chunk closed and unmaps it.
     pub fn close(mut self) {
         self.write_clock_pair();
+        self.unstage();
         // SAFETY: CLOSED lies inside the header.
         unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
         self.cursor().detach();

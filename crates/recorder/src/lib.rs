@@ -15,6 +15,7 @@ mod funcs;
 mod instruments;
 mod names;
 mod prefault;
+mod stage;
 mod thread;
 
 pub use capi::*;

@@ -126,7 +126,7 @@ fn open_chunk(names: &mut Names) {
     let Some(cfg) = config() else { return };
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
-    names.chunk = Chunk::create(&cfg.raw_dir, &format!("names-{pid}"), 0, NAMES_CAPACITY, pid, 0, "names");
+    names.chunk = Chunk::create(&cfg.raw_dir, &format!("names-{pid}"), 0, NAMES_CAPACITY, pid, 0, "names", false);
     for (class, id, manager, name) in instruments::all_names() {
         names.defined.insert((class, id));
         write_name(names, class, id, manager, &name);

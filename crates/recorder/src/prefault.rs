@@ -4,9 +4,12 @@
 //! windows with MADV_POPULATE_WRITE before the writer reaches them, so the hot path never
 //! faults. Writers ask for more with a futex wake once per half window (8192 records), and if
 //! the helper falls behind they populate the window themselves: recording never waits.
+//! Thread chunks write into a staging ring instead (stage.rs): for them the helper copies full
+//! slots out, touching the fresh pages on its own CPU.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
+use crate::stage::Stage;
 
 pub const MADV_POPULATE_WRITE: libc::c_int = 23;
 /// Bytes populated per step (512 KiB = 16384 records).
@@ -14,7 +17,7 @@ pub const WINDOW: u64 = 512 * 1024;
 
 pub struct Region {
     base: usize,
-    len: u64,
+    len: AtomicU64,
     /// Bytes from `base` already populated.
     pub populated: AtomicU64,
     /// Bytes the writer wants populated.
@@ -22,16 +25,18 @@ pub struct Region {
     /// Cleared when the writer unmaps the chunk; `busy` keeps the unmap until a populate ends.
     alive: AtomicBool,
     busy: AtomicBool,
+    stage: Option<Stage>,
 }
 
 impl Region {
     /// Populates the next window from the calling thread.
     pub fn populate_step(&self) {
         let from = self.populated.load(Acquire);
-        if from >= self.len {
+        let len = self.len.load(Acquire);
+        if from >= len {
             return;
         }
-        let to = (from + WINDOW).min(self.len);
+        let to = (from + WINDOW).min(len);
         let start = from & !4095;
         // SAFETY: inside the writer's mapping, which stays mapped while `alive` (see `retire`).
         unsafe { libc::madvise((self.base + start as usize) as *mut libc::c_void, (to - start) as usize, MADV_POPULATE_WRITE) };
@@ -41,10 +46,15 @@ impl Region {
     /// Asks the helper for pages up to `upto` bytes.
     pub fn request(&self, upto: u64) {
         // Whole windows only, so a writer wakes the helper once per window, not per event.
-        let upto = upto.div_ceil(WINDOW).saturating_mul(WINDOW).min(self.len);
+        let upto = upto.div_ceil(WINDOW).saturating_mul(WINDOW).min(self.len.load(Relaxed));
         if self.wanted.fetch_max(upto, Relaxed) < upto {
             wake();
         }
+    }
+
+    /// The file ends at `len` now (its staging ring was cut off): never populate past it.
+    pub fn shrink(&self, len: u64) {
+        self.len.fetch_min(len, Release);
     }
 
     /// Called by the writer before it unmaps: waits out a populate in progress.
@@ -61,6 +71,8 @@ static LOCK: AtomicBool = AtomicBool::new(false);
 static mut REGIONS: Vec<Arc<Region>> = Vec::new();
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicBool = AtomicBool::new(false);
+/// Set while the helper waits on its futex, so writers make the wake system call only then.
+static SLEEPING: AtomicBool = AtomicBool::new(false);
 
 fn with_regions<R>(f: impl FnOnce(&mut Vec<Arc<Region>>) -> R) -> R {
     while LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
@@ -72,14 +84,15 @@ fn with_regions<R>(f: impl FnOnce(&mut Vec<Arc<Region>>) -> R) -> R {
     r
 }
 
-pub fn register(base: *mut u8, len: u64, already: u64) -> Arc<Region> {
+pub fn register(base: *mut u8, len: u64, already: u64, stage: Option<Stage>) -> Arc<Region> {
     let region = Arc::new(Region {
         base: base as usize,
-        len,
+        len: AtomicU64::new(len),
         populated: AtomicU64::new(already),
         wanted: AtomicU64::new(already),
         alive: AtomicBool::new(true),
         busy: AtomicBool::new(false),
+        stage,
     });
     with_regions(|regions| regions.push(region.clone()));
     region
@@ -98,11 +111,16 @@ pub fn start_helper() {
     }
 }
 
-fn wake() {
+pub fn wake() {
     if !STARTED.load(Relaxed) {
         return;
     }
-    GENERATION.fetch_add(1, Release);
+    // SeqCst on both sides (here and in helper_loop): either the helper sees the new
+    // generation before it sleeps, or this sees it sleeping.
+    GENERATION.fetch_add(1, SeqCst);
+    if !SLEEPING.load(SeqCst) {
+        return;
+    }
     // SAFETY: futex wake on a static word.
     unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
 }
@@ -117,6 +135,14 @@ fn helper_loop() {
             regions.clone()
         });
         for r in work {
+            if let Some(stage) = r.stage {
+                r.busy.store(true, SeqCst);
+                if r.alive.load(SeqCst) {
+                    stage.copy_full_slots();
+                }
+                r.busy.store(false, SeqCst);
+                continue;
+            }
             while r.populated.load(Acquire) < r.wanted.load(Relaxed) {
                 r.busy.store(true, SeqCst);
                 if !r.alive.load(SeqCst) {
@@ -127,10 +153,12 @@ fn helper_loop() {
                 r.busy.store(false, SeqCst);
             }
         }
-        if GENERATION.load(Acquire) == seen {
+        SLEEPING.store(true, SeqCst);
+        if GENERATION.load(SeqCst) == seen {
             // SAFETY: futex wait on a static word, woken by `wake`.
             unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, std::ptr::null::<libc::timespec>()) };
         }
+        SLEEPING.store(false, SeqCst);
     }
 }
 
@@ -138,6 +166,15 @@ fn helper_loop() {
 pub fn forget_after_fork() {
     LOCK.store(false, Release);
     // The parent's regions are dropped without being freed: their Arcs may be mid-use there.
-    with_regions(|regions| std::mem::forget(std::mem::take(regions)));
+    // Their chunk files' descriptors are the child's copies, closed here.
+    with_regions(|regions| {
+        for r in regions.iter() {
+            if let Some(stage) = r.stage {
+                stage.close_file(None);
+            }
+        }
+        std::mem::forget(std::mem::take(regions))
+    });
     STARTED.store(false, Release);
+    SLEEPING.store(false, Release);
 }

@@ -82,7 +82,7 @@ fn create() -> Option<&'static mut ThreadState> {
     // SAFETY: no preconditions.
     let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
     let name = thread_name();
-    let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, cfg.buffer_records, pid, tid, &name);
+    let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, cfg.buffer_records, pid, tid, &name, true);
     let result = chunk.map(|mut chunk| {
         chunk.adopt_cursor(writer());
         chunk.cursor().cpu_id = clock::cpu_id_ptr();
@@ -173,6 +173,13 @@ impl ThreadState {
         }
     }
 
+    /// Copies the staging ring out and writes in place from now on (see Chunk::unstage); the
+    /// next record takes the slow path.
+    pub fn unstage(&mut self) {
+        self.chunk.unstage();
+        self.fast_limit = 0;
+    }
+
     /// In blocking mode, pauses the program to open the next chunk and records the pause.
     #[cold]
     fn make_room(&mut self, n: u64) -> bool {
@@ -182,7 +189,7 @@ impl ThreadState {
         };
         let start = clock::now();
         let stem = format!("app-{}-{}", self.chunk.pid, self.chunk.tid);
-        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name()) {
+        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), true) {
             Some(c) => c,
             None => return false,
         };
@@ -226,6 +233,9 @@ extern "C" fn on_process_exit() {
     if let Some(t) = current_if_exists() {
         t.chunk.set_name(&thread_name());
         t.chunk.write_clock_pair();
+        // The exiting thread's chunk is left complete without its ring; what later exit
+        // handlers record goes straight to it.
+        t.unstage();
         t.chunk.sync_to_disk();
     }
     names::close_for_exit();

@@ -1,0 +1,217 @@
+//! A thread chunk's staging ring (LTTng's design, kept crash-safe): the writer fills a few
+//! small slots that stay in its cache, and the oslens-prefault helper copies each full slot to
+//! the record positions it holds. So the recording thread never touches a fresh page: on this
+//! VM a fresh page-cache page costs ~1 µs to prepare, ~8 ns per 32-byte record, most of what a
+//! record costs. The ring lives in the chunk file after the records, and its descriptors in
+//! the header page, so records still in a slot when the program dies are read from there
+//! (oslens_format::reader). A slot moves FREE -> WRITING -> FULL -> COPYING -> FREE; only the
+//! writer opens and fills slots, and whoever wins FULL -> COPYING copies one out.
+
+use oslens_format::header::{offset, stage, HEADER_SIZE};
+use oslens_format::record::{Record, RECORD_SIZE};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+
+/// Slots per ring and records per slot: 16 × 64 KiB, well inside a core's L2, and a slot
+/// boundary (the writer's only extra work, ~0.1 µs) once per 2048 records.
+pub const SLOTS: u32 = 16;
+pub const SLOT_RECORDS: u64 = 2048;
+/// The writer wakes the helper once per this many finished slots (a futex wake costs the
+/// writer ~1 µs when the helper sleeps), so the helper copies several per wake.
+pub const WAKE_EVERY: u32 = 4;
+
+#[repr(C)]
+struct Descriptor {
+    state: AtomicU32,
+    _pad: u32,
+    start: AtomicU64,
+    len: AtomicU64,
+}
+
+#[derive(Clone, Copy)]
+pub struct Stage {
+    /// The chunk's mapping: header page, record slots, then the ring.
+    base: usize,
+    capacity: u64,
+    /// The chunk file, for copying out with pwrite: a fresh page written whole through write()
+    /// is not zero-filled first as a page faulted in through the mapping is (measured: the
+    /// zero-fill was the largest part of the copy). -1: copy through the mapping.
+    fd: i32,
+    /// (st_dev, st_ino) of the chunk file: `fd` is used only while it still names it, in case
+    /// the program closed it and reused the number.
+    file: (u64, u64),
+}
+
+impl Stage {
+    pub fn bytes() -> u64 {
+        SLOTS as u64 * SLOT_RECORDS * RECORD_SIZE as u64
+    }
+
+    /// Sets up the ring of a chunk mapped at `base` (capacity records, ring after them);
+    /// takes `fd` (the chunk file's), which `close_file` closes.
+    pub fn init(base: *mut u8, capacity: u64, fd: i32) -> Stage {
+        // SAFETY: the header page is mapped and ours; the fields lie inside it.
+        unsafe {
+            (base.add(offset::STAGE_SLOTS) as *mut u32).write(SLOTS);
+            (base.add(offset::STAGE_SLOT_RECORDS) as *mut u32).write(SLOT_RECORDS as u32);
+        }
+        // Moved to a high number, out of the way of programs that expect low ones free.
+        // SAFETY: plain fcntl/close on our own descriptor.
+        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 512) };
+        unsafe { libc::close(fd) };
+        let file = identity(high).unwrap_or((0, 0));
+        Stage { base: base as usize, capacity, fd: if file == (0, 0) { -1 } else { high }, file }
+    }
+
+    /// Closes the chunk file, first cutting the ring off it (`records_end`: the file's length
+    /// without the ring) when `cut`; false when the descriptor was no longer ours.
+    pub fn close_file(&self, cut: Option<u64>) -> bool {
+        if self.fd < 0 || identity(self.fd) != Some(self.file) {
+            return false;
+        }
+        // SAFETY: our descriptor (checked above).
+        unsafe {
+            if let Some(len) = cut {
+                libc::ftruncate(self.fd, len as libc::off_t);
+            }
+            libc::close(self.fd);
+        }
+        true
+    }
+
+    /// Marks the chunk as having no ring (before the ring is cut off the file).
+    pub fn remove(&self) {
+        // SAFETY: as in init.
+        unsafe { ((self.base + offset::STAGE_SLOTS) as *mut u32).write_volatile(0) };
+    }
+
+    pub fn ring_offset(&self) -> usize {
+        HEADER_SIZE + self.capacity as usize * RECORD_SIZE
+    }
+
+    fn descriptor(&self, j: u32) -> &Descriptor {
+        // SAFETY: descriptors are 8-byte aligned inside the header page (SLOTS <= MAX_SLOTS).
+        unsafe { &*((self.base + stage::DESCRIPTORS + j as usize * stage::DESCRIPTOR_SIZE) as *const Descriptor) }
+    }
+
+    pub fn slot(&self, j: u32) -> *mut Record {
+        (self.base + self.ring_offset() + j as usize * SLOT_RECORDS as usize * RECORD_SIZE) as *mut Record
+    }
+
+    /// Opens slot `j` (free) for the records from position `start` on.
+    pub fn open(&self, j: u32, start: u64) {
+        let d = self.descriptor(j);
+        d.start.store(start, Relaxed);
+        d.len.store(0, Relaxed);
+        // Release: a reader that sees WRITING sees the start.
+        d.state.store(stage::WRITING, Release);
+    }
+
+    /// Closes slot `j` after `len` records and hands it to whoever copies it out.
+    pub fn finish(&self, j: u32, len: u64) {
+        let d = self.descriptor(j);
+        d.len.store(len, Relaxed);
+        // Release: the copier sees the records and the length.
+        d.state.store(stage::FULL, Release);
+    }
+
+    /// Copies slot `j` to its record positions if it is full and nobody else is copying it.
+    pub fn try_copy(&self, j: u32) -> bool {
+        let d = self.descriptor(j);
+        if d.state.compare_exchange(stage::FULL, stage::COPYING, Acquire, Relaxed).is_err() {
+            return false;
+        }
+        let (start, len) = (d.start.load(Relaxed), d.len.load(Relaxed));
+        let at = HEADER_SIZE + start as usize * RECORD_SIZE;
+        let bytes = len as usize * RECORD_SIZE;
+        let written = self.write_out(j, at, bytes);
+        if written < bytes {
+            // SAFETY: start + len <= capacity (the writer never fills past it): inside the
+            // mapping, and disjoint from the ring.
+            unsafe { std::ptr::copy_nonoverlapping((self.slot(j) as *const u8).add(written), (self.base + at + written) as *mut u8, bytes - written) };
+        }
+        // Release: the copy is in place before the writer may reuse the slot.
+        d.state.store(stage::FREE, Release);
+        true
+    }
+
+    /// Bytes of slot `j` written to the file at `at` with pwrite (the rest is copied through the
+    /// mapping).
+    fn write_out(&self, j: u32, at: usize, bytes: usize) -> usize {
+        if self.fd < 0 || identity(self.fd) != Some(self.file) {
+            return 0;
+        }
+        let mut done = 0;
+        while done < bytes {
+            // SAFETY: reads the slot (inside the mapping) into the chunk file.
+            let n = unsafe { libc::pwrite(self.fd, (self.slot(j) as *const u8).add(done) as *const libc::c_void, bytes - done, (at + done) as libc::off_t) };
+            if n <= 0 {
+                break;
+            }
+            done += n as usize;
+        }
+        done
+    }
+
+    /// Copies out every full slot (the helper's work).
+    pub fn copy_full_slots(&self) {
+        for j in 0..SLOTS {
+            self.try_copy(j);
+        }
+    }
+
+    /// A slot the writer may open, searching from `from`: a free one, else a full one it copies
+    /// out itself (the helper fell behind). Never the one the helper is copying (at most one
+    /// is): the writer does not wait for the helper.
+    pub fn take(&self, from: u32) -> u32 {
+        let order = (0..SLOTS).map(|i| (from + i) % SLOTS);
+        if let Some(j) = order.clone().find(|&j| self.descriptor(j).state.load(Acquire) == stage::FREE) {
+            return j;
+        }
+        for j in order {
+            if self.try_copy(j) {
+                return j;
+            }
+        }
+        // Every slot changed under us (the helper freed one meanwhile): take the first free.
+        self.claim(from);
+        from
+    }
+
+    /// Waits until slot `j` is free, copying it out here when the helper has not yet: the
+    /// writer waits only while the helper copies this very slot.
+    pub fn claim(&self, j: u32) {
+        let mut spins = 0u32;
+        loop {
+            match self.descriptor(j).state.load(Acquire) {
+                stage::FREE => return,
+                stage::FULL => {
+                    self.try_copy(j);
+                }
+                // A copy takes ~10 µs; past that the helper was likely preempted, and spinning
+                // on would keep it off the CPU it needs.
+                _ if spins < 1000 => {
+                    spins += 1;
+                    std::hint::spin_loop();
+                }
+                _ => std::thread::yield_now(),
+            }
+        }
+    }
+
+    /// Every slot copied out (the current one must have been finished).
+    pub fn drain(&self) {
+        for j in 0..SLOTS {
+            self.claim(j);
+        }
+    }
+}
+
+/// (st_dev, st_ino) of an open descriptor.
+fn identity(fd: i32) -> Option<(u64, u64)> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fstat fills the struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
