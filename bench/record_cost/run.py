@@ -5,11 +5,13 @@ Prints JSON. Each figure is the median over repetitions of the per-thread CPU ti
 (CLOCK_THREAD_CPUTIME_ID, so time preempted by other load does not count); kinds alternate
 within a repetition so drift hits all alike. Two baselines: `bare-hot` stores into a reused
 64 KiB ring (the figure the target names), `bare-fresh` into fresh memory as a trace must.
-The recorder's pages are prepared by its oslens-prefault helper thread, whose CPU time is not
-in the per-event figure (the cost on the recording thread) but is in `process_cpu_ns_per_event`
-(the whole process's CPU time per event, helper and start-up included). Rows marked
+The recorder's staging ring is copied out to the trace file by its oslens-prefault helper
+thread, whose CPU time is not in the per-event figure (the cost on the recording thread, which
+includes the slots it copies out itself when the helper falls behind) but is in
+`process_cpu_ns_per_event` (the whole process's CPU time per event, helper and start-up
+included). Rows marked
 "(library call)" are built with -DOSLENS_NO_INLINE; rows marked "(prepared buffer)" are
-recorded with --prepare-buffers, every page ready before the timed loop (the record alone)."""
+recorded with --prepare-buffers, every page of the file ready before the timed loop."""
 
 import json
 import os
