@@ -22,6 +22,30 @@ pub struct Chunk<'a> {
     pub has_names: bool,
     /// Event payloads longer than 8 bytes, by record index in the chunk.
     pub payloads: &'a HashMap<usize, Vec<u8>>,
+    /// The chunk's records per kind where known (scan_kinds), else counted here.
+    pub counts: Option<&'a [u64]>,
+}
+
+/// Records per kind of 32-byte records.
+pub fn count_kinds(records: &[u8], counts: &mut [u64]) {
+    for r in records.chunks_exact(32) {
+        counts[r[14] as usize] += 1;
+    }
+}
+
+/// x rounded to the nearest integer, ties to even, as f64::round_ties_even (numpy's rint) for
+/// every x, without the libm call that function compiles to before SSE4.1: adding and taking
+/// away 2^52 rounds in the FPU's default mode (nearest, ties to even) where |x| < 2^52, and any
+/// larger (or non-finite) x is already an integer (or stays what it is).
+#[inline(always)]
+pub fn rint(x: f64) -> f64 {
+    const BIG: f64 = 4503599627370496.0; // 2^52
+    let a = x.abs();
+    if a < BIG {
+        ((a + BIG) - BIG).copysign(x)
+    } else {
+        x
+    }
 }
 
 /// (r0, n0, slope, intercept): raw TSC -> ns as app_tables.to_ns_into computes it.
@@ -41,9 +65,11 @@ pub struct Dicts<'a> {
     pub kind: (usize, &'a [u8]),
 }
 
-/// The rows of app_events of one row group.
+/// The rows of app_events of one row group: buffers of the group's size, written by index
+/// and reused for every group.
 #[derive(Default)]
 struct Group {
+    len: usize,
     ts: Vec<i64>,
     g: Vec<i32>,
     cpu: Vec<u16>,
@@ -72,55 +98,48 @@ fn thread_kinds(counts: &[u64], which: usize) -> usize {
 }
 
 impl Group {
-    fn reserve(&mut self, rows: usize) {
-        self.ts.reserve_exact(rows);
-        self.g.reserve_exact(rows);
-        self.cpu.reserve_exact(rows);
-        self.name.reserve_exact(rows);
-        self.name_valid.reserve_exact(rows.div_ceil(8));
-        self.kind.reserve_exact(rows);
-        self.value.reserve_exact(rows);
-        self.offsets.reserve_exact(rows + 1);
-        self.data.reserve(rows);
-        self.pay_valid.reserve_exact(rows.div_ceil(8));
-        self.id.reserve_exact(rows);
+    fn new(rows: usize) -> Group {
+        let mut g = Group {
+            ts: vec![0; rows],
+            g: vec![0; rows],
+            cpu: vec![0; rows],
+            name: vec![0; rows],
+            name_valid: vec![0; rows.div_ceil(8)],
+            kind: vec![0; rows],
+            value: vec![0; rows],
+            offsets: vec![0; rows + 1],
+            data: Vec::with_capacity(rows),
+            pay_valid: vec![0; rows.div_ceil(8)],
+            id: vec![0; rows],
+            ..Default::default()
+        };
+        g.clear();
+        g
     }
 
     fn clear(&mut self) {
-        self.ts.clear();
-        self.g.clear();
-        self.cpu.clear();
+        let bits = self.len.div_ceil(8);
+        self.name_valid[..bits].fill(0);
+        self.pay_valid[..bits].fill(0);
+        self.len = 0;
         self.cpu_top = 0;
-        self.name.clear();
-        self.name_valid.clear();
         self.name_nulls = 0;
-        self.kind.clear();
-        self.value.clear();
-        self.offsets.clear();
-        self.offsets.push(0);
-        self.data.clear();
-        self.pay_valid.clear();
         self.pay_nulls = 0;
-        self.id.clear();
+        self.data.clear();
     }
 
     fn len(&self) -> usize {
-        self.ts.len()
+        self.len
+    }
+
+    fn full(&self) -> bool {
+        self.len == self.ts.len()
     }
 }
 
 fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
     // SAFETY: plain integers: any value is its bytes; the slice covers exactly the vector.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-}
-
-fn set_bit(bits: &mut Vec<u8>, row: usize, valid: bool) {
-    if row % 8 == 0 {
-        bits.push(0);
-    }
-    if valid {
-        bits[row >> 3] |= 1 << (row & 7);
-    }
 }
 
 /// One thread's begin/end event for pairing.
@@ -472,8 +491,9 @@ pub fn run(
     let mut per_thread = vec![[0usize; 3]; threads];
     for c in chunks {
         let before = [0, 1, 2].map(|i| thread_kinds(&d.counts, i));
-        for r in c.records.chunks_exact(32) {
-            d.counts[r[14] as usize] += 1;
+        match c.counts {
+            Some(k) => d.counts.iter_mut().zip(k).for_each(|(a, b)| *a += b),
+            None => count_kinds(c.records, &mut d.counts),
         }
         for i in 0..3 {
             per_thread[c.g][i] += thread_kinds(&d.counts, i) - before[i];
@@ -483,9 +503,7 @@ pub fn run(
     let mut writer = file.map(parquet::Writer::new).transpose()?;
     let mut nullable = nullable;
     let group_rows = group_rows.max(1);
-    let mut grp = Group::default();
-    grp.reserve(group_rows.min(d.counts.iter().sum::<u64>() as usize));
-    grp.clear();
+    let mut grp = Group::new(group_rows.min(d.counts.iter().sum::<u64>() as usize).max(1));
     let mut th = Thread { g: -1, ..Default::default() };
     th.regions.reserve_exact(per_thread.iter().map(|t| t[0]).max().unwrap_or(0));
     th.functions.reserve_exact(per_thread.iter().map(|t| t[1]).max().unwrap_or(0));
@@ -501,7 +519,7 @@ pub fn run(
         if let Some(w) = writer.as_mut() {
             if grp.cpu_top >= 1 << 15 {
                 grp.cpu_wide.clear();
-                grp.cpu_wide.extend(grp.cpu.iter().map(|&c| c as i64));
+                grp.cpu_wide.extend(grp.cpu[..grp.len].iter().map(|&c| c as i64));
             }
             let cols = columns(grp, dicts, n, bytes_of(&cpu_dict));
             w.group(&cols, 0, grp.len())?;
@@ -525,8 +543,8 @@ pub fn run(
             let a = word(r, 16);
             let (ts, value) = if c.tsc {
                 let dt = (word(r, 0) as i64).wrapping_sub(clock.r0) as f64;
-                let ts = ((dt * clock.slope + clock.intercept).round_ties_even() as i64).wrapping_add(clock.n0);
-                let v = if k == kinds::TIMER_STOP || k == kinds::PAUSE { (a as i64 as f64 * clock.slope).round_ties_even() as i64 } else { a as i64 };
+                let ts = (rint(dt * clock.slope + clock.intercept) as i64).wrapping_add(clock.n0);
+                let v = if k == kinds::TIMER_STOP || k == kinds::PAUSE { rint(a as i64 as f64 * clock.slope) as i64 } else { a as i64 };
                 (ts, v)
             } else {
                 (word(r, 0) as i64, a as i64)
@@ -539,18 +557,18 @@ pub fn run(
             let name = if c.has_names { c.names.get(w1 & 0x00FF_0000_FFFF_FFFF) } else { -1 };
             let b = word(r, 24);
             // app_events
-            let row = grp.len();
-            grp.ts.push(ts);
-            grp.g.push(g);
+            let row = grp.len;
+            grp.ts[row] = ts;
+            grp.g[row] = g;
             let cpu = (w1 >> 32) as u16;
-            grp.cpu.push(cpu);
+            grp.cpu[row] = cpu;
             grp.cpu_top = grp.cpu_top.max(cpu);
-            set_bit(&mut grp.name_valid, row, name >= 0);
+            grp.name_valid[row >> 3] |= ((name >= 0) as u8) << (row & 7);
             grp.name_nulls += (name < 0) as usize;
-            grp.name.push(name.max(0));
-            grp.kind.push(k);
-            grp.value.push(value);
-            grp.id.push(w1 as u32);
+            grp.name[row] = name.max(0);
+            grp.kind[row] = k;
+            grp.value[row] = value;
+            grp.id[row] = w1 as u32;
             if k == kinds::EVENT {
                 if a <= 8 {
                     grp.data.extend_from_slice(&b.to_le_bytes()[..a as usize]);
@@ -559,12 +577,12 @@ pub fn run(
                     let p: &[u8] = c.payloads.get(&i).map(|v| &v[..]).unwrap_or(&first);
                     grp.data.extend_from_slice(&p[..p.len().min(a.min(usize::MAX as u64) as usize)]);
                 }
-                set_bit(&mut grp.pay_valid, row, true);
+                grp.pay_valid[row >> 3] |= 1 << (row & 7);
             } else {
-                set_bit(&mut grp.pay_valid, row, false);
                 grp.pay_nulls += 1;
             }
-            grp.offsets.push(grp.data.len() as u64);
+            grp.offsets[row + 1] = grp.data.len() as u64;
+            grp.len = row + 1;
             // the derived tables
             match k {
                 kinds::REGION_BEGIN | kinds::REGION_END => {
@@ -603,7 +621,7 @@ pub fn run(
                 _ => {}
             }
             d.rows += 1;
-            if grp.len() == group_rows {
+            if grp.full() {
                 if let Some(retry) = flush_group(&mut grp, &mut writer, &mut nullable)? {
                     return Ok(Err(retry));
                 }
@@ -631,6 +649,7 @@ pub fn run(
 /// table app_tables.build makes (dictionary pid, tid, cpu, instrument and kind; ts delta-encoded;
 /// min/max statistics for ts, pid, tid and cpu).
 fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a [u8]) -> Vec<Column<'a>> {
+    let n = grp.len;
     let col = |name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize| Column {
         name: name.to_string(),
         physical,
@@ -647,27 +666,27 @@ fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a 
     let dict = |(count, plain): (usize, &'a [u8])| Some(Dictionary { count, plain });
     let cpu = if grp.cpu_top < 1 << 15 {
         let top = grp.cpu_top as usize;
-        Column { dict: Some(Dictionary { count: top + 1, plain: &cpu_dict[..(top + 1) * 8] }), stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu), 2) }
+        Column { dict: Some(Dictionary { count: top + 1, plain: &cpu_dict[..(top + 1) * 8] }), stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu[..n]), 2) }
     } else {
         Column { stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu_wide), 8) }
     };
     vec![
-        Column { delta: true, stats: true, ..col("ts", parquet::INT64, None, bytes_of(&grp.ts), 8) },
-        Column { dict: dict(d.pid), stats: true, ..col("pid", parquet::INT64, None, bytes_of(&grp.g), 4) },
-        Column { dict: dict(d.tid), stats: true, ..col("tid", parquet::INT64, None, bytes_of(&grp.g), 4) },
+        Column { delta: true, stats: true, ..col("ts", parquet::INT64, None, bytes_of(&grp.ts[..n]), 8) },
+        Column { dict: dict(d.pid), stats: true, ..col("pid", parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
+        Column { dict: dict(d.tid), stats: true, ..col("tid", parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
         cpu,
         Column {
             dict: dict(d.instrument),
-            validity: nullable[0].then_some(&grp.name_valid[..]),
-            ..col("instrument", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&grp.name), 4)
+            validity: nullable[0].then_some(&grp.name_valid[..n.div_ceil(8)]),
+            ..col("instrument", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&grp.name[..n]), 4)
         },
-        Column { dict: dict(d.kind), ..col("kind", parquet::BYTE_ARRAY, Some(parquet::UTF8), &grp.kind, 1) },
-        col("value", parquet::INT64, None, bytes_of(&grp.value), 8),
+        Column { dict: dict(d.kind), ..col("kind", parquet::BYTE_ARRAY, Some(parquet::UTF8), &grp.kind[..n], 1) },
+        col("value", parquet::INT64, None, bytes_of(&grp.value[..n]), 8),
         Column {
             data: Some(&grp.data),
-            validity: nullable[1].then_some(&grp.pay_valid[..]),
-            ..col("payload", parquet::BYTE_ARRAY, None, bytes_of(&grp.offsets), 8)
+            validity: nullable[1].then_some(&grp.pay_valid[..n.div_ceil(8)]),
+            ..col("payload", parquet::BYTE_ARRAY, None, bytes_of(&grp.offsets[..n + 1]), 8)
         },
-        col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&grp.id), 4),
+        col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&grp.id[..n]), 4),
     ]
 }

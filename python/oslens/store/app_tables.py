@@ -630,12 +630,13 @@ def _buf(got: dict, key: str, dtype) -> np.ndarray:
 
 
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
-                   row_group: int) -> dict:
+                   row_group: int, counts: dict | None = None) -> dict:
     """build's result from one native pass over the records (oslens._native.app_pass):
     app_events is written to `events_path` row group by row group while the records are split
     (a WrittenTable stands in for it), the other tables are built from the rows the pass
     gathered. The same tables, rows and values as build; raises OSError when the file cannot
-    be written."""
+    be written. `counts`: {chunk path: records per kind} where already counted (else the pass
+    counts them)."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)
@@ -653,7 +654,7 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                 continue
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
             ins.append((c.records.view(np.uint8), i, bool(tsc), *tables[t.pid],
-                        {int(k): bytes(v) for k, v in c.payloads.items()}))
+                        {int(k): bytes(v) for k, v in c.payloads.items()}, (counts or {}).get(c.path)))
     from oslens.store import native_parquet
 
     def plain(arr: pa.Array) -> tuple:

@@ -197,10 +197,28 @@ def read_chunk(path: Path) -> raw.ChunkData:
 
 
 def _try_read_chunk(path: Path):
+    """(path, chunk or OSError, scan): scan is (records per kind, CLOCK_PAIR (ts, a) pairs) from
+    _native.scan_records, taken here while the records are in cache (None without it)."""
     try:
-        return path, read_chunk(path)
+        chunk = read_chunk(path)
     except OSError as err:
-        return path, err
+        return path, err, None
+    scan = getattr(_native, "scan_records", None)
+    return path, chunk, scan(chunk.records.view(np.uint8)) if scan is not None and len(chunk.records) else None
+
+
+def clock_for(chunks: list[raw.ChunkData], meta: dict, scans: dict) -> raw.ClockConverter:
+    """raw.clock_for (the same pairs in the same order) with each chunk's CLOCK_PAIR records
+    from its scan where there is one, rather than a second pass over every record."""
+    if not all(c.path in scans for c in chunks):
+        return raw.clock_for(chunks, meta)
+    pairs = [tuple(p) for p in meta.get("clock_pairs", [])]
+    for c in chunks:
+        if c.header and c.header["clock"] == raw.CLOCK_TSC:
+            pairs.extend(tuple(p) for p in c.header["calib"])
+        if c.header is None or c.header["clock"] == raw.CLOCK_TSC:
+            pairs.extend(scans[c.path][1])
+    return raw.ClockConverter(pairs)
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc mallopt parameters
@@ -262,11 +280,12 @@ def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None
         return _build_tables(trace, losses, progress, extensions, stream)
 
 
-def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool) -> dict:
+def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool, scans: dict) -> dict:
     if stream and app_tables.available_streamed():
         path = trace / f".app_events.tmp-{os.getpid()}.parquet"
         try:
-            return app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP)
+            return app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP,
+                                             {p: s[0] for p, s in scans.items() if s[0] is not None})
         except OSError:  # a folder that cannot be written: the tables are built in memory
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -282,24 +301,26 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
         meta = {}
         losses.add("damage", "meta.json", None, f"meta.json unreadable, imported without it ({err})")
     paths = raw.chunk_paths(trace)
-    chunks = []
+    chunks, scans = [], {}
     read_w, read_c = time.perf_counter(), time.process_time()
     # the Rust reader releases the GIL: two chunks at a time
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for i, (p, got) in enumerate(pool.map(_try_read_chunk, paths)):
+        for i, (p, got, scan) in enumerate(pool.map(_try_read_chunk, paths)):
             if isinstance(got, OSError):
                 losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
             else:
                 chunks.append(got)
+                if scan is not None or not len(got.records):
+                    scans[got.path] = scan or (None, [])
             progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
     read_w, read_c = time.perf_counter() - read_w, time.process_time() - read_c
     salvage.missing_chunks(losses, trace, [p.name for p in paths], meta)
     for c in chunks:
         salvage.chunk_damage(losses, c)
-    clock = raw.clock_for(chunks, meta)
+    clock = clock_for(chunks, meta, scans)
     names = raw.name_table(chunks)
     progress.step("building application tables", 45)
-    app = _build_app(trace, chunks, meta, clock, names, stream)
+    app = _build_app(trace, chunks, meta, clock, names, stream, scans)
     progress.step("building kernel tables", 65)
     kernel = kernel_tables([c for c in chunks if is_kernel_chunk(c)], meta, losses)
     for t in app["threads"]:

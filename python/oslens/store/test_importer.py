@@ -64,3 +64,26 @@ def test_columns_without_nulls_are_written_required_with_the_same_values(tmp_pat
     assert [f.nullable for f in back.schema] == [False, True, False]
     assert back.column("ts").to_pylist() == [3, 1, 2] and back.column("maybe").to_pylist() == [1, None, 3]
     assert back.column("name").to_pylist() == ["a", "b", "a"]
+
+
+def test_scan_gives_the_kind_counts_and_clock_pairs_of_raw_clock_for(tmp_path):
+    """The readers' scan (_native.scan_records) counts kinds as numpy does, and the importer's
+    clock_for fits the same pairs, in the same order, as raw.clock_for."""
+    recs = [(1000 + 10 * i, 5, 1, raw.CLOCK_PAIR if i % 7 == 3 else raw.COUNTER, 50_000 + 4 * i, 1) for i in range(60)]
+    paths = []
+    for seq, clock in enumerate((raw.CLOCK_TSC, raw.CLOCK_MONOTONIC_NS, raw.CLOCK_TSC)):
+        paths.append(tmp_path / f"app-7-8-{seq}.osl")
+        _native.write_chunk(str(paths[-1]), {**HEADER, "seq": seq, "clock": clock, "calib": [(900, 40_000), (2000, 52_000)]},
+                            recs[seq * 20:(seq + 1) * 20])
+    got = [importer._try_read_chunk(p) for p in paths]
+    chunks = [c for _, c, _ in got]
+    scans = {c.path: s for _, c, s in got}
+    for c in chunks:
+        counts, pairs = scans[c.path]
+        assert counts == np.bincount(c.records["kind"], minlength=256).tolist()
+        cp = c.records[c.records["kind"] == raw.CLOCK_PAIR]
+        assert pairs == list(zip(cp["ts"].tolist(), cp["a"].tolist()))
+    meta = {"clock_pairs": [[800, 39_000]]}
+    want, have = raw.clock_for(chunks, meta), importer.clock_for(chunks, meta, scans)
+    assert (have.pair_count, have.slope, have.intercept, have.r0, have.n0) == \
+        (want.pair_count, want.slope, want.intercept, want.r0, want.n0)
