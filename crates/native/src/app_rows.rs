@@ -371,13 +371,88 @@ struct Thread {
     sel: Vec<usize>,
     request: Vec<i64>,
     scratch: PairScratch,
+    /// the fast pairings' stacks of (row, key)
+    fast: [Vec<(usize, u64)>; 3],
 }
+
+impl Nested {
+    fn truncate(&mut self, n: usize) {
+        self.g.truncate(n);
+        self.name.truncate(n);
+        self.key.truncate(n);
+        self.b.truncate(n);
+        self.begin.truncate(n);
+        self.end.truncate(n);
+        self.duration.truncate(n);
+        self.depth.truncate(n);
+        self.complete.truncate(n);
+    }
+
+    /// The rows of one thread's begin/end events where every end closes the innermost open
+    /// begin, of its own key (the common case, and then what pair_thread gives): one pass, each
+    /// row written at its begin and completed at its end. Returns false, with the thread's rows
+    /// taken back, where an end closes nothing or another key.
+    fn pair_fast(&mut self, g: i32, evs: &[PairEv], keep_b: bool, stack: &mut Vec<(usize, u64)>) -> bool {
+        let base = self.g.len();
+        stack.clear();
+        for e in evs {
+            if e.begin {
+                let row = self.g.len();
+                self.g.push(g);
+                self.name.push(e.name);
+                self.key.push(e.key);
+                if keep_b {
+                    self.b.push(e.b);
+                }
+                self.begin.push(e.ts);
+                self.end.push(e.ts);
+                self.duration.push(0);
+                self.depth.push(stack.len() as i64);
+                self.complete.push(0);
+                stack.push((row, e.key));
+            } else {
+                match stack.pop() {
+                    Some((row, key)) if key == e.key => {
+                        self.end[row] = e.ts;
+                        self.duration[row] = e.ts.wrapping_sub(self.begin[row]);
+                        self.complete[row] = 1;
+                    }
+                    _ => {
+                        self.truncate(base);
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+impl SyncPart {
+    fn truncate(&mut self, n: usize) {
+        self.g.truncate(n);
+        self.name.truncate(n);
+        self.addr.truncate(n);
+        self.request.truncate(n);
+        self.acquire.truncate(n);
+        self.acquire_ok.truncate(n);
+        self.release.truncate(n);
+        self.release_ok.truncate(n);
+    }
+}
+
+/// The sync pairs: (begin kind, end kind, part of the sync table).
+const SYNC_PAIRS: [(u8, u8, usize); 3] = [
+    (kinds::LOCK_ACQUIRE, kinds::LOCK_RELEASE, 0),
+    (kinds::BARRIER_ENTER, kinds::BARRIER_EXIT, 2),
+    (kinds::COND_WAIT_ENTER, kinds::COND_WAIT_EXIT, 3),
+];
 
 impl Thread {
     fn flush(&mut self, d: &mut Derived) {
         let g = self.g;
         for (evs, out, keep_b) in [(&self.regions, &mut d.regions, false), (&self.functions, &mut d.functions, true)] {
-            if evs.is_empty() {
+            if evs.is_empty() || out.pair_fast(g, evs, keep_b, &mut self.fast[0]) {
                 continue;
             }
             self.keys.clear();
@@ -428,17 +503,61 @@ impl Thread {
         if let Some(p) = last.filter(|&p| ev[p].kind == kinds::LOCK_REQUEST) {
             d.sync[1].push(g, &ev[p], ev[p].ts, None, None);
         }
-        let pairs = [
-            (kinds::LOCK_ACQUIRE, kinds::LOCK_RELEASE, 0usize),
-            (kinds::BARRIER_ENTER, kinds::BARRIER_EXIT, 2),
-            (kinds::COND_WAIT_ENTER, kinds::COND_WAIT_EXIT, 3),
-        ];
-        for (begin, end, part) in pairs {
-            self.sel.clear();
-            self.sel.extend((0..ev.len()).filter(|&i| ev[i].kind == begin || ev[i].kind == end));
-            if !self.sel.iter().any(|&i| ev[i].kind == begin) {
+        // the three pairings in one pass where each end closes the innermost open begin of its
+        // object (as Nested::pair_fast); a pairing where one does not is done again below
+        let bases = [d.sync[0].g.len(), 0, d.sync[2].g.len(), d.sync[3].g.len()];
+        let mut ok = [true; 3];
+        let mut nth = 0usize;
+        self.fast.iter_mut().for_each(|s| s.clear());
+        for e in ev {
+            let (t, begin) = match e.kind {
+                kinds::LOCK_ACQUIRE => (0, true),
+                kinds::LOCK_RELEASE => (0, false),
+                kinds::BARRIER_ENTER => (1, true),
+                kinds::BARRIER_EXIT => (1, false),
+                kinds::COND_WAIT_ENTER => (2, true),
+                kinds::COND_WAIT_EXIT => (2, false),
+                _ => continue,
+            };
+            if !ok[t] {
                 continue;
             }
+            let part = SYNC_PAIRS[t].2;
+            let out = &mut d.sync[part];
+            if begin {
+                let row = out.g.len();
+                if t == 0 {
+                    out.push(g, e, self.request[nth], Some(e.ts), None);
+                    nth += 1;
+                } else {
+                    out.push(g, e, e.ts, None, None);
+                }
+                self.fast[t].push((row, e.addr));
+                continue;
+            }
+            match self.fast[t].pop() {
+                Some((row, addr)) if addr == e.addr => {
+                    if t != 2 {
+                        out.release[row] = e.ts;
+                        out.release_ok[row] = 1;
+                    }
+                    if t != 0 {
+                        out.acquire[row] = e.ts;
+                        out.acquire_ok[row] = 1;
+                    }
+                }
+                _ => {
+                    ok[t] = false;
+                    out.truncate(bases[part]);
+                }
+            }
+        }
+        for (t, &(begin, end, part)) in SYNC_PAIRS.iter().enumerate() {
+            if ok[t] {
+                continue;
+            }
+            self.sel.clear();
+            self.sel.extend((0..ev.len()).filter(|&i| ev[i].kind == begin || ev[i].kind == end));
             self.keys.clear();
             self.keys.extend(self.sel.iter().map(|&i| (ev[i].kind == begin, ev[i].addr)));
             let (sel, request, out) = (&self.sel, &self.request, &mut d.sync[part]);

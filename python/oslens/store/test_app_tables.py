@@ -183,6 +183,40 @@ def test_gathers_into_populated_memory_give_what_numpy_gives():
     assert np.array_equal(values, kept)
 
 
+def _nested_trace(path, seed: int, threads: int = 3, per_thread: int = 400):
+    """Properly nested begins and ends of every paired kind (regions, functions, locks, barriers,
+    condition waits), some never ended; in the second thread one end that closes nothing and
+    one that closes another key halfway through."""
+    rng = np.random.default_rng(seed)
+    (path / "raw").mkdir(parents=True)
+    pairs = [(raw.REGION_BEGIN, raw.REGION_END), (FENTRY, FEXIT), (ACQ, REL), (BENTER, BEXIT), (CENTER, CEXIT)]
+    for t in range(threads):
+        recs, stack = [], []
+        for i in range(per_thread):
+            if t == 1 and i == per_thread // 2:
+                recs.append((3 * i, 1, 0, raw.REGION_END, 0, 0))  # closes nothing
+                continue
+            if t == 1 and i == per_thread // 2 + 1:
+                recs.append((3 * i, 0, 0, ACQ, 0x10, 0))
+                recs.append((3 * i + 1, 0, 0, REL, 0x20, 0))  # another lock
+                continue
+            if stack and rng.random() < 0.45:
+                b, e, ident, addr = stack.pop()
+                recs.append((3 * i, ident, 0, e, addr, 0))
+            else:
+                b, e = pairs[int(rng.integers(0, len(pairs)))]
+                ident, addr = int(rng.integers(1, 4)), int(rng.choice([0x10, 0x20, 0x30]))
+                if b == ACQ and rng.random() < 0.5:
+                    recs.append((3 * i - 1, ident, 0, REQ, addr, 0))
+                stack.append((b, e, ident, addr))
+                recs.append((3 * i, ident, 0, b, addr, 7))
+        _native.write_chunk(str(path / "raw" / f"app-50-{51 + t}-0.osl"),
+                            {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 50, "tid": 51 + t}, recs)
+    _native.write_chunk(str(path / "raw" / "names-50-0.osl"), {"pid": 50, "tid": 0}, [],
+                        names=[(1, 5, 0, "r1"), (2, 5, 0, "r2"), (1, 8, 0, "lock1")])
+    (path / "meta.json").write_text(json.dumps({"pid": 50, "end_ns": 10**6}))
+
+
 def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late_unnamed: bool = False):
     """Application chunks with every kind the tables use, in random order: named and unnamed
     ids, short and long event payloads, unclosed regions, locks never released or acquired."""
@@ -220,7 +254,7 @@ def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late
     (path / "meta.json").write_text(json.dumps({"pid": 50, "end_ns": 10**6}))
 
 
-@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "synthetic"])
+@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "nested", "synthetic"])
 @pytest.mark.parametrize("row_group", [1 << 22, 64])
 def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group):
     """build_tables(stream=True) (app_events written in one native pass, the other tables from
@@ -237,6 +271,8 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group)
     trace = tmp_path / "t"
     if case == "synthetic":
         synthetic.write_trace(trace, threads=3, iterations=50, chunk_records=70)
+    elif case == "nested":
+        _nested_trace(trace, seed=3)
     else:
         _random_trace(trace, seed=7, late_unnamed=case.endswith("late-unnamed"))
     out = {}
