@@ -22,15 +22,19 @@ pub struct Chunk<'a> {
     pub has_names: bool,
     /// Event payloads longer than 8 bytes, by record index in the chunk.
     pub payloads: &'a HashMap<usize, Vec<u8>>,
-    /// The chunk's records per kind where known (scan_kinds), else counted here.
-    pub counts: Option<&'a [u64]>,
+    /// The chunk's records per kind and their largest CPU number where known (scan_records),
+    /// else counted here.
+    pub counts: Option<(&'a [u64], u16)>,
 }
 
-/// Records per kind of 32-byte records.
-pub fn count_kinds(records: &[u8], counts: &mut [u64]) {
+/// Records per kind of 32-byte records (added to `counts`), and their largest CPU number.
+pub fn count_kinds(records: &[u8], counts: &mut [u64]) -> u16 {
+    let mut cpu = 0u16;
     for r in records.chunks_exact(32) {
         counts[r[14] as usize] += 1;
+        cpu = cpu.max(u16::from_le_bytes([r[12], r[13]]));
     }
+    cpu
 }
 
 /// x rounded to the nearest integer, ties to even, as f64::round_ties_even (numpy's rint) for
@@ -70,6 +74,7 @@ pub struct Dicts<'a> {
 #[derive(Default)]
 struct Group {
     len: usize,
+    cap: usize,
     ts: Vec<i64>,
     g: Vec<i32>,
     cpu: Vec<u16>,
@@ -122,7 +127,6 @@ impl Group {
         self.name_valid[..bits].fill(0);
         self.pay_valid[..bits].fill(0);
         self.len = 0;
-        self.cpu_top = 0;
         self.name_nulls = 0;
         self.pay_nulls = 0;
         self.data.clear();
@@ -133,7 +137,7 @@ impl Group {
     }
 
     fn full(&self) -> bool {
-        self.len == self.ts.len()
+        self.len == self.cap
     }
 }
 
@@ -608,12 +612,19 @@ pub fn run(
     // faults, 105 k of 197 k on the bench's 20 M records)
     // (and each thread's begin/end and sync records, for its pending events' room)
     let mut per_thread = vec![[0usize; 3]; threads];
+    // the CPU column's dictionary is 0..=the largest CPU number of all records (as
+    // app_tables._small_ints makes it), written before the first page
+    let mut cpu_top = 0u16;
     for c in chunks {
         let before = [0, 1, 2].map(|i| thread_kinds(&d.counts, i));
-        match c.counts {
-            Some(k) => d.counts.iter_mut().zip(k).for_each(|(a, b)| *a += b),
+        let top = match c.counts {
+            Some((k, top)) => {
+                d.counts.iter_mut().zip(k).for_each(|(a, b)| *a += b);
+                top
+            }
             None => count_kinds(c.records, &mut d.counts),
-        }
+        };
+        cpu_top = cpu_top.max(top);
         for i in 0..3 {
             per_thread[c.g][i] += thread_kinds(&d.counts, i) - before[i];
         }
@@ -622,14 +633,20 @@ pub fn run(
     let mut writer = file.map(parquet::Writer::new).transpose()?;
     let mut nullable = nullable;
     let group_rows = group_rows.max(1);
-    let mut grp = Group::new(group_rows.min(d.counts.iter().sum::<u64>() as usize).max(1));
+    // app_events is written a page at a time (PAGE_ROWS rows: the pages a row group of
+    // group_rows gets), from buffers of one page's rows
+    let total = d.counts.iter().sum::<u64>() as usize;
+    let mut grp = Group::new(parquet::PAGE_ROWS.min(group_rows).min(total).max(1));
+    grp.cpu_top = cpu_top;
+    let mut in_group = 0usize;
+    grp.cap = grp.ts.len().min(group_rows);
     let mut th = Thread { g: -1, ..Default::default() };
     th.regions.reserve_exact(per_thread.iter().map(|t| t[0]).max().unwrap_or(0));
     th.functions.reserve_exact(per_thread.iter().map(|t| t[1]).max().unwrap_or(0));
     th.sync.reserve_exact(per_thread.iter().map(|t| t[2]).max().unwrap_or(0));
     let cpu_dict: Vec<i64> = (0..1i64 << 15).collect();
     let mut last_cols: Option<[bool; 2]> = None;
-    let mut flush_group = |grp: &mut Group, writer: &mut Option<parquet::Writer<std::fs::File>>, nullable: &mut Option<[bool; 2]>| -> std::io::Result<Option<Retry>> {
+    let mut flush_page = |grp: &mut Group, writer: &mut Option<parquet::Writer<std::fs::File>>, nullable: &mut Option<[bool; 2]>| -> std::io::Result<Option<Retry>> {
         let nulls = [grp.name_nulls > 0, grp.pay_nulls > 0];
         let n = *nullable.get_or_insert(nulls);
         if (nulls[0] && !n[0]) || (nulls[1] && !n[1]) {
@@ -641,10 +658,17 @@ pub fn run(
                 grp.cpu_wide.extend(grp.cpu[..grp.len].iter().map(|&c| c as i64));
             }
             let cols = columns(grp, dicts, n, bytes_of(&cpu_dict));
-            w.group(&cols, 0, grp.len())?;
+            w.pages(&cols, 0, grp.len())?;
+            in_group += grp.len();
+            if in_group == group_rows {
+                w.end_group()?;
+                in_group = 0;
+            }
         }
         last_cols = Some(n);
         grp.clear();
+        // the next page: PAGE_ROWS rows, or what the row group has room for
+        grp.cap = grp.ts.len().min(group_rows - in_group);
         Ok(None)
     };
     for c in chunks {
@@ -681,7 +705,6 @@ pub fn run(
             grp.g[row] = g;
             let cpu = (w1 >> 32) as u16;
             grp.cpu[row] = cpu;
-            grp.cpu_top = grp.cpu_top.max(cpu);
             grp.name_valid[row >> 3] |= ((name >= 0) as u8) << (row & 7);
             grp.name_nulls += (name < 0) as usize;
             grp.name[row] = name.max(0);
@@ -741,7 +764,7 @@ pub fn run(
             }
             d.rows += 1;
             if grp.full() {
-                if let Some(retry) = flush_group(&mut grp, &mut writer, &mut nullable)? {
+                if let Some(retry) = flush_page(&mut grp, &mut writer, &mut nullable)? {
                     return Ok(Err(retry));
                 }
             }
@@ -753,12 +776,13 @@ pub fn run(
         th.flush(&mut d);
     }
     if grp.len() > 0 {
-        if let Some(retry) = flush_group(&mut grp, &mut writer, &mut nullable)? {
+        if let Some(retry) = flush_page(&mut grp, &mut writer, &mut nullable)? {
             return Ok(Err(retry));
         }
     }
-    if let Some(w) = writer {
+    if let Some(mut w) = writer {
         let n = last_cols.unwrap_or([false, false]);
+        w.end_group()?;
         w.finish(&columns(&grp, dicts, n, bytes_of(&cpu_dict)))?;
     }
     Ok(Ok(d))

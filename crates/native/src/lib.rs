@@ -969,13 +969,14 @@ impl ColumnBuffer {
     }
 }
 
-type AppChunkIn = (PyBuffer<u8>, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>, Option<Vec<u64>>);
+type AppChunkIn = (PyBuffer<u8>, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>, Option<(Vec<u64>, u16)>);
 
-/// scan_records(records) -> (counts, clock_pairs): one pass over a chunk's 32-byte records (best
-/// right after reading it, while they are in cache): the records per kind (256 counts) and the
-/// (ts, a) of its CLOCK_PAIR records in order (raw.clock_for's pairs).
+/// scan_records(records) -> (counts, clock_pairs, cpu_max): one pass over a chunk's 32-byte
+/// records (best right after reading it, while they are in cache): the records per kind (256
+/// counts), the (ts, a) of its CLOCK_PAIR records in order (raw.clock_for's pairs) and the
+/// largest CPU number.
 #[pyfunction]
-fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Vec<(u64, u64)>)> {
+fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Vec<(u64, u64)>, u16)> {
     if records.len_bytes() % 32 != 0 || !records.is_c_contiguous() {
         return Err(PyValueError::new_err("scan_records: records must be a contiguous buffer of 32-byte records"));
     }
@@ -984,20 +985,21 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
         // SAFETY: checked contiguous above; `records` holds the buffer for the call.
         let rec = unsafe { std::slice::from_raw_parts(p as *const u8, n) };
         let mut counts = vec![0u64; 256];
-        app_rows::count_kinds(rec, &mut counts);
+        let top = app_rows::count_kinds(rec, &mut counts);
         let mut pairs = Vec::with_capacity(counts[kinds::CLOCK_PAIR as usize] as usize);
         if counts[kinds::CLOCK_PAIR as usize] > 0 {
             for r in rec.chunks_exact(32).filter(|r| r[14] == kinds::CLOCK_PAIR) {
                 pairs.push((u64::from_le_bytes(r[0..8].try_into().unwrap()), u64::from_le_bytes(r[16..24].try_into().unwrap())));
             }
         }
-        (counts, pairs)
+        (counts, pairs, top)
     }))
 }
 
 /// app_pass(chunks, threads, clock, dicts, path, group_rows) -> dict: the application tables
 /// in one pass over the records (see app_rows.rs). chunks: (records, thread index, tsc,
-/// name_keys uint64, name_values int32, {record index: payload}, counts per kind or None) in
+/// name_keys uint64, name_values int32, {record index: payload}, (counts per kind, largest
+/// CPU number) from scan_records or None) in
 /// the order the threads'
 /// records are laid end to end (threads contiguous); clock: (r0, n0, slope, intercept);
 /// dicts: (count, PLAIN bytes) of app_events' pid, tid, instrument and kind dictionaries;
@@ -1018,7 +1020,7 @@ fn app_pass<'py>(
     let mut maps = Vec::with_capacity(chunks.len());
     let mut raw = Vec::with_capacity(chunks.len());
     for (rec, g, _, keys, vals, _, counts) in &chunks {
-        if rec.len_bytes() % 32 != 0 || !rec.is_c_contiguous() || *g >= threads || counts.as_ref().is_some_and(|c| c.len() != 256) {
+        if rec.len_bytes() % 32 != 0 || !rec.is_c_contiguous() || *g >= threads || counts.as_ref().is_some_and(|c| c.0.len() != 256) {
             return Err(PyValueError::new_err("app_pass: records must be whole 32-byte records of a listed thread"));
         }
         let n = vals.len_bytes() / 4;
@@ -1042,7 +1044,7 @@ fn app_pass<'py>(
                 names: map,
                 has_names: *has,
                 payloads,
-                counts: counts.as_deref(),
+                counts: counts.as_ref().map(|(c, top)| (&c[..], *top)),
             })
             .collect();
         let d = |i: usize| (dicts[i].0, &dicts[i].1[..]);

@@ -558,6 +558,7 @@ pub struct Temp {
 }
 
 /// Where a column chunk went, for the footer.
+#[derive(Default)]
 struct ChunkMeta {
     start: u64,
     dict_offset: Option<u64>,
@@ -598,11 +599,18 @@ impl<W: Write> Out<W> {
 }
 
 fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize, tmp: &mut Temp) -> std::io::Result<ChunkMeta> {
+    let mut m = chunk_start(out, c, tmp)?;
+    chunk_pages(out, c, lo, hi, &mut m, tmp)?;
+    Ok(m)
+}
+
+/// A column chunk's start: its dictionary page, if any.
+fn chunk_start<W: Write>(out: &mut Out<W>, c: &Column, tmp: &mut Temp) -> std::io::Result<ChunkMeta> {
     let mut m = ChunkMeta {
         start: out.pos,
         dict_offset: None,
         data_offset: 0,
-        values: (hi - lo) as i64,
+        values: 0,
         uncompressed: 0,
         compressed: 0,
         encodings: vec![RLE],
@@ -628,8 +636,14 @@ fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize, tmp
     } else {
         m.encodings.push(if c.delta { DELTA_BINARY_PACKED } else { PLAIN });
     }
-    let encoding = if c.dict.is_some() { RLE_DICTIONARY } else if c.delta { DELTA_BINARY_PACKED } else { PLAIN };
     m.data_offset = out.pos;
+    Ok(m)
+}
+
+/// Rows lo..hi of a column as data pages of at most PAGE_ROWS rows, appended to its chunk.
+fn chunk_pages<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize, m: &mut ChunkMeta, tmp: &mut Temp) -> std::io::Result<()> {
+    let encoding = if c.dict.is_some() { RLE_DICTIONARY } else if c.delta { DELTA_BINARY_PACKED } else { PLAIN };
+    m.values += (hi - lo) as i64;
     let mut body = std::mem::take(&mut tmp.body);
     let (mut levels, mut rows) = (std::mem::take(&mut tmp.levels), std::mem::take(&mut tmp.rows));
     let mut s = lo;
@@ -676,7 +690,7 @@ fn write_chunk<W: Write>(out: &mut Out<W>, c: &Column, lo: usize, hi: usize, tmp
         s = e;
     }
     (tmp.body, tmp.levels, tmp.rows) = (body, levels, rows);
-    Ok(m)
+    Ok(())
 }
 
 fn column_meta(t: &mut Thrift, c: &Column, m: &ChunkMeta) {
@@ -765,13 +779,61 @@ pub struct Writer<W: Write> {
     groups: Vec<(usize, Vec<ChunkMeta>)>,
     tmp: Temp,
     rows: usize,
+    /// The row group being written page by page: each column's chunk so far (offsets from the
+    /// start of its buffer), and its rows.
+    open: Vec<(Out<Vec<u8>>, ChunkMeta)>,
+    open_rows: usize,
 }
 
 impl<W: Write> Writer<W> {
     pub fn new(w: W) -> std::io::Result<Self> {
         let mut out = Out { w: std::io::BufWriter::with_capacity(1 << 20, w), pos: 0 };
         out.put(b"PAR1")?;
-        Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0 })
+        Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0, open: Vec::new(), open_rows: 0 })
+    }
+
+    /// Appends rows lo..hi of `columns` to the open row group (opening one if none is), as
+    /// data pages of at most PAGE_ROWS rows. Each column's pages are kept in memory,
+    /// compressed, until end_group writes the column chunks one after another: the rows'
+    /// buffers can be refilled for the next pages. A group written in calls of PAGE_ROWS rows
+    /// has the pages `group` gives it.
+    pub fn pages(&mut self, columns: &[Column], lo: usize, hi: usize) -> std::io::Result<()> {
+        if self.open_rows == 0 {
+            let mut open = std::mem::take(&mut self.open);
+            open.resize_with(columns.len(), || (Out { w: Vec::new(), pos: 0 }, ChunkMeta::default()));
+            for ((buf, m), c) in open.iter_mut().zip(columns) {
+                buf.w.clear();
+                buf.pos = 0;
+                *m = chunk_start(buf, c, &mut self.tmp)?;
+            }
+            self.open = open;
+        }
+        for ((buf, m), c) in self.open.iter_mut().zip(columns) {
+            chunk_pages(buf, c, lo, hi, m, &mut self.tmp)?;
+        }
+        self.open_rows += hi - lo;
+        Ok(())
+    }
+
+    /// Writes the open row group (if any rows were added) to the file.
+    pub fn end_group(&mut self) -> std::io::Result<()> {
+        if self.open_rows == 0 {
+            return Ok(());
+        }
+        let mut metas = Vec::with_capacity(self.open.len());
+        for (buf, m) in &mut self.open {
+            let base = self.out.pos;
+            self.out.put(&buf.w)?;
+            let mut m = std::mem::take(m);
+            m.start += base;
+            m.data_offset += base;
+            m.dict_offset = m.dict_offset.map(|d| d + base);
+            metas.push(m);
+        }
+        self.groups.push((self.open_rows, metas));
+        self.rows += self.open_rows;
+        self.open_rows = 0;
+        Ok(())
     }
 
     /// Writes rows lo..hi of `columns` as one row group.
@@ -784,6 +846,7 @@ impl<W: Write> Writer<W> {
 
     /// The footer (the schema from `columns`) and the closing magic.
     pub fn finish(mut self, columns: &[Column]) -> std::io::Result<()> {
+        self.end_group()?;
         let f = footer(columns, &self.groups, self.rows);
         self.out.put(&f)?;
         self.out.put(&(f.len() as u32).to_le_bytes())?;

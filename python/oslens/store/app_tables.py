@@ -635,8 +635,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     app_events is written to `events_path` row group by row group while the records are split
     (a WrittenTable stands in for it), the other tables are built from the rows the pass
     gathered. The same tables, rows and values as build; raises OSError when the file cannot
-    be written. `counts`: {chunk path: records per kind} where already counted (else the pass
-    counts them)."""
+    be written. `counts`: {chunk path: (records per kind, largest CPU number)} where already
+    counted (else the pass counts them)."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)

@@ -79,8 +79,9 @@ def test_scan_gives_the_kind_counts_and_clock_pairs_of_raw_clock_for(tmp_path):
     chunks = [c for _, c, _ in got]
     scans = {c.path: s for _, c, s in got}
     for c in chunks:
-        counts, pairs = scans[c.path]
+        counts, pairs, cpu_max = scans[c.path]
         assert counts == np.bincount(c.records["kind"], minlength=256).tolist()
+        assert cpu_max == int(c.records["cpu"].max())
         cp = c.records[c.records["kind"] == raw.CLOCK_PAIR]
         assert pairs == list(zip(cp["ts"].tolist(), cp["a"].tolist()))
     meta = {"clock_pairs": [[800, 39_000]]}
