@@ -79,7 +79,8 @@ def main() -> int:
     if not (trace / "raw").is_dir():
         print(f"no trace at {trace}: run bench/import/run.py --keep first", file=sys.stderr)
         return 2
-    built = importer.build_tables(trace, salvage.Losses(), extensions=False)
+    # in memory (stream=False): every writer writes the same Arrow tables
+    built = importer.build_tables(trace, salvage.Losses(), extensions=False, stream=False)
     tables = {k: v for k, v in built.items() if not k.startswith("_")}
     result = {"records": built["_records"], "repeat": args.repeat, "codecs": {}}
     with tempfile.TemporaryDirectory(dir=trace) as tmp:

@@ -9,8 +9,12 @@ table written. With --keep the trace is kept under $OSLENS_BENCH_DIR (default /t
 next run (written again when the raw format version changes). bench/import/compression.py
 compares Parquet codecs on it.
 
-Importer extensions of other layers (compensation, symbol names) are timed separately on a
-tenth of the records and not counted in the core rate.
+The core import runs without the importer's extensions, so it is the one native pass
+(oslens.store.importer.build_tables(stream=True): app_events written to Parquet while the
+records are split, never held whole in memory). Importer extensions of other layers
+(compensation, symbol names) read app_events in memory, so with them the tables are built in
+memory first; they are timed separately on a tenth of the records and not counted in the core
+rate.
 
 Usage: python bench/import/run.py [--records N] [--keep]
 """
