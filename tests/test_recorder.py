@@ -310,3 +310,19 @@ def test_prepared_buffers_pause_once_per_thread_and_lose_nothing(tmp_path, cases
     for tid in workers:
         assert kinds_of(records, tid=tid)["event"] == 300
     assert all(t["dropped_events"] == 0 for t in meta(trace)["threads"])
+
+
+def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):
+    """Every staging slot a thread filled was copied out exactly once, by the helper or by the
+    thread itself, and meta.json and the summary say which and what the helper's CPU was."""
+    trace, proc = record(tmp_path, cases, "flood", 100_000)
+    m = meta(trace)
+    [thread] = m["threads"]
+    [helper] = m["recorder_helpers"]
+    assert helper["pid"] == thread["pid"]
+    slots = -(-thread["records"] // 2048)  # crates/recorder/src/stage.rs: SLOT_RECORDS
+    assert helper["ring_slots_copied"] + thread["ring_slots_self_copied"] == slots
+    if helper["ring_slots_copied"]:
+        assert helper["cpu_ns"] > 0  # a helper that copied ran
+    assert f"{helper['ring_slots_copied']} buffer slots copied to the trace" in proc.stderr
+    assert f"the program's threads copied {thread['ring_slots_self_copied']})" in proc.stderr

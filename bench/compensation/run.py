@@ -25,8 +25,10 @@ Prints JSON. What is measured, per program (water, and a region-dense program):
       cpu_split.c linked into the bench's copies of the programs;
 - agreement: in vivo / in vitro with its interval and a verdict: met (within 20%), not met, or
   inconclusive when the interval of the ratio reaches past 1 +- 0.2 (`in_vivo.agreement`);
-- compensated: the run time with instrumentation less what the calibration charges (calls,
-  outside share, pauses, start-up), against the run without: the error and its interval;
+- compensated: the run time with instrumentation less what is charged (the calls, from the
+  calibration; the recorder helper's CPU, as each run measured it (meta.json recorder_helpers);
+  pauses; start-up), against the run without: the error and its interval; beside it the error
+  with the calibration's outside share in place of the measured helper CPU;
 - for the region-dense program, the in-trace check: the loop's thread CPU time (the program's own
   figure) less what the importer removed from the loop region, against the loop without;
 - once, water_recording_thread_in_context: a copy of water that switches recording off and on by
@@ -133,6 +135,8 @@ def _one(p: Program, which: str, instrumented: bool, workdir: Path) -> dict:
     if status != 0:
         raise SystemExit(f"{p.name}: {' '.join(command)} exited {status}")
     run = {"cpu_s": c, "wall_s": w}
+    if instrumented:
+        run["helper_s"] = in_vivo.helper_cpu_s(meta)
     try:
         thread_ns, process_ns, thread_flt, process_flt = (int(x) for x in split.read_text().split()[:4])
         run.update({"thread_s": thread_ns / 1e9, "process_s": process_ns / 1e9,
@@ -245,6 +249,9 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
         "compensated_cpu_s": _r(cpu.get("compensated_s"), 5),
         "compensated_error_pct": _r(cpu.get("compensated_error_pct")),
         "compensated_error_ci_pct": [_r(x) for x in cpu.get("compensated_error_ci_pct") or []],
+        "helper_measured_ms": _r(1e3 * cpu["helper_measured_s"], 3) if cpu.get("helper_measured_s") is not None else None,
+        "outside_calibrated_ms": _r(1e3 * cpu["outside_calibrated_s"], 3) if cpu.get("outside_calibrated_s") is not None else None,
+        "compensated_calibrated_outside_error_pct": _r(cpu.get("compensated_calibrated_error_pct")),
         "wall": {k: _r(wall.get(k), 4) for k in ("without_s", "with_s", "overhead_pct", "in_vivo_net_ns_per_event",
                                                  "compensated_error_pct")},
     }

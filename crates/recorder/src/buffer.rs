@@ -326,6 +326,10 @@ impl Chunk {
         b.store(b.load(Ordering::Relaxed) + slots * RECORD_SIZE as u64, Ordering::Relaxed);
     }
 
+    pub fn set_header_u64(&self, off: usize, value: u64) {
+        self.header_u64(off).store(value, Ordering::Relaxed);
+    }
+
     pub fn count_suppressed(&self) {
         let h = self.header_u64(offset::SUPPRESSED_EVENTS);
         h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);

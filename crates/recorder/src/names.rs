@@ -4,6 +4,7 @@
 
 use crate::buffer::Chunk;
 use crate::{clock, config, instruments, thread};
+use oslens_format::header::offset;
 use oslens_format::kinds;
 use oslens_format::record::{Record, CONT_PAYLOAD};
 use std::collections::HashSet;
@@ -134,8 +135,13 @@ fn open_chunk(names: &mut Names) {
 }
 
 pub fn close_for_exit() {
+    let helper = crate::prefault::helper_cost();
     with_names(|names| {
         if let Some(c) = names.chunk.as_mut() {
+            if let Some((cpu_ns, copies)) = helper {
+                c.set_header_u64(offset::HELPER_CPU_NS, cpu_ns);
+                c.set_header_u64(offset::HELPER_COPIES, copies);
+            }
             c.write_clock_pair();
             c.sync_to_disk();
         }

@@ -73,6 +73,23 @@ static GENERATION: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicBool = AtomicBool::new(false);
 /// Set while the helper waits on its futex, so writers make the wake system call only then.
 static SLEEPING: AtomicBool = AtomicBool::new(false);
+/// The helper's pthread_t (0: none in this process), for its CPU clock.
+static HELPER: AtomicU64 = AtomicU64::new(0);
+/// Staging slots the helper copied out.
+static HELPER_COPIES: AtomicU64 = AtomicU64::new(0);
+
+/// (CPU ns, slots copied) of this process's helper so far; None when it never started.
+pub fn helper_cost() -> Option<(u64, u64)> {
+    let thread = HELPER.load(Acquire);
+    if thread == 0 {
+        return None;
+    }
+    let mut clock: libc::clockid_t = 0;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: the helper never exits while the process runs; plain out-parameters.
+    let ok = unsafe { libc::pthread_getcpuclockid(thread as libc::pthread_t, &mut clock) == 0 && libc::clock_gettime(clock, &mut ts) == 0 };
+    ok.then(|| (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64, HELPER_COPIES.load(Relaxed)))
+}
 
 fn with_regions<R>(f: impl FnOnce(&mut Vec<Arc<Region>>) -> R) -> R {
     while LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
@@ -105,9 +122,13 @@ pub fn start_helper() {
     if STARTED.load(Acquire) || STARTED.swap(true, AcqRel) {
         return;
     }
-    if std::thread::Builder::new().name("oslens-prefault".into()).spawn(helper_loop).is_err() {
-        // Writers populate their own windows then.
-        STARTED.store(false, Release);
+    match std::thread::Builder::new().name("oslens-prefault".into()).spawn(helper_loop) {
+        Ok(handle) => {
+            use std::os::unix::thread::JoinHandleExt;
+            HELPER.store(handle.into_pthread_t() as u64, Release);
+        }
+        // Writers populate their own windows and copy their own slots then.
+        Err(_) => STARTED.store(false, Release),
     }
 }
 
@@ -138,7 +159,7 @@ fn helper_loop() {
             if let Some(stage) = r.stage {
                 r.busy.store(true, SeqCst);
                 if r.alive.load(SeqCst) {
-                    stage.copy_full_slots();
+                    HELPER_COPIES.fetch_add(stage.copy_full_slots(), Relaxed);
                 }
                 r.busy.store(false, SeqCst);
                 continue;
@@ -177,4 +198,6 @@ pub fn forget_after_fork() {
     });
     STARTED.store(false, Release);
     SLEEPING.store(false, Release);
+    HELPER.store(0, Release);
+    HELPER_COPIES.store(0, Release);
 }

@@ -152,11 +152,16 @@ impl Stage {
         done
     }
 
-    /// Copies out every full slot (the helper's work).
-    pub fn copy_full_slots(&self) {
-        for j in 0..SLOTS {
-            self.try_copy(j);
-        }
+    /// Copies out every full slot (the helper's work); how many it copied.
+    pub fn copy_full_slots(&self) -> u64 {
+        (0..SLOTS).filter(|&j| self.try_copy(j)).count() as u64
+    }
+
+    /// Counts a slot the writer copied out itself, in the chunk header.
+    fn count_self_copy(&self) {
+        // SAFETY: an aligned u64 inside the header page; only the writer updates it.
+        let c = unsafe { &*((self.base + offset::RING_SELF_COPIES) as *const AtomicU64) };
+        c.store(c.load(Relaxed) + 1, Relaxed);
     }
 
     /// A slot the writer may open, searching from `from`: a free one, else a full one it copies
@@ -169,6 +174,7 @@ impl Stage {
         }
         for j in order {
             if self.try_copy(j) {
+                self.count_self_copy();
                 return j;
             }
         }
@@ -185,7 +191,9 @@ impl Stage {
             match self.descriptor(j).state.load(Acquire) {
                 stage::FREE => return,
                 stage::FULL => {
-                    self.try_copy(j);
+                    if self.try_copy(j) {
+                        self.count_self_copy();
+                    }
                 }
                 // A copy takes ~10 µs; past that the helper was likely preempted, and spinning
                 // on would keep it off the CPU it needs.

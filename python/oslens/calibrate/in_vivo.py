@@ -395,8 +395,11 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
                               call after store-heavy work at ~0.5 M events/s), outside share by
                               rate_matched_outside, both interpolated between the calibration's
                               paced and tight loops; compensated_paced_error_pct with it
-    compensated_s             without + (difference - what the calibration charges: calls +
-                              outside share + pauses + start-up), "without" by the same estimator
+    compensated_s             without + (difference - what is charged: the calls (calibration),
+                              the helper's CPU (as the runs measured it, helper_measured_s; the
+                              calibration's outside share for runs without the figure), pauses,
+                              start-up), "without" by the same estimator;
+                              compensated_calibrated_error_pct beside: with the calibrated share
     in_vivo_medians_ns_per_event  (median with - median without) / events, the unpaired figure
     """
     profile = profile or {}
@@ -457,7 +460,16 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
                 pci = [1e9 * (x - fixed_s) / events for x in pd["ci"]]
                 m["paired_median"] = {"in_vivo_net_ns_per_event": pm, "in_vivo_net_ci_ns_per_event": pci,
                                       "agreement": agreement(pm, pci, vitro["process_ns_per_event"])}
-            charged_s = (vitro["cost_ns"] + vitro["outside_ns"] + pause_ns) / 1e9 + (fixed_s or 0.0)
+            helper = [r.get("helper_s") for r in with_runs]
+            outside_s = vitro["outside_ns"] / 1e9
+            if measure == "cpu_s" and helper and all(h is not None for h in helper):
+                # the helper's CPU as the runs measured it, in place of the calibrated outside share
+                m["helper_measured_s"] = statistics.median(helper)
+                m["outside_calibrated_s"] = outside_s
+                calibrated = (vitro["cost_ns"] + pause_ns) / 1e9 + outside_s + (fixed_s or 0.0)
+                m["compensated_calibrated_error_pct"] = 100.0 * (diff - calibrated) / mwo if mwo > 0 else None
+                outside_s = m["helper_measured_s"]
+            charged_s = (vitro["cost_ns"] + pause_ns) / 1e9 + outside_s + (fixed_s or 0.0)
             comp = mwo + diff - charged_s
             m["compensated_s"] = comp
             m["compensated_error_pct"] = 100.0 * (comp - mwo) / mwo if mwo > 0 else None
@@ -473,6 +485,13 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
                 m["compensated_paced_error_pct"] = 100.0 * (diff - charged_p) / mwo if mwo > 0 else None
         out["measures"][measure] = m
     return out
+
+
+def helper_cpu_s(meta: dict | None) -> float | None:
+    """CPU seconds the recorder's helper threads spent in a recorded run, as measured (meta.json
+    `recorder_helpers`); None for a trace recorded before they were measured."""
+    helpers = (meta or {}).get("recorder_helpers")
+    return None if helpers is None else sum(h["cpu_ns"] for h in helpers) / 1e9
 
 
 def run_in_vivo(args) -> int:
@@ -509,7 +528,8 @@ def run_in_vivo(args) -> int:
             if instrumented:
                 w, c, status, meta = run_with(trace, command, options, quiet)
                 options["force"] = True
-                with_runs.append({"wall_s": w, "cpu_s": c, "records": sum(t["records"] for t in meta["threads"])})
+                with_runs.append({"wall_s": w, "cpu_s": c, "records": sum(t["records"] for t in meta["threads"]),
+                                  "helper_s": helper_cpu_s(meta)})
             else:
                 w, c, status = run_without(command, quiet)
                 without_runs.append({"wall_s": w, "cpu_s": c})

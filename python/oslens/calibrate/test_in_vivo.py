@@ -171,3 +171,28 @@ def test_context_factor_scales_the_calls_at_a_programs_pace():
     # Kohr's figure untouched; the variant: calls x 2, outside share at the paced end
     assert v["process_ns_per_event"] == pytest.approx(8.0 + 10.0)
     assert v["process_paced_ns_per_event"] == pytest.approx(16.0 + 20.0)
+
+
+def test_compensation_charges_the_helper_cpu_the_runs_measured():
+    counts = {"event": 1000}
+    without = [{"cpu_s": 1.0 + 0.1 * i, "wall_s": 1.0 + 0.1 * i} for i in range(7)]
+    # each run: calls 18 us + the helper's 50 us (measured, 5x the calibrated 10 ns per record) + start-up 3 ms
+    with_ = [{"cpu_s": r["cpu_s"] + 0.000018 + 0.00005 + 0.003, "wall_s": r["wall_s"], "helper_s": 0.00005} for r in without]
+    cpu = in_vivo.analyse(with_, without, counts, 0.0, CAL, 1, {})["measures"]["cpu_s"]
+    assert cpu["helper_measured_s"] == pytest.approx(0.00005)
+    assert cpu["outside_calibrated_s"] == pytest.approx(1000 * 10.0 / 1e9)
+    assert cpu["compensated_error_pct"] == pytest.approx(0.0, abs=1e-9)
+    # with the calibrated share instead, 40 us of the helper's CPU stay in the compensated time
+    assert cpu["compensated_calibrated_error_pct"] == pytest.approx(100 * 0.00004 / cpu["without_s"])
+    # runs recorded before the helper was measured: the calibrated share, and no comparison
+    old = [{k: v for k, v in r.items() if k != "helper_s"} for r in with_]
+    cpu_old = in_vivo.analyse(old, without, counts, 0.0, CAL, 1, {})["measures"]["cpu_s"]
+    assert "helper_measured_s" not in cpu_old
+    assert cpu_old["compensated_error_pct"] == pytest.approx(cpu["compensated_calibrated_error_pct"])
+
+
+def test_helper_cpu_from_meta():
+    assert in_vivo.helper_cpu_s({"recorder_helpers": [{"pid": 1, "cpu_ns": 2_000_000, "ring_slots_copied": 3},
+                                                      {"pid": 2, "cpu_ns": 500_000, "ring_slots_copied": 1}]}) == 0.0025
+    assert in_vivo.helper_cpu_s({"recorder_helpers": []}) == 0.0
+    assert in_vivo.helper_cpu_s({}) is None and in_vivo.helper_cpu_s(None) is None

@@ -26,6 +26,8 @@ NAME, CONT, EVENT, REGION_BEGIN, REGION_END, COUNTER, TIMER_START, TIMER_STOP = 
 CONTROL, PAUSE, CLOCK_PAIR, ADAPT = 9, 10, 11, 12
 FUNC_ENTRY, FUNC_EXIT = 40, 41
 PROCESS_EXEC = 50
+# The recorder's cost fields in a chunk header (crates/format/src/header.rs, offset::RING_SELF_COPIES..).
+RING_SELF_COPIES, HELPER_CPU_NS, HELPER_COPIES = 192, 200, 208
 NAME_CLASSES = {1: "thread", 2: "manager", 3: "counter", 4: "timer", 5: "region", 6: "event", 7: "phase", 8: "function", 9: "command"}
 
 
@@ -88,6 +90,20 @@ def read_chunk(path: Path) -> ChunkData:
 
 def chunk_paths(trace: Path) -> list[Path]:
     return sorted((trace / "raw").glob("*.osl"))
+
+
+def recorder_cost(path: Path) -> dict:
+    """What the recorder itself spent, from a chunk's header: staging slots its writer copied out
+    itself and, in a names chunk (at exit), the process's helper thread's CPU ns and the slots it
+    copied. Zeros when absent (a killed process writes no helper figures)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        head = b""
+    field = lambda off: int.from_bytes(head[off:off + 8], "little") if len(head) >= off + 8 else 0
+    return {"ring_self_copies": field(RING_SELF_COPIES), "helper_cpu_ns": field(HELPER_CPU_NS),
+            "helper_copies": field(HELPER_COPIES)}
 
 
 def read_chunks(trace: Path) -> list[ChunkData]:

@@ -207,11 +207,15 @@ class Session:
         chunks = raw.read_chunks(self.trace)
         self.meta["clock_pairs"] = [list(p) for p in self.clock_pairs]
         self.meta["clock"] = "tsc" if any(c.header and c.header["clock"] == raw.CLOCK_TSC for c in chunks) else "monotonic"
-        threads, damage = [], []
+        threads, damage, helpers = [], [], []
         for c in chunks:
             damage.extend(c.damage)
             h = c.header
-            if h is None or h["source"] != raw.SOURCE_APP_THREAD or h["tid"] == 0:
+            if h is None or h["source"] != raw.SOURCE_APP_THREAD:
+                continue
+            cost = raw.recorder_cost(c.path)
+            if h["tid"] == 0:  # the process's names chunk: its helper's figures (zero if it never ran)
+                helpers.append({"pid": h["pid"], "cpu_ns": cost["helper_cpu_ns"], "ring_slots_copied": cost["helper_copies"]})
                 continue
             threads.append(
                 {
@@ -223,9 +227,12 @@ class Session:
                     "dropped_events": h["dropped_events"],
                     "dropped_bytes": h["dropped_bytes"],
                     "suppressed_events": h["suppressed_events"],
+                    "ring_slots_self_copied": cost["ring_self_copies"],
                 }
             )
         self.meta["threads"] = threads
+        # the recorder's helper threads (one per process), measured: CPU outside the program's threads
+        self.meta["recorder_helpers"] = helpers
         self.meta["lost_events"] = sum(t["dropped_events"] for t in threads)
         self.meta["damage"] = damage
         self._write_meta()

@@ -79,6 +79,13 @@ def _summarise(trace: Path, meta: dict) -> None:
     if meta["lost_events"]:
         line += f" ({meta['lost_events']} events lost: buffers full)"
     print(line, file=sys.stderr)
+    helpers = meta.get("recorder_helpers") or []
+    copied = sum(h["ring_slots_copied"] for h in helpers)
+    self_copied = sum(t.get("ring_slots_self_copied", 0) for t in threads)
+    if copied + self_copied:
+        print(f"oslens: recording cost outside the program's threads: {sum(h['cpu_ns'] for h in helpers) / 1e6:.1f} ms CPU "
+              f"in the helper ({copied} buffer slots copied to the trace; the program's threads copied {self_copied})",
+              file=sys.stderr)
     kernel = meta.get("kernel") or {}
     if kernel.get("tier"):
         print(f"oslens: kernel events: {kernel['tier']}" + (f" ({kernel['reason']})" if kernel.get("reason") else ""), file=sys.stderr)
