@@ -37,6 +37,62 @@ pub fn count_kinds(records: &[u8], counts: &mut [u64]) -> u16 {
     cpu
 }
 
+/// What one pass over a chunk's records finds (lib.rs scan_records).
+pub struct Scan {
+    pub counts: Vec<u64>,
+    pub pairs: Vec<(u64, u64)>,
+    pub cpu_max: u16,
+    /// the distinct `b` words of COUNTER and of PAUSE records
+    pub reasons: [Distinct; 2],
+}
+
+/// A small sorted set of distinct values (at most 256; past that it only notes so).
+#[derive(Default)]
+pub struct Distinct {
+    values: Vec<u64>,
+    last: Option<u64>,
+    many: bool,
+}
+
+impl Distinct {
+    #[inline(always)]
+    fn add(&mut self, v: u64) {
+        if self.last == Some(v) || self.many {
+            return;
+        }
+        self.last = Some(v);
+        if let Err(at) = self.values.binary_search(&v) {
+            if self.values.len() == 256 {
+                self.many = true;
+            } else {
+                self.values.insert(at, v);
+            }
+        }
+    }
+
+    pub fn take_if_few(&mut self) -> Option<Vec<u64>> {
+        (!self.many).then(|| std::mem::take(&mut self.values))
+    }
+}
+
+/// Counts the kinds of 32-byte records, their largest CPU number, the CLOCK_PAIR records'
+/// (ts, a) and the reasons of COUNTER and PAUSE records, in one pass.
+pub fn scan(records: &[u8]) -> Scan {
+    let mut sc = Scan { counts: vec![0; 256], pairs: Vec::new(), cpu_max: 0, reasons: Default::default() };
+    for r in records.chunks_exact(32) {
+        let k = r[14];
+        sc.counts[k as usize] += 1;
+        sc.cpu_max = sc.cpu_max.max(u16::from_le_bytes([r[12], r[13]]));
+        match k {
+            kinds::CLOCK_PAIR => sc.pairs.push((word(r, 0), word(r, 16))),
+            kinds::COUNTER => sc.reasons[0].add(word(r, 24)),
+            kinds::PAUSE => sc.reasons[1].add(word(r, 24)),
+            _ => {}
+        }
+    }
+    sc
+}
+
 /// x rounded to the nearest integer, ties to even, as f64::round_ties_even (numpy's rint) for
 /// every x, without the libm call that function compiles to before SSE4.1: adding and taking
 /// away 2^52 rounds in the FPU's default mode (nearest, ties to even) where |x| < 2^52, and any
@@ -379,7 +435,57 @@ struct Thread {
     fast: [Vec<(usize, u64)>; 3],
 }
 
+impl Derived {
+    fn clear_counters(&mut self) {
+        self.c_ts.clear();
+        self.c_g.clear();
+        self.c_name.clear();
+        self.c_value.clear();
+        self.c_reason.clear();
+    }
+
+    fn clear_timers(&mut self) {
+        self.t_g.clear();
+        self.t_name.clear();
+        self.t_start.clear();
+        self.t_stop.clear();
+        self.t_elapsed.clear();
+    }
+
+    fn clear_pauses(&mut self) {
+        self.p_g.clear();
+        self.p_start.clear();
+        self.p_end.clear();
+        self.p_duration.clear();
+        self.p_reason.clear();
+    }
+
+    fn clear_adapt(&mut self) {
+        self.a_ts.clear();
+        self.a_g.clear();
+        self.a_name.clear();
+        self.a_error.clear();
+        self.a_policy.clear();
+    }
+}
+
 impl Nested {
+    /// Takes away the first n rows (written), keeping the rest in order.
+    fn drain_front(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.g.drain(..n);
+        self.name.drain(..n);
+        self.key.drain(..n);
+        self.b.drain(..n.min(self.b.len()));
+        self.begin.drain(..n);
+        self.end.drain(..n);
+        self.duration.drain(..n);
+        self.depth.drain(..n);
+        self.complete.drain(..n);
+    }
+
     fn truncate(&mut self, n: usize) {
         self.g.truncate(n);
         self.name.truncate(n);
@@ -580,9 +686,271 @@ impl Thread {
     }
 }
 
-/// The nullability of app_events' instrument and payload columns: decided by the first row
-/// group, and the pass is run again when a later group holds a null where the first had none.
-pub struct Retry(pub [bool; 2]);
+/// Columns that may hold nulls, each written as nullable when its table's first page holds one:
+/// app_events' instrument and payload, the names of regions, counters, timers and adapt.
+pub const NULLABLE: usize = 6;
+const N_INSTRUMENT: usize = 0;
+const N_PAYLOAD: usize = 1;
+const N_REGIONS: usize = 2;
+const N_COUNTERS: usize = 3;
+const N_TIMERS: usize = 4;
+const N_ADAPT: usize = 5;
+
+/// The pass is run again when a later page holds a null in a column the first page wrote as
+/// required: with that column nullable (the others that were nullable stay so, the rest are
+/// decided again).
+pub struct Retry(pub [Option<bool>; NULLABLE]);
+
+enum PassErr {
+    Io(std::io::Error),
+    Retry(usize),
+}
+
+impl From<std::io::Error> for PassErr {
+    fn from(e: std::io::Error) -> Self {
+        PassErr::Io(e)
+    }
+}
+
+/// Whether column `slot` is written nullable, deciding it from this page's nulls the first time.
+fn decide(flags: &mut [Option<bool>; NULLABLE], slot: usize, nulls: usize) -> Result<bool, PassErr> {
+    let n = *flags[slot].get_or_insert(nulls > 0);
+    if nulls > 0 && !n {
+        return Err(PassErr::Retry(slot));
+    }
+    Ok(n)
+}
+
+/// A derived table written a page at a time while the pass runs.
+pub struct Sink {
+    w: parquet::Writer<std::fs::File>,
+    in_group: usize,
+    group_rows: usize,
+}
+
+impl Sink {
+    pub fn new(f: std::fs::File, group_rows: usize) -> std::io::Result<Sink> {
+        Ok(Sink { w: parquet::Writer::new(f)?, in_group: 0, group_rows: group_rows.max(1) })
+    }
+
+    /// Rows the next page holds: PAGE_ROWS, or what the row group has room for.
+    fn cap(&self) -> usize {
+        parquet::PAGE_ROWS.min(self.group_rows - self.in_group)
+    }
+
+    fn page(&mut self, cols: &[Column], n: usize) -> std::io::Result<()> {
+        self.w.pages(cols, 0, n)?;
+        self.in_group += n;
+        if self.in_group == self.group_rows {
+            self.w.end_group()?;
+            self.in_group = 0;
+        }
+        Ok(())
+    }
+}
+
+/// A small dictionary of codes (counter and pause reasons): the sorted codes and their labels,
+/// PLAIN-encoded (app_tables._small_dict).
+#[derive(Default)]
+pub struct Reasons {
+    pub codes: Vec<u64>,
+    pub count: usize,
+    pub plain: Vec<u8>,
+}
+
+impl Reasons {
+    fn index(&self, b: u64) -> u64 {
+        self.codes.binary_search(&b).map(|i| i as u64).unwrap_or(u64::MAX)
+    }
+}
+
+/// The derived tables written while the pass runs (None: their rows are returned), and what
+/// they need.
+#[derive(Default)]
+pub struct Streams {
+    pub regions: Option<Sink>,
+    pub counters: Option<Sink>,
+    pub timers: Option<Sink>,
+    pub pauses: Option<Sink>,
+    pub adapt: Option<Sink>,
+    pub counter_reasons: Reasons,
+    pub pause_reasons: Reasons,
+    /// per thread: the latest closing calibration time of its chunks, and the program's exit
+    /// where its chunk was never closed (i64::MIN: none), for its thread end
+    pub thread_end: Vec<(i64, i64)>,
+}
+
+/// Page scratch: validity and boolean bitmaps, 32-bit ids.
+#[derive(Default)]
+struct Scratch {
+    valid: Vec<u8>,
+    bits: Vec<u8>,
+    ids: Vec<u32>,
+}
+
+/// The validity bitmap of a page of name indices (-1: no name); returns the nulls.
+fn name_validity(names: &[i32], bits: &mut Vec<u8>) -> usize {
+    bits.clear();
+    bits.resize(names.len().div_ceil(8), 0);
+    let mut nulls = 0;
+    for (i, &n) in names.iter().enumerate() {
+        if n >= 0 {
+            bits[i >> 3] |= 1 << (i & 7);
+        } else {
+            nulls += 1;
+        }
+    }
+    nulls
+}
+
+fn plain_col<'a>(name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize) -> Column<'a> {
+    Column {
+        name: name.to_string(),
+        physical,
+        converted,
+        validity: None,
+        offset: 0,
+        values,
+        width,
+        data: None,
+        dict: None,
+        delta: false,
+        stats: false,
+    }
+}
+
+fn i64_col<'a>(name: &str, v: &'a [i64], delta: bool, stats: bool) -> Column<'a> {
+    Column { delta, stats, ..plain_col(name, parquet::INT64, None, bytes_of(v), 8) }
+}
+
+fn dict_col<'a>(name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize, dict: (usize, &'a [u8]), stats: bool) -> Column<'a> {
+    Column { dict: Some(Dictionary { count: dict.0, plain: dict.1 }), stats, ..plain_col(name, physical, converted, values, width) }
+}
+
+fn who<'a>(g: &'a [i32], d: &'a Dicts) -> [Column<'a>; 2] {
+    [dict_col("pid", parquet::INT64, None, bytes_of(g), 4, d.pid, true), dict_col("tid", parquet::INT64, None, bytes_of(g), 4, d.tid, true)]
+}
+
+fn name_col<'a>(name: &str, v: &'a [i32], d: &'a Dicts, validity: Option<&'a [u8]>) -> Column<'a> {
+    Column { validity, ..dict_col(name, parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(v), 4, d.instrument, false) }
+}
+
+fn reason_col<'a>(v: &'a [u64], r: &'a Reasons) -> Column<'a> {
+    dict_col("reason", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(v), 8, (r.count, &r.plain), false)
+}
+
+/// Writes the rows lo..hi of a streamed table as one page; `end` (lo == hi) gives the columns
+/// for the footer only.
+fn derived_page(
+    table: usize,
+    d: &Derived,
+    lo: usize,
+    hi: usize,
+    dicts: &Dicts,
+    st: &mut Streams,
+    flags: &mut [Option<bool>; NULLABLE],
+    sc: &mut Scratch,
+    footer: bool,
+) -> Result<(), PassErr> {
+    let names: &[i32] = match table {
+        N_REGIONS => &d.regions.name[lo..hi],
+        N_COUNTERS => &d.c_name[lo..hi],
+        N_TIMERS => &d.t_name[lo..hi],
+        N_ADAPT => &d.a_name[lo..hi],
+        _ => &[],
+    };
+    let nulls = name_validity(names, &mut sc.valid);
+    let nullable = if table == N_PAUSES { false } else if footer { flags[table] == Some(true) } else { decide(flags, table, nulls)? };
+    let validity = nullable.then_some(&sc.valid[..]);
+    let cols: Vec<Column> = match table {
+        N_REGIONS => {
+            let n = &d.regions;
+            sc.bits.clear();
+            sc.bits.resize((hi - lo).div_ceil(8), 0);
+            for (i, &c) in n.complete[lo..hi].iter().enumerate() {
+                sc.bits[i >> 3] |= (c & 1) << (i & 7);
+            }
+            sc.ids.clear();
+            sc.ids.extend(n.key[lo..hi].iter().map(|&k| k as u32));
+            let [pid, tid] = who(&n.g[lo..hi], dicts);
+            vec![
+                pid,
+                tid,
+                name_col("name", names, dicts, validity),
+                i64_col("begin_ns", &n.begin[lo..hi], true, true),
+                i64_col("end_ns", &n.end[lo..hi], false, true),
+                i64_col("duration_ns", &n.duration[lo..hi], false, true),
+                i64_col("depth", &n.depth[lo..hi], false, false),
+                plain_col("complete", parquet::BOOLEAN, None, &sc.bits, 0),
+                plain_col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&sc.ids), 4),
+            ]
+        }
+        N_COUNTERS => {
+            let [pid, tid] = who(&d.c_g[lo..hi], dicts);
+            vec![
+                i64_col("ts", &d.c_ts[lo..hi], true, true),
+                pid,
+                tid,
+                name_col("name", names, dicts, validity),
+                i64_col("value", &d.c_value[lo..hi], false, false),
+                reason_col(&d.c_reason[lo..hi], &st.counter_reasons),
+            ]
+        }
+        N_TIMERS => {
+            let [pid, tid] = who(&d.t_g[lo..hi], dicts);
+            vec![
+                pid,
+                tid,
+                name_col("name", names, dicts, validity),
+                i64_col("start_ns", &d.t_start[lo..hi], true, true),
+                i64_col("stop_ns", &d.t_stop[lo..hi], false, true),
+                i64_col("elapsed_ns", &d.t_elapsed[lo..hi], false, true),
+            ]
+        }
+        N_ADAPT => {
+            let [pid, tid] = who(&d.a_g[lo..hi], dicts);
+            vec![
+                i64_col("ts", &d.a_ts[lo..hi], true, true),
+                pid,
+                tid,
+                name_col("phase", names, dicts, validity),
+                i64_col("error", &d.a_error[lo..hi], false, false),
+                i64_col("policy", &d.a_policy[lo..hi], false, false),
+            ]
+        }
+        _ => {
+            let [pid, tid] = who(&d.p_g[lo..hi], dicts);
+            vec![
+                pid,
+                tid,
+                i64_col("start_ns", &d.p_start[lo..hi], true, true),
+                i64_col("end_ns", &d.p_end[lo..hi], false, true),
+                i64_col("duration_ns", &d.p_duration[lo..hi], false, true),
+                reason_col(&d.p_reason[lo..hi], &st.pause_reasons),
+            ]
+        }
+    };
+    let sink = match table {
+        N_REGIONS => &mut st.regions,
+        N_COUNTERS => &mut st.counters,
+        N_TIMERS => &mut st.timers,
+        N_ADAPT => &mut st.adapt,
+        _ => &mut st.pauses,
+    };
+    if footer {
+        if let Some(done) = sink.take() {
+            done.w.finish(&cols)?;
+        }
+    } else if let Some(sink) = sink.as_mut() {
+        if hi > lo {
+            sink.page(&cols, hi - lo)?;
+        }
+    }
+    Ok(())
+}
+
+/// Table number 6: pauses (no name column).
+const N_PAUSES: usize = 6;
 
 #[inline(always)]
 fn word(r: &[u8], o: usize) -> u64 {
@@ -590,8 +958,9 @@ fn word(r: &[u8], o: usize) -> u64 {
 }
 
 /// Runs the pass: app_events written to `file` in row groups of `group_rows` (None: not
-/// written), the derived rows returned. `nullable`: [instrument, payload], None to decide from
-/// the first group.
+/// written), the derived tables with a sink in `st` written there, the other derived rows
+/// returned. `nullable`: see Retry (None: decided by the first page).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     chunks: &[Chunk],
     threads: usize,
@@ -599,8 +968,58 @@ pub fn run(
     dicts: &Dicts,
     file: Option<std::fs::File>,
     group_rows: usize,
-    nullable: Option<[bool; 2]>,
+    nullable: [Option<bool>; NULLABLE],
+    st: &mut Streams,
 ) -> std::io::Result<Result<Derived, Retry>> {
+    let mut flags = nullable;
+    match pass(chunks, threads, clock, dicts, file, group_rows, &mut flags, st) {
+        Ok(d) => Ok(Ok(d)),
+        Err(PassErr::Io(e)) => Err(e),
+        Err(PassErr::Retry(slot)) => {
+            let mut again = flags.map(|f| f.filter(|&n| n));
+            again[slot] = Some(true);
+            Ok(Err(Retry(again)))
+        }
+    }
+}
+
+/// Streamed rows lo.. of a derived table written a page at a time while a whole page is there
+/// (all of them with `last`); returns the rows written.
+#[allow(clippy::too_many_arguments)]
+fn drain_pages(table: usize, d: &Derived, len: usize, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], sc: &mut Scratch) -> Result<usize, PassErr> {
+    let cap = |st: &Streams| {
+        let s = match table {
+            N_REGIONS => &st.regions,
+            N_COUNTERS => &st.counters,
+            N_TIMERS => &st.timers,
+            N_ADAPT => &st.adapt,
+            _ => &st.pauses,
+        };
+        s.as_ref().map(|s| s.cap())
+    };
+    let mut lo = 0;
+    while let Some(c) = cap(st) {
+        let n = c.min(len - lo);
+        if n == 0 || (n < c && !last) {
+            break;
+        }
+        derived_page(table, d, lo, lo + n, dicts, st, flags, sc, false)?;
+        lo += n;
+    }
+    Ok(lo)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pass(
+    chunks: &[Chunk],
+    threads: usize,
+    clock: Clock,
+    dicts: &Dicts,
+    file: Option<std::fs::File>,
+    group_rows: usize,
+    flags: &mut [Option<bool>; NULLABLE],
+    st: &mut Streams,
+) -> Result<Derived, PassErr> {
     let mut d = Derived {
         counts: vec![0; 256],
         extent_min: vec![i64::MAX; threads],
@@ -631,7 +1050,7 @@ pub fn run(
     }
     d.reserve();
     let mut writer = file.map(parquet::Writer::new).transpose()?;
-    let mut nullable = nullable;
+    let mut sc = Scratch::default();
     let group_rows = group_rows.max(1);
     // app_events is written a page at a time (PAGE_ROWS rows: the pages a row group of
     // group_rows gets), from buffers of one page's rows
@@ -646,12 +1065,8 @@ pub fn run(
     th.sync.reserve_exact(per_thread.iter().map(|t| t[2]).max().unwrap_or(0));
     let cpu_dict: Vec<i64> = (0..1i64 << 15).collect();
     let mut last_cols: Option<[bool; 2]> = None;
-    let mut flush_page = |grp: &mut Group, writer: &mut Option<parquet::Writer<std::fs::File>>, nullable: &mut Option<[bool; 2]>| -> std::io::Result<Option<Retry>> {
-        let nulls = [grp.name_nulls > 0, grp.pay_nulls > 0];
-        let n = *nullable.get_or_insert(nulls);
-        if (nulls[0] && !n[0]) || (nulls[1] && !n[1]) {
-            return Ok(Some(Retry([n[0] || nulls[0], n[1] || nulls[1]])));
-        }
+    let mut flush_page = |grp: &mut Group, writer: &mut Option<parquet::Writer<std::fs::File>>, flags: &mut [Option<bool>; NULLABLE]| -> Result<(), PassErr> {
+        let n = [decide(flags, N_INSTRUMENT, grp.name_nulls)?, decide(flags, N_PAYLOAD, grp.pay_nulls)?];
         if let Some(w) = writer.as_mut() {
             if grp.cpu_top >= 1 << 15 {
                 grp.cpu_wide.clear();
@@ -669,13 +1084,13 @@ pub fn run(
         grp.clear();
         // the next page: PAGE_ROWS rows, or what the row group has room for
         grp.cap = grp.ts.len().min(group_rows - in_group);
-        Ok(None)
+        Ok(())
     };
     for c in chunks {
         let g = c.g as i32;
         if g != th.g {
             if th.g >= 0 {
-                th.flush(&mut d);
+                thread_done(&mut th, &mut d, dicts, st, flags, &mut sc)?;
             }
             th.g = g;
         }
@@ -737,7 +1152,11 @@ pub fn run(
                     d.c_g.push(g);
                     d.c_name.push(name);
                     d.c_value.push(value);
-                    d.c_reason.push(b);
+                    d.c_reason.push(if st.counters.is_some() { st.counter_reasons.index(b) } else { b });
+                    if st.counters.as_ref().is_some_and(|s| d.c_ts.len() == s.cap()) {
+                        drain_pages(N_COUNTERS, &d, d.c_ts.len(), false, dicts, st, flags, &mut sc)?;
+                        d.clear_counters();
+                    }
                 }
                 kinds::TIMER_STOP => {
                     d.t_g.push(g);
@@ -745,13 +1164,21 @@ pub fn run(
                     d.t_start.push(ts.wrapping_sub(value));
                     d.t_stop.push(ts);
                     d.t_elapsed.push(value);
+                    if st.timers.as_ref().is_some_and(|s| d.t_g.len() == s.cap()) {
+                        drain_pages(N_TIMERS, &d, d.t_g.len(), false, dicts, st, flags, &mut sc)?;
+                        d.clear_timers();
+                    }
                 }
                 kinds::PAUSE => {
                     d.p_g.push(g);
                     d.p_start.push(ts.wrapping_sub(value));
                     d.p_end.push(ts);
                     d.p_duration.push(value);
-                    d.p_reason.push(b);
+                    d.p_reason.push(if st.pauses.is_some() { st.pause_reasons.index(b) } else { b });
+                    if st.pauses.as_ref().is_some_and(|s| d.p_g.len() == s.cap()) {
+                        drain_pages(N_PAUSES, &d, d.p_g.len(), false, dicts, st, flags, &mut sc)?;
+                        d.clear_pauses();
+                    }
                 }
                 kinds::ADAPT => {
                     d.a_ts.push(ts);
@@ -759,33 +1186,84 @@ pub fn run(
                     d.a_name.push(name);
                     d.a_error.push(a as i64);
                     d.a_policy.push(b as i64);
+                    if st.adapt.as_ref().is_some_and(|s| d.a_g.len() == s.cap()) {
+                        drain_pages(N_ADAPT, &d, d.a_g.len(), false, dicts, st, flags, &mut sc)?;
+                        d.clear_adapt();
+                    }
                 }
                 _ => {}
             }
             d.rows += 1;
             if grp.full() {
-                if let Some(retry) = flush_page(&mut grp, &mut writer, &mut nullable)? {
-                    return Ok(Err(retry));
-                }
+                flush_page(&mut grp, &mut writer, flags)?;
             }
         }
         d.extent_min[c.g] = lo;
         d.extent_max[c.g] = hi;
     }
     if th.g >= 0 {
-        th.flush(&mut d);
+        thread_done(&mut th, &mut d, dicts, st, flags, &mut sc)?;
     }
     if grp.len() > 0 {
-        if let Some(retry) = flush_page(&mut grp, &mut writer, &mut nullable)? {
-            return Ok(Err(retry));
-        }
+        flush_page(&mut grp, &mut writer, flags)?;
     }
     if let Some(mut w) = writer {
         let n = last_cols.unwrap_or([false, false]);
         w.end_group()?;
         w.finish(&columns(&grp, dicts, n, bytes_of(&cpu_dict)))?;
     }
-    Ok(Ok(d))
+    // the streamed derived tables' last pages and footers
+    for (table, len) in [(N_COUNTERS, d.c_ts.len()), (N_TIMERS, d.t_g.len()), (N_PAUSES, d.p_g.len()), (N_ADAPT, d.a_g.len()), (N_REGIONS, d.regions.g.len())] {
+        let streamed = match table {
+            N_REGIONS => st.regions.is_some(),
+            N_COUNTERS => st.counters.is_some(),
+            N_TIMERS => st.timers.is_some(),
+            N_ADAPT => st.adapt.is_some(),
+            _ => st.pauses.is_some(),
+        };
+        if !streamed {
+            continue;
+        }
+        drain_pages(table, &d, len, true, dicts, st, flags, &mut sc)?;
+        derived_page(table, &d, 0, 0, dicts, st, flags, &mut sc, true)?;
+        match table {
+            N_REGIONS => d.regions.truncate(0),
+            N_COUNTERS => d.clear_counters(),
+            N_TIMERS => d.clear_timers(),
+            N_ADAPT => d.clear_adapt(),
+            _ => d.clear_pauses(),
+        }
+    }
+    Ok(d)
+}
+
+/// A thread's records are all seen: its begin/end and sync events paired, its unclosed regions
+/// and functions ended when it ended (app_tables._chunk_extent), the regions' whole pages
+/// written where they are streamed.
+fn thread_done(th: &mut Thread, d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], sc: &mut Scratch) -> Result<(), PassErr> {
+    let g = th.g as usize;
+    let bases = [d.regions.g.len(), d.functions.g.len()];
+    th.flush(d);
+    let mut end = d.extent_max[g];
+    if let Some(&(calib, open)) = st.thread_end.get(g) {
+        end = end.max(calib);
+        if open != i64::MIN && end != i64::MIN {
+            end = end.max(open);
+        }
+    }
+    for (n, base) in [(&mut d.regions, bases[0]), (&mut d.functions, bases[1])] {
+        for r in base..n.g.len() {
+            if n.complete[r] == 0 {
+                n.end[r] = end.max(n.begin[r]);
+                n.duration[r] = n.end[r].wrapping_sub(n.begin[r]);
+            }
+        }
+    }
+    if st.regions.is_some() {
+        let done = drain_pages(N_REGIONS, d, d.regions.g.len(), false, dicts, st, flags, sc)?;
+        d.regions.drain_front(done);
+    }
+    Ok(())
 }
 
 /// app_events' columns over one group's buffers, as oslens.store.native_parquet describes the

@@ -971,12 +971,14 @@ impl ColumnBuffer {
 
 type AppChunkIn = (PyBuffer<u8>, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>, Option<(Vec<u64>, u16)>);
 
-/// scan_records(records) -> (counts, clock_pairs, cpu_max): one pass over a chunk's 32-byte
-/// records (best right after reading it, while they are in cache): the records per kind (256
-/// counts), the (ts, a) of its CLOCK_PAIR records in order (raw.clock_for's pairs) and the
-/// largest CPU number.
+/// scan_records(records) -> (counts, clock_pairs, cpu_max, reasons): one pass over a chunk's
+/// 32-byte records (best right after reading it, while they are in cache): the records per
+/// kind (256 counts), the (ts, a) of its CLOCK_PAIR records in order (raw.clock_for's pairs),
+/// the largest CPU number, and the distinct `b` words (reasons) of its COUNTER and of its
+/// PAUSE records, sorted (None where there are more than 256).
 #[pyfunction]
-fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Vec<(u64, u64)>, u16)> {
+#[allow(clippy::type_complexity)]
+fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Vec<(u64, u64)>, u16, (Option<Vec<u64>>, Option<Vec<u64>>))> {
     if records.len_bytes() % 32 != 0 || !records.is_c_contiguous() {
         return Err(PyValueError::new_err("scan_records: records must be a contiguous buffer of 32-byte records"));
     }
@@ -984,15 +986,8 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
     Ok(py.allow_threads(move || {
         // SAFETY: checked contiguous above; `records` holds the buffer for the call.
         let rec = unsafe { std::slice::from_raw_parts(p as *const u8, n) };
-        let mut counts = vec![0u64; 256];
-        let top = app_rows::count_kinds(rec, &mut counts);
-        let mut pairs = Vec::with_capacity(counts[kinds::CLOCK_PAIR as usize] as usize);
-        if counts[kinds::CLOCK_PAIR as usize] > 0 {
-            for r in rec.chunks_exact(32).filter(|r| r[14] == kinds::CLOCK_PAIR) {
-                pairs.push((u64::from_le_bytes(r[0..8].try_into().unwrap()), u64::from_le_bytes(r[16..24].try_into().unwrap())));
-            }
-        }
-        (counts, pairs, top)
+        let mut sc = app_rows::scan(rec);
+        (sc.counts, sc.pairs, sc.cpu_max, (sc.reasons[0].take_if_few(), sc.reasons[1].take_if_few()))
     }))
 }
 
@@ -1006,8 +1001,15 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 /// path: where app_events is written (None: not written). Returns the kind counts, the rows
 /// of app_events, each thread's first and last time, and the derived tables' columns as
 /// buffers (numpy views them), keyed "table.column".
+///
+/// streams: {table: path} of the derived tables written while the pass runs, a page at a time
+/// (regions, counters, timers, pauses, adapt; their columns are then not returned); reasons:
+/// ((codes, count, PLAIN labels) of counters' reasons, the same of pauses'), the sorted codes
+/// the streamed tables hold; thread_end: per thread (latest closing calibration time, program
+/// exit where its chunk was never closed), i64 min for none: when an unclosed region ends.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn app_pass<'py>(
     py: Python<'py>,
     chunks: Vec<AppChunkIn>,
@@ -1016,7 +1018,19 @@ fn app_pass<'py>(
     dicts: [(usize, Vec<u8>); 4],
     path: Option<String>,
     group_rows: usize,
+    streams: Option<std::collections::HashMap<String, String>>,
+    reasons: Option<((Vec<u64>, usize, Vec<u8>), (Vec<u64>, usize, Vec<u8>))>,
+    thread_end: Option<Vec<(i64, i64)>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let streams = streams.unwrap_or_default();
+    if let Some(bad) = streams.keys().find(|k| !["regions", "counters", "timers", "pauses", "adapt"].contains(&k.as_str())) {
+        return Err(PyValueError::new_err(format!("app_pass: {bad} cannot be streamed")));
+    }
+    if streams.keys().any(|k| k == "counters" || k == "pauses") && reasons.is_none() {
+        return Err(PyValueError::new_err("app_pass: streamed counters and pauses need their reasons"));
+    }
+    let ((cc, cn, cp), (pc, pn, pp)) = reasons.unwrap_or_default();
+    let thread_end = thread_end.unwrap_or_default();
     let mut maps = Vec::with_capacity(chunks.len());
     let mut raw = Vec::with_capacity(chunks.len());
     for (rec, g, _, keys, vals, _, counts) in &chunks {
@@ -1049,20 +1063,46 @@ fn app_pass<'py>(
             .collect();
         let d = |i: usize| (dicts[i].0, &dicts[i].1[..]);
         let dd = app_rows::Dicts { pid: d(0), tid: d(1), instrument: d(2), kind: d(3) };
-        let mut nullable = None;
-        for _ in 0..3 {
+        let mut nullable = [None; app_rows::NULLABLE];
+        let remove = || {
+            for p in path.iter().chain(streams.values()) {
+                let _ = std::fs::remove_file(p);
+            }
+        };
+        for _ in 0..=app_rows::NULLABLE {
             let file = path.as_ref().map(std::fs::File::create).transpose()?;
-            match app_rows::run(&input, threads, clock, &dd, file, group_rows, nullable) {
-                Ok(Ok(out)) => return Ok(Ok(out)),
-                Ok(Err(app_rows::Retry(n))) => nullable = Some(n),
+            let sink = |t: &str| -> std::io::Result<Option<app_rows::Sink>> {
+                streams.get(t).map(|p| std::fs::File::create(p).and_then(|f| app_rows::Sink::new(f, group_rows))).transpose()
+            };
+            let built = (|| {
+                Ok::<_, std::io::Error>(app_rows::Streams {
+                    regions: sink("regions")?,
+                    counters: sink("counters")?,
+                    timers: sink("timers")?,
+                    pauses: sink("pauses")?,
+                    adapt: sink("adapt")?,
+                    counter_reasons: app_rows::Reasons { codes: cc.clone(), count: cn, plain: cp.clone() },
+                    pause_reasons: app_rows::Reasons { codes: pc.clone(), count: pn, plain: pp.clone() },
+                    thread_end: thread_end.clone(),
+                })
+            })();
+            let mut st = match built {
+                Ok(st) => st,
                 Err(e) => {
-                    if let Some(p) = &path {
-                        let _ = std::fs::remove_file(p);
-                    }
+                    remove();
+                    return Err(e);
+                }
+            };
+            match app_rows::run(&input, threads, clock, &dd, file, group_rows, nullable, &mut st) {
+                Ok(Ok(out)) => return Ok(Ok(out)),
+                Ok(Err(app_rows::Retry(n))) => nullable = n,
+                Err(e) => {
+                    remove();
                     return Err(e);
                 }
             }
         }
+        remove();
         Ok(Err("app_pass: the columns' nullability did not settle".to_string()))
     });
     let d = match result {

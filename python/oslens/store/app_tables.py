@@ -9,6 +9,7 @@ records are one contiguous, time-ordered run and per-thread work is grouped nump
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -629,14 +630,27 @@ def _buf(got: dict, key: str, dtype) -> np.ndarray:
     return np.frombuffer(got[key], dtype=dtype)
 
 
+STREAMED = (("regions", raw.REGION_BEGIN), ("counters", raw.COUNTER), ("timers", raw.TIMER_STOP),
+            ("pauses", raw.PAUSE), ("adapt", raw.ADAPT))  # derived tables the pass can write, and their kind
+
+
+def _reasons(codes: list, labels: dict) -> tuple:
+    """(codes, count, PLAIN labels) of a reason column's dictionary, as _small_dict makes it."""
+    from oslens.store import native_parquet
+
+    names = pa.array([labels.get(int(c), str(int(c))) for c in codes], pa.string())
+    return [int(c) for c in codes], len(codes), native_parquet._plain_dictionary(names)[2]
+
+
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
-                   row_group: int, counts: dict | None = None) -> dict:
+                   row_group: int, scans: dict | None = None) -> dict:
     """build's result from one native pass over the records (oslens._native.app_pass):
     app_events is written to `events_path` row group by row group while the records are split
     (a WrittenTable stands in for it), the other tables are built from the rows the pass
     gathered. The same tables, rows and values as build; raises OSError when the file cannot
-    be written. `counts`: {chunk path: (records per kind, largest CPU number)} where already
-    counted (else the pass counts them)."""
+    be written. `scans`: {chunk path: _native.scan_records(its records)} where the readers took
+    it; with every chunk's, regions, counters, timers, pauses and adapt are written in the pass
+    too (next to events_path), a page at a time, and stand in the result as WrittenTables."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)
@@ -653,8 +667,39 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
             if len(c.records) == 0:
                 continue
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
+            scan = (scans or {}).get(c.path)
             ins.append((c.records.view(np.uint8), i, bool(tsc), *tables[t.pid],
-                        {int(k): bytes(v) for k, v in c.payloads.items()}, (counts or {}).get(c.path)))
+                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2])))
+    # the derived tables written in the pass: those with rows, where every chunk was scanned
+    # (their row counts and reasons are known before it)
+    streams, reasons, rows = {}, None, {}
+    app = [c for t in threads for c in t.chunks if len(c.records)]
+    if scans is not None and all(c.path in scans for c in app):
+        total = np.zeros(256, np.int64)
+        counter_codes, pause_codes = set(), set()
+        for c in app:
+            sc = scans[c.path]
+            total += np.array(sc[0], dtype=np.int64)
+            for codes, seen in zip(sc[3], (counter_codes, pause_codes)):
+                if codes is None or seen is None:
+                    continue
+                seen.update(codes)
+            if sc[3][0] is None:
+                counter_codes = None
+            if sc[3][1] is None:
+                pause_codes = None
+        for table, kind in STREAMED:
+            if total[kind] and not (table == "counters" and counter_codes is None) \
+                    and not (table == "pauses" and pause_codes is None):
+                streams[table] = str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
+                rows[table] = int(total[kind])
+        reasons = (_reasons(sorted(counter_codes or ()), COUNTER_REASONS), _reasons(sorted(pause_codes or ()), PAUSE_REASONS))
+    end_ns = meta.get("end_ns")
+    low = int(np.iinfo(np.int64).min)
+    thread_end = []
+    for t in threads:
+        closing = [int(c.header["calib"][1][1]) for c in t.chunks if c.header and c.header["calib"][1][1]]
+        thread_end.append((max(closing) if closing else low, int(end_ns) if (not t.closed and end_ns) else low))
     from oslens.store import native_parquet
 
     def plain(arr: pa.Array) -> tuple:
@@ -662,13 +707,20 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
 
     dicts = [(len(threads), t_pid.astype("<i8").tobytes()), (len(threads), t_tid.astype("<i8").tobytes()),
              plain(dictionary), plain(KIND_LABELS)]
-    got = _native.app_pass(ins, len(threads), native_clock(clock), dicts, str(events_path), int(row_group))
+    try:
+        got = _native.app_pass(ins, len(threads), native_clock(clock), dicts, str(events_path), int(row_group),
+                               streams, reasons, thread_end)
+    except BaseException:
+        for p in streams.values():
+            _remove(p)
+        raise
     counts = np.array(got["counts"], dtype=np.int64)
     extent_start = _buf(got, "extent.min", np.int64).copy()
     extent_end = _buf(got, "extent.max", np.int64).copy()
     _chunk_extent(threads, extent_start, extent_end, meta)
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
+    out.update({table: WrittenTable(p, rows[table]) for table, p in streams.items()})
 
     def who(g):
         return {"pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid)}
@@ -679,6 +731,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     for table, begin_kind, end_kind in (("regions", raw.REGION_BEGIN, raw.REGION_END),
                                         ("functions", FUNC_ENTRY, FUNC_EXIT)):
         out[f"unmatched_{'region_ends' if table == 'regions' else 'function_exits'}"] = int(got[f"{table}.unmatched"])
+        if table in streams:
+            continue
         if not (counts[begin_kind] or counts[end_kind]):
             out[table] = schema.empty(table)
             continue
@@ -700,23 +754,23 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
         out[table] = pa.table(cols)
 
     g = col("counters", "g", np.int32)
-    out["counters"] = pa.table({
+    out["counters"] = out.get("counters") or pa.table({
         "ts": col("counters", "ts"), **who(g), "name": _dict_array(col("counters", "name", np.int32), dictionary),
         "value": col("counters", "value"), "reason": _small_dict(col("counters", "reason", np.uint64), COUNTER_REASONS),
     })
     g = col("timers", "g", np.int32)
-    out["timers"] = pa.table({
+    out["timers"] = out.get("timers") or pa.table({
         **who(g), "name": _dict_array(col("timers", "name", np.int32), dictionary),
         "start_ns": col("timers", "start_ns"), "stop_ns": col("timers", "stop_ns"),
         "elapsed_ns": col("timers", "elapsed_ns"),
     })
     g = col("pauses", "g", np.int32)
-    out["pauses"] = pa.table({
+    out["pauses"] = out.get("pauses") or pa.table({
         **who(g), "start_ns": col("pauses", "start_ns"), "end_ns": col("pauses", "end_ns"),
         "duration_ns": col("pauses", "duration_ns"), "reason": _small_dict(col("pauses", "reason", np.uint64), PAUSE_REASONS),
     })
     g = col("adapt", "g", np.int32)
-    out["adapt"] = pa.table({
+    out["adapt"] = out.get("adapt") or pa.table({
         "ts": col("adapt", "ts"), **who(g), "phase": _dict_array(col("adapt", "name", np.int32), dictionary),
         "error": col("adapt", "error"), "policy": col("adapt", "policy"),
     })

@@ -198,8 +198,8 @@ def read_chunk(path: Path) -> raw.ChunkData:
 
 def _try_read_chunk(path: Path):
     """(path, chunk or OSError, scan): scan is (records per kind, CLOCK_PAIR (ts, a) pairs,
-    largest CPU number) from _native.scan_records, taken here while the records are in cache
-    (None without it)."""
+    largest CPU number, (counter reasons, pause reasons)) from _native.scan_records, taken here
+    while the records are in cache (None without it)."""
     try:
         chunk = read_chunk(path)
     except OSError as err:
@@ -303,7 +303,7 @@ def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream
         path = trace / f".app_events.tmp-{os.getpid()}.parquet"
         try:
             return app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP,
-                                             {p: (s[0], s[2]) for p, s in scans.items() if s[0] is not None})
+                                             {p: s for p, s in scans.items() if s[0] is not None})
         except OSError:  # a folder that cannot be written: the tables are built in memory
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -329,7 +329,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
             else:
                 chunks.append(got)
                 if scan is not None or not len(got.records):
-                    scans[got.path] = scan or (None, [], 0)
+                    scans[got.path] = scan or (None, [], 0, (None, None))
             progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
     read_w, read_c = time.perf_counter() - read_w, time.process_time() - read_c
     salvage.missing_chunks(losses, trace, [p.name for p in paths], meta)

@@ -69,7 +69,8 @@ def test_columns_without_nulls_are_written_required_with_the_same_values(tmp_pat
 def test_scan_gives_the_kind_counts_and_clock_pairs_of_raw_clock_for(tmp_path):
     """The readers' scan (_native.scan_records) counts kinds as numpy does, and the importer's
     clock_for fits the same pairs, in the same order, as raw.clock_for."""
-    recs = [(1000 + 10 * i, 5, 1, raw.CLOCK_PAIR if i % 7 == 3 else raw.COUNTER, 50_000 + 4 * i, 1) for i in range(60)]
+    recs = [(1000 + 10 * i, 5, 1 + i % 3, raw.CLOCK_PAIR if i % 7 == 3 else raw.COUNTER, 50_000 + 4 * i, i % 5)
+            for i in range(60)]
     paths = []
     for seq, clock in enumerate((raw.CLOCK_TSC, raw.CLOCK_MONOTONIC_NS, raw.CLOCK_TSC)):
         paths.append(tmp_path / f"app-7-8-{seq}.osl")
@@ -79,9 +80,11 @@ def test_scan_gives_the_kind_counts_and_clock_pairs_of_raw_clock_for(tmp_path):
     chunks = [c for _, c, _ in got]
     scans = {c.path: s for _, c, s in got}
     for c in chunks:
-        counts, pairs, cpu_max = scans[c.path]
+        counts, pairs, cpu_max, (counter_reasons, pause_reasons) = scans[c.path]
         assert counts == np.bincount(c.records["kind"], minlength=256).tolist()
         assert cpu_max == int(c.records["cpu"].max())
+        assert counter_reasons == sorted(set(c.records["b"][c.records["kind"] == raw.COUNTER].tolist()))
+        assert pause_reasons == []
         cp = c.records[c.records["kind"] == raw.CLOCK_PAIR]
         assert pairs == list(zip(cp["ts"].tolist(), cp["a"].tolist()))
     meta = {"clock_pairs": [[800, 39_000]]}
