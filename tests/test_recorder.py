@@ -320,7 +320,7 @@ def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):
     [thread] = m["threads"]
     [helper] = m["recorder_helpers"]
     assert helper["pid"] == thread["pid"]
-    slots = -(-thread["records"] // 2048)  # crates/recorder/src/stage.rs: SLOT_RECORDS
+    slots = -(-thread["records"] // 1024)  # crates/recorder/src/stage.rs: SLOT_RECORDS
     assert helper["ring_slots_copied"] + thread["ring_slots_self_copied"] == slots
     if helper["ring_slots_copied"]:
         assert helper["cpu_ns"] > 0  # a helper that copied ran

@@ -11,13 +11,15 @@ use oslens_format::header::{offset, stage, HEADER_SIZE};
 use oslens_format::record::{Record, RECORD_SIZE};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
-/// Slots per ring and records per slot: 16 × 64 KiB, well inside a core's L2, and a slot
-/// boundary (the writer's only extra work, ~0.1 µs) once per 2048 records.
+/// Slots per ring and records per slot: 16 × 32 KiB, well inside a core's L2, and a slot
+/// boundary (the writer's only extra work, ~0.1 µs) once per 1024 records.
 pub const SLOTS: u32 = 16;
-pub const SLOT_RECORDS: u64 = 2048;
+pub const SLOT_RECORDS: u64 = 1024;
 /// The writer wakes the helper once per this many finished slots (a futex wake costs the
 /// writer ~1 µs when the helper sleeps), so the helper copies several per wake.
 pub const WAKE_EVERY: u32 = 4;
+const SLOT_BYTES: usize = SLOT_RECORDS as usize * RECORD_SIZE;
+static ZEROS: [u8; SLOT_BYTES] = [0; SLOT_BYTES];
 
 #[repr(C)]
 struct Descriptor {
@@ -150,6 +152,20 @@ impl Stage {
             done += n as usize;
         }
         done
+    }
+
+    /// Gives slot `j`'s pages to the file before its first use: written whole with pwrite they
+    /// are not read (zero-filled) first, as pages faulted in through the mapping are.
+    pub fn prepare_slot(&self, j: u32) {
+        let at = self.ring_offset() + j as usize * SLOT_BYTES;
+        if self.fd >= 0 && identity(self.fd) == Some(self.file) {
+            // SAFETY: writes zeros into our own file, where the slot lies.
+            if unsafe { libc::pwrite(self.fd, ZEROS.as_ptr() as *const libc::c_void, SLOT_BYTES, at as libc::off_t) } == SLOT_BYTES as isize {
+                return;
+            }
+        }
+        // SAFETY: the slot lies inside the mapping.
+        unsafe { libc::madvise(self.slot(j) as *mut libc::c_void, SLOT_BYTES, crate::prefault::MADV_POPULATE_WRITE) };
     }
 
     /// Copies out every full slot (the helper's work); how many it copied.
