@@ -2,9 +2,9 @@
  * $COMPENSATION_CPU_SPLIT names a file, appends "THREAD_NS PROCESS_NS THREAD_MINFLT PROCESS_MINFLT":
  * the CPU time of the thread that exits (the main thread: the recording thread of a one-thread run)
  * and of the whole process at that moment, and their minor page faults (a recording thread that
- * faults on its trace pages prepared them itself: the prefault helper was behind). The bench takes the rest of the run's CPU (rusage) as the exit's. So an in-vivo
+ * faults on its trace pages prepared them itself: the helper thread was behind). The bench takes the rest of the run's CPU (rusage) as the exit's. So an in-vivo
  * difference splits into what the recording thread paid (its calls, in their context), what
- * other threads paid (the recorder's prefault helper preparing trace pages) and what exit paid.
+ * other threads paid (the recorder's helper thread preparing trace pages) and what exit paid.
  * Runs with and without instrumentation carry it alike. */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -6,7 +6,7 @@ Prints JSON. What is measured, per program (water, and a region-dense program):
 - in vitro (`oslens calibrate`, measured at the start of this run unless COMPENSATION_CALIBRATION
   names a stored one): the empty-loop cost of each record kind, weighted by the program's own mix
   of record kinds and region-name lengths, plus each record's share of CPU spent outside the call
-  (the prefault helper preparing trace pages, unmapping at exit); and a labelled variant at the
+  (the helper thread copying staged records to the trace file, unmapping at exit); and a labelled variant at the
   program's pace (calls in store-heavy context, outside share at that pace);
 - in vivo, from rounds of four runs in rotated ABBA order: the program with and without
   instrumentation (OSLENS_TRACE unset: every call a no-op), and the same program doing no work
@@ -21,7 +21,7 @@ Prints JSON. What is measured, per program (water, and a region-dense program):
       no work): the program's own fixed cost (start-up, preload library, trace files) cancels,
       measured on the program rather than taken from the calibration;
     * split (programs run on one thread): the same marginal difference for the recording thread's
-      CPU time, the other threads' (the prefault helper) and exit's, from bench/compensation/
+      CPU time, the other threads' (the helper thread) and exit's, from bench/compensation/
       cpu_split.c linked into the bench's copies of the programs;
 - agreement: in vivo / in vitro with its interval and a verdict: met (within 20%), not met, or
   inconclusive when the interval of the ratio reaches past 1 +- 0.2 (`in_vivo.agreement`);
@@ -265,7 +265,7 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
         _, _, outside = calibrate.outside_costs(cal)
         result["split"] = {
             "what": "the marginal in-vivo CPU per event, by where it was spent: the recording thread (its calls, in "
-                    "the program's context), the other threads (the prefault helper) and exit; in vitro beside each",
+                    "the program's context), the other threads (the helper thread) and exit; in vitro beside each",
             "recording_thread": {**parts["thread_s"], "in_vitro_calls": _r(vitro_m["ns_per_event"]),
                                  "in_vitro_calls_in_context": _r(vitro_m["paced_cost_ns"] / d_events)
                                  if vitro_m.get("paced_cost_ns") is not None else None,
@@ -334,7 +334,7 @@ STEP_END = """        osl_region_end("STEP");
 def build_toggle(out: Path) -> Path | None:
     """water with recording switched off and on by pairs of time steps (osl_disable/osl_enable) and
     each step's thread CPU time written to $COMPENSATION_STEPCPU: one process, so load, caches and
-    the prefault helper are shared by both kinds of step. None when water.c no longer has the
+    the helper thread are shared by both kinds of step. None when water.c no longer has the
     lines the patch expects."""
     src = WATER_SRC.read_text()
     if STEP_LOOP not in src or STEP_END not in src:

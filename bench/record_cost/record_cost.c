@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, run, &results[i]);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < threads; i++) printf("%.3f\n", results[i]);
-    /* CPU of the whole process per event, the prefault helper included (and thread start-up) */
+    /* CPU of the whole process per event, the helper thread included (and thread start-up) */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double cpu_ns = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;

@@ -5,7 +5,7 @@ Prints JSON. Each figure is the median over repetitions of the per-thread CPU ti
 (CLOCK_THREAD_CPUTIME_ID, so time preempted by other load does not count); kinds alternate
 within a repetition so drift hits all alike. Two baselines: `bare-hot` stores into a reused
 64 KiB ring (the figure the target names), `bare-fresh` into fresh memory as a trace must.
-The recorder's staging ring is copied out to the trace file by its oslens-prefault helper
+The recorder's staging ring is copied out to the trace file by its oslens-helper helper
 thread, whose CPU time is not in the per-event figure (the cost on the recording thread, which
 includes the slots it copies out itself when the helper falls behind) but is in
 `process_cpu_ns_per_event` (the whole process's CPU time per event, helper and start-up

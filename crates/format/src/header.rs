@@ -48,7 +48,7 @@ pub mod offset {
     pub const NAME_LEN: usize = 64;
     /// Staging slots this chunk's writer copied out itself (the helper had fallen behind).
     pub const RING_SELF_COPIES: usize = 192;
-    /// In a process's names chunk, at exit: the CPU time of its oslens-prefault helper thread
+    /// In a process's names chunk, at exit: the CPU time of its oslens-helper thread
     /// (ns) and the staging slots it copied out: what recording cost outside the program's
     /// threads, measured.
     pub const HELPER_CPU_NS: usize = 200;

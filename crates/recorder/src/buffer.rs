@@ -6,7 +6,7 @@ use crate::clock;
 use oslens_format::header::{offset, ChunkHeader, HEADER_SIZE, SOURCE_APP_THREAD};
 use oslens_format::record::{continuation_record, Record, RECORD_SIZE};
 use oslens_format::kinds;
-use crate::prefault::{self, Region, WINDOW};
+use crate::helper::{self, Ring};
 use crate::stage::{self, Stage};
 use std::ffi::CString;
 use std::sync::Arc;
@@ -50,9 +50,10 @@ pub struct Chunk {
     pub capacity: u64,
     /// The hot path writes below this slot without asking; past it, `grow_window` decides.
     limit: u64,
-    region: Arc<Region>,
-    /// A thread chunk's staging ring (see stage.rs); names chunks write in place.
+    /// A thread chunk's staging ring (see stage.rs) and its registration with the helper;
+    /// names chunks write in place.
     stage: Option<Stage>,
+    ring: Option<Arc<Ring>>,
     /// The ring slot being written and the positions it takes; None between slots or while a
     /// record too large for a slot is written in place.
     slot: Option<u32>,
@@ -128,20 +129,18 @@ impl Chunk {
             libc::madvise(p, map_len, libc::MADV_RANDOM);
             p as *mut u8
         };
-        let stage = staged.then(|| Stage::init(base, capacity, fd));
-        let region = prefault::register(base, map_len as u64, 0, stage);
         // A ring's pages are prepared slot by slot as they are first used (a thread that
-        // records little touches little); the records' pages are the helper's.
-        if stage.is_none() {
-            region.populate_step();
-        }
+        // records little touches little); the records' pages are the helper's. A chunk without
+        // a ring (names: written rarely) takes its pages as it faults them, one at a time.
+        let stage = staged.then(|| Stage::init(base, capacity, fd));
+        let ring = stage.map(helper::register);
         let mut own = Box::new(Cursor::empty());
         // SAFETY: the records start after the header, inside the mapping.
         own.records = unsafe { base.add(HEADER_SIZE) } as *mut Record;
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, region, stage, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, slots_used: 0, path, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, slots_used: 0, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -181,31 +180,15 @@ impl Chunk {
         self.pos() + slots <= self.limit
     }
 
-    /// Past the soft limit: asks the prefault helper for the next windows, populates here only
-    /// if it fell behind, and sets the next soft limit half a window before the populated end.
+    /// Past the limit: in a chunk with a staging ring, the next slot; without, the chunk's end.
     /// False when the chunk is full.
     #[cold]
     pub fn grow_window(&mut self, slots: u64) -> bool {
         if let Some(stage) = self.stage {
             return self.next_ring_slot(stage, slots);
         }
-        let pos = self.pos();
-        let need = (HEADER_SIZE as u64) + (pos + slots) * RECORD_SIZE as u64;
-        self.region.request(need + 2 * WINDOW);
-        let total = self.map_len as u64;
-        while self.region.populated.load(std::sync::atomic::Ordering::Acquire) < need.min(total) {
-            self.region.populate_step();
-        }
-        let populated = self.region.populated.load(std::sync::atomic::Ordering::Acquire).min(total);
-        let ready = ((populated - HEADER_SIZE as u64) / RECORD_SIZE as u64).min(self.capacity);
-        if pos + slots > ready {
-            return false;
-        }
-        // Come back half a window before the populated end (to ask for more in time), or, when
-        // already closer than that, at the end itself: never on every event.
-        let early = ready.saturating_sub(WINDOW / 2 / RECORD_SIZE as u64);
-        self.limit = if early >= pos + slots { early } else { ready };
-        true
+        self.limit = self.capacity;
+        self.pos() + slots <= self.capacity
     }
 
     /// Past the current ring slot: hands it to the helper and opens the next one (copying it
@@ -248,7 +231,7 @@ impl Chunk {
             self.unannounced += 1;
             if self.unannounced >= stage::WAKE_EVERY {
                 self.unannounced = 0;
-                prefault::wake();
+                helper::wake();
             }
         }
         // Nothing is written until a slot (or a place) is chosen again.
@@ -274,6 +257,10 @@ impl Chunk {
         let Some(stage) = self.stage else { return };
         self.drain_stage();
         stage.remove();
+        // The helper lets go of the ring before it is cut off the file.
+        if let Some(ring) = self.ring.take() {
+            ring.retire();
+        }
         let records_end = (HEADER_SIZE + self.capacity as usize * RECORD_SIZE) as u64;
         if !stage.close_file(Some(records_end)) {
             // SAFETY: valid C string. The ring stays mapped but is never touched again: every
@@ -282,19 +269,14 @@ impl Chunk {
         }
         self.stage = None;
         self.cursor().records = self.records();
-        // In-place writing populates from the next page on (the ones before were written).
-        let next = (HEADER_SIZE as u64 + self.pos() * RECORD_SIZE as u64) & !4095;
-        self.region.populated.store(next, Ordering::Release);
-        self.region.shrink(records_end);
     }
 
     /// Populates every page of the chunk now (OSLENS_PREPARE_BUFFERS), so the writer and the
     /// helper prepare none while the program runs.
     pub fn prepare_all(&mut self) {
-        let total = self.map_len as u64;
-        while self.region.populated.load(Ordering::Acquire) < total {
-            self.region.populate_step();
-        }
+        // SAFETY: inside our own mapping.
+        unsafe { libc::madvise(self.base.add(HEADER_SIZE) as *mut libc::c_void, self.map_len - HEADER_SIZE, helper::MADV_POPULATE_WRITE) };
+        self.slots_used = u32::MAX;
         self.grow_window(1);
     }
 
@@ -377,7 +359,9 @@ impl Chunk {
         // SAFETY: CLOSED lies inside the header.
         unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
         self.cursor().detach();
-        self.region.retire();
+        if let Some(ring) = self.ring.take() {
+            ring.retire();
+        }
         // SAFETY: our own mapping, not used after this.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
         self.base = std::ptr::null_mut();

@@ -14,7 +14,7 @@ mod config;
 mod funcs;
 mod instruments;
 mod names;
-mod prefault;
+mod helper;
 mod stage;
 mod thread;
 

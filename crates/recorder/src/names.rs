@@ -135,7 +135,7 @@ fn open_chunk(names: &mut Names) {
 }
 
 pub fn close_for_exit() {
-    let helper = crate::prefault::helper_cost();
+    let helper = crate::helper::helper_cost();
     with_names(|names| {
         if let Some(c) = names.chunk.as_mut() {
             if let Some((cpu_ns, copies)) = helper {

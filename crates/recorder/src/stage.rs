@@ -1,5 +1,5 @@
 //! A thread chunk's staging ring (LTTng's design, kept crash-safe): the writer fills a few
-//! small slots that stay in its cache, and the oslens-prefault helper copies each full slot to
+//! small slots that stay in its cache, and the oslens-helper thread copies each full slot to
 //! the record positions it holds. So the recording thread never touches a fresh page: on this
 //! VM a fresh page-cache page costs ~1 µs to prepare, ~8 ns per 32-byte record, most of what a
 //! record costs. The ring lives in the chunk file after the records, and its descriptors in
@@ -17,7 +17,7 @@ pub const SLOTS: u32 = 16;
 pub const SLOT_RECORDS: u64 = 1024;
 /// The writer wakes the helper once per this many finished slots (a futex wake costs the
 /// writer ~1 µs when the helper sleeps), so the helper copies several per wake.
-pub const WAKE_EVERY: u32 = 4;
+pub const WAKE_EVERY: u32 = 8;
 const SLOT_BYTES: usize = SLOT_RECORDS as usize * RECORD_SIZE;
 static ZEROS: [u8; SLOT_BYTES] = [0; SLOT_BYTES];
 
@@ -165,7 +165,7 @@ impl Stage {
             }
         }
         // SAFETY: the slot lies inside the mapping.
-        unsafe { libc::madvise(self.slot(j) as *mut libc::c_void, SLOT_BYTES, crate::prefault::MADV_POPULATE_WRITE) };
+        unsafe { libc::madvise(self.slot(j) as *mut libc::c_void, SLOT_BYTES, crate::helper::MADV_POPULATE_WRITE) };
     }
 
     /// Copies out every full slot (the helper's work); how many it copied.

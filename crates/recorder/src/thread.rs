@@ -52,7 +52,7 @@ pub fn writer() -> *mut Cursor {
     })
 }
 
-/// The prefault helper never records.
+/// The helper thread never records.
 pub fn mark_helper_thread() {
     BUSY.with(|b| b.set(true));
 }
@@ -97,7 +97,7 @@ fn create() -> Option<&'static mut ThreadState> {
         // SAFETY: just created, owned by this thread.
         unsafe { &mut *state }
     });
-    crate::prefault::start_helper();
+    crate::helper::start();
     BUSY.with(|b| b.set(false));
     result
 }
@@ -260,7 +260,7 @@ extern "C" fn after_fork_child() {
     }
     crate::NAMES_EPOCH.fetch_add(1, Relaxed);
     BUSY.with(|b| b.set(false));
-    crate::prefault::forget_after_fork();
+    crate::helper::forget_after_fork();
     names::forget_after_fork();
 }
 

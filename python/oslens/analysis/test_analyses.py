@@ -346,10 +346,10 @@ def test_phases_expand_a_dominant_phase():
 
 
 def test_oslens_helper_threads_are_not_the_program():
-    con = make_con({"threads": [(1, 1, "main", None, 0, 10, True), (1, 2, "oslens-prefault", 1, 0, 5, True)]})
+    con = make_con({"threads": [(1, 1, "main", None, 0, 10, True), (1, 2, "oslens-helper", 1, 0, 5, True)]})
     prog = common.program(con)
     assert prog.tids == [1]
-    assert common.classify_task(2, 1, "oslens-prefault", prog)[0] == "oslens"
+    assert common.classify_task(2, 1, "oslens-helper", prog)[0] == "oslens"
     assert common.classify_task(3, 1, "worker", prog)[0] == "program"
 
 

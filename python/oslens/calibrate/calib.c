@@ -4,7 +4,7 @@
  * Usage: calib N REPS KIND[,KIND...]
  * Prints one line per (repetition, kind): "KIND REP THREAD_NS PROCESS_NS": the CPU time of the
  * calling thread (CLOCK_THREAD_CPUTIME_ID, so time spent preempted by other load does not count)
- * and of the whole process (the recorder's oslens-prefault helper included) for N iterations. Kinds run interleaved inside each repetition, the order rotated every repetition,
+ * and of the whole process (the recorder's oslens-helper helper included) for N iterations. Kinds run interleaved inside each repetition, the order rotated every repetition,
  * so drift and other load hit every kind alike.
  *
  * Kinds: empty, rdtsc, clock_gettime, counter (osl_count), counter_record, timer_start,

@@ -589,7 +589,7 @@ def _print(r: dict) -> None:
     else:
         console.print(f"in vitro: {v['ns_per_event']:.1f} ns per event in the calls, "
                       f"{v['process_ns_per_event']:.1f} with each record's share outside them; "
-                      "wall time also waits for other load and the prefault helper")
+                      "wall time also waits for other load and the helper thread")
         if v["uncharged"]:
             console.print(f"not charged (no in-vitro figure): {v['uncharged']}")
         cpu = r["measures"]["cpu_s"]

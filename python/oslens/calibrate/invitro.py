@@ -203,7 +203,7 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
     """What recording costs a process besides its instrumentation calls, from whole-process CPU
     and wall time (rusage), traced against untraced runs, alternating:
       wall, cpu          the fixed cost: start-up and exit of a process that records one event
-                         (trace files created, its thread's buffer set up, the prefault helper
+                         (trace files created, its thread's buffer set up, the helper thread
                          started, chunks closed);
       wall_preload, cpu_preload   the same with the preload library (liboslens_preload.so
                          loaded, its symbols resolved): what `oslens record --preload` adds to a
@@ -291,7 +291,7 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
                                         [1, -1, -1, 1, -1, 1], 1 / paced_records, 3),
         "what": ("calib.c paced_event: an event after every ~2 us of integer work; call_ns: the recording thread's CPU "
                  "per event, less the no-op call (in its context: the call overlaps the work); outside_ns: the rest of "
-                 "the process's CPU per record, less the fixed cost (the prefault helper woken for each window, "
+                 "the process's CPU per record, less the fixed cost (the helper thread woken every few staging slots, "
                  "unmapping at exit), which at this pace differs from the tight loop's per_record_outside"),
     }
     # each further recording thread: its buffer created, its first window prepared, released at exit
@@ -342,7 +342,7 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
     event_call = _summary((t["event"] - t["empty"]) / n)["ns"] - _summary((t["off"] - t["empty"]) / n)["ns"]
     fixed["per_record_outside"] = {
         "ns": round(max(life["ns"] - event_call, 0.0), 3),
-        "what": ("process CPU per record spent outside the call: the prefault helper preparing the chunk's pages "
+        "what": ("process CPU per record spent outside the call: the helper thread copying staged records to the trace file "
                  "and their unmapping at thread exit (lifetime_per_record_cpu - (event - off) in-call cost); "
                  "it does not delay the recording thread's timestamps"),
     }

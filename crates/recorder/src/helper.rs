@@ -1,0 +1,144 @@
+//! The recorder's helper thread, one per process ("oslens-helper"): it copies the full slots of
+//! every thread's staging ring (stage.rs) out to the trace file, so the fresh pages that takes
+//! (~1-2 µs each on a VM, more than the records in them) are prepared on its CPU rather than the
+//! program's. Writers wake it with a futex once per few slots, and only while it sleeps; when it
+//! falls behind they copy a slot out themselves: recording never waits for it. Its CPU time and
+//! the slots it copied are measured (`helper_cost`) and kept in the trace.
+
+use crate::stage::Stage;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+pub const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// A staging ring the helper serves, from its chunk's creation until the chunk is unmapped.
+pub struct Ring {
+    stage: Stage,
+    /// Cleared when the writer unmaps the chunk; `busy` holds the unmap until a copy ends.
+    alive: AtomicBool,
+    busy: AtomicBool,
+}
+
+impl Ring {
+    /// Called by the writer before it unmaps: waits out a copy in progress.
+    pub fn retire(&self) {
+        self.alive.store(false, SeqCst);
+        while self.busy.load(SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A spin lock (not a Mutex) so a fork()ed child can reset it.
+static LOCK: AtomicBool = AtomicBool::new(false);
+static mut RINGS: Vec<Arc<Ring>> = Vec::new();
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+static STARTED: AtomicBool = AtomicBool::new(false);
+/// Set while the helper waits on its futex, so writers make the wake system call only then.
+static SLEEPING: AtomicBool = AtomicBool::new(false);
+/// The helper's pthread_t (0: none in this process), for its CPU clock.
+static HELPER: AtomicU64 = AtomicU64::new(0);
+/// Staging slots the helper copied out.
+static HELPER_COPIES: AtomicU64 = AtomicU64::new(0);
+
+fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
+    while LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+    // SAFETY: RINGS is only touched with LOCK held.
+    let r = f(unsafe { &mut *std::ptr::addr_of_mut!(RINGS) });
+    LOCK.store(false, Release);
+    r
+}
+
+pub fn register(stage: Stage) -> Arc<Ring> {
+    let ring = Arc::new(Ring { stage, alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
+    with_rings(|rings| rings.push(ring.clone()));
+    ring
+}
+
+/// (CPU ns, slots copied) of this process's helper so far; None when it never started.
+pub fn helper_cost() -> Option<(u64, u64)> {
+    let thread = HELPER.load(Acquire);
+    if thread == 0 {
+        return None;
+    }
+    let mut clock: libc::clockid_t = 0;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: the helper never exits while the process runs; plain out-parameters.
+    let ok = unsafe { libc::pthread_getcpuclockid(thread as libc::pthread_t, &mut clock) == 0 && libc::clock_gettime(clock, &mut ts) == 0 };
+    ok.then(|| (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64, HELPER_COPIES.load(Relaxed)))
+}
+
+/// Starts the helper once per process. Called by a new thread after its chunk exists and
+/// outside every recorder lock: pthread_create may be wrapped by the preload library, which
+/// records, which must not find a recorder lock held.
+pub fn start() {
+    if STARTED.load(Acquire) || STARTED.swap(true, AcqRel) {
+        return;
+    }
+    match std::thread::Builder::new().name("oslens-helper".into()).spawn(helper_loop) {
+        Ok(handle) => {
+            use std::os::unix::thread::JoinHandleExt;
+            HELPER.store(handle.into_pthread_t() as u64, Release);
+        }
+        // Writers copy their own slots then.
+        Err(_) => STARTED.store(false, Release),
+    }
+}
+
+pub fn wake() {
+    if !STARTED.load(Relaxed) {
+        return;
+    }
+    // SeqCst on both sides (here and in helper_loop): either the helper sees the new
+    // generation before it sleeps, or this sees it sleeping.
+    GENERATION.fetch_add(1, SeqCst);
+    if !SLEEPING.load(SeqCst) {
+        return;
+    }
+    // SAFETY: futex wake on a static word.
+    unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+}
+
+fn helper_loop() {
+    // The helper's own records would be noise: it never records (its thread state stays empty).
+    crate::thread::mark_helper_thread();
+    loop {
+        let seen = GENERATION.load(Acquire);
+        let work: Vec<Arc<Ring>> = with_rings(|rings| {
+            rings.retain(|r| r.alive.load(Relaxed));
+            rings.clone()
+        });
+        for r in work {
+            r.busy.store(true, SeqCst);
+            if r.alive.load(SeqCst) {
+                HELPER_COPIES.fetch_add(r.stage.copy_full_slots(), Relaxed);
+            }
+            r.busy.store(false, SeqCst);
+        }
+        SLEEPING.store(true, SeqCst);
+        if GENERATION.load(SeqCst) == seen {
+            // SAFETY: futex wait on a static word, woken by `wake`.
+            unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, std::ptr::null::<libc::timespec>()) };
+        }
+        SLEEPING.store(false, SeqCst);
+    }
+}
+
+/// In a fork()ed child the helper does not exist and the parent's rings are not ours.
+pub fn forget_after_fork() {
+    LOCK.store(false, Release);
+    // The parent's rings are dropped without being freed: their Arcs may be mid-use there.
+    // Their chunk files' descriptors are the child's copies, closed here.
+    with_rings(|rings| {
+        for r in rings.iter() {
+            r.stage.close_file(None);
+        }
+        std::mem::forget(std::mem::take(rings))
+    });
+    STARTED.store(false, Release);
+    SLEEPING.store(false, Release);
+    HELPER.store(0, Release);
+    HELPER_COPIES.store(0, Release);
+}
