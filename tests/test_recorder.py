@@ -326,3 +326,12 @@ def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):
         assert helper["cpu_ns"] > 0  # a helper that copied ran
     assert f"{helper['ring_slots_copied']} buffer slots copied to the trace" in proc.stderr
     assert f"the program's threads copied {thread['ring_slots_self_copied']})" in proc.stderr
+
+
+def test_low_descriptor_limit_still_records_everything(tmp_path, cases):
+    """Under a descriptor limit below the recorder's preferred high descriptor numbers, the
+    staging ring is copied out through a low descriptor (or the mapping), losing nothing."""
+    trace, _ = record(tmp_path, "sh", "-c", f"ulimit -n 64 && exec {cases} flood 20000")
+    assert event_values(dump(trace), 3) == list(range(20000))
+    [thread] = meta(trace)["threads"]
+    assert thread["dropped_events"] == 0

@@ -59,9 +59,16 @@ impl Stage {
         // Moved to a high number, out of the way of programs that expect low ones free.
         // SAFETY: plain fcntl/close on our own descriptor.
         let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 512) };
-        unsafe { libc::close(fd) };
-        let file = identity(high).unwrap_or((0, 0));
-        Stage { base: base as usize, capacity, fd: if file == (0, 0) { -1 } else { high }, file }
+        let fd = if high >= 0 {
+            unsafe { libc::close(fd) };
+            high
+        } else {
+            fd // a descriptor limit under 512: the low one then
+        };
+        match identity(fd) {
+            Some(file) => Stage { base: base as usize, capacity, fd, file },
+            None => Stage { base: base as usize, capacity, fd: -1, file: (0, 0) },
+        }
     }
 
     /// Closes the chunk file, first cutting the ring off it (`records_end`: the file's length
