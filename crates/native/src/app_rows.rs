@@ -148,16 +148,6 @@ struct Group {
     cpu_wide: Vec<i64>,
 }
 
-/// Records of a thread's pending events (0: regions, 1: functions, 2: sync) among `counts`.
-fn thread_kinds(counts: &[u64], which: usize) -> usize {
-    let n = |k: u8| counts[k as usize] as usize;
-    match which {
-        0 => n(kinds::REGION_BEGIN) + n(kinds::REGION_END),
-        1 => n(kinds::FUNC_ENTRY) + n(kinds::FUNC_EXIT),
-        _ => (kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT).map(n).sum(),
-    }
-}
-
 impl Group {
     fn new(rows: usize) -> Group {
         let mut g = Group {
@@ -420,7 +410,131 @@ fn pair_thread(ev: &[(bool, u64)], s: &mut PairScratch, mut out: impl FnMut(usiz
     unmatched
 }
 
-/// A thread's pending begin/end and sync events, turned into rows at the thread's end.
+/// A thread's pairings as its records go by: where every end closes the innermost open begin
+/// of its own key (the common case, and then what pairing.pair_kinds gives), a row is written
+/// at its begin and completed at its end (its depth: the begins open then). A table where an
+/// end closes nothing or another key is paired again when the thread's records are all seen
+/// (Thread::redo, from its records read again); lock requests (pairing.lock_requests) are
+/// sequential and always done here.
+#[derive(Default)]
+struct Live {
+    g: i32,
+    first_chunk: usize,
+    /// regions, functions: open (row, key), whether to redo, the thread's first row
+    nest: [Vec<(usize, u64)>; 2],
+    nest_bad: [bool; 2],
+    nest_base: [usize; 2],
+    /// the thread's previous sync record
+    last: Option<SyncEv>,
+    /// mutex, barrier, condition wait: open (row, address), whether to redo, first rows
+    sync: [Vec<(usize, u64)>; 3],
+    sync_bad: [bool; 3],
+    sync_base: [usize; 3],
+}
+
+impl Live {
+    fn start(&mut self, g: i32, first_chunk: usize, d: &Derived) {
+        self.g = g;
+        self.first_chunk = first_chunk;
+        self.nest.iter_mut().for_each(|s| s.clear());
+        self.nest_bad = [false; 2];
+        self.nest_base = [d.regions.g.len(), d.functions.g.len()];
+        self.last = None;
+        self.sync.iter_mut().for_each(|s| s.clear());
+        self.sync_bad = [false; 3];
+        self.sync_base = [0, 2, 3].map(|p| d.sync[p].g.len());
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn begin(&mut self, t: usize, out: &mut Nested, ts: i64, key: u64, name: i32, b: u64, keep_b: bool) {
+        if self.nest_bad[t] {
+            return;
+        }
+        let row = out.g.len();
+        out.g.push(self.g);
+        out.name.push(name);
+        out.key.push(key);
+        if keep_b {
+            out.b.push(b);
+        }
+        out.begin.push(ts);
+        out.end.push(ts);
+        out.duration.push(0);
+        out.depth.push(self.nest[t].len() as i64);
+        out.complete.push(0);
+        self.nest[t].push((row, key));
+    }
+
+    #[inline(always)]
+    fn end(&mut self, t: usize, out: &mut Nested, ts: i64, key: u64) {
+        if self.nest_bad[t] {
+            return;
+        }
+        match self.nest[t].pop() {
+            Some((row, k)) if k == key => {
+                out.end[row] = ts;
+                out.duration[row] = ts.wrapping_sub(out.begin[row]);
+                out.complete[row] = 1;
+            }
+            _ => self.nest_bad[t] = true,
+        }
+    }
+
+    #[inline(always)]
+    fn sync_event(&mut self, d: &mut Derived, e: SyncEv) {
+        let g = self.g;
+        let req = self.last.filter(|p| p.kind == kinds::LOCK_REQUEST);
+        if let Some(p) = req {
+            if !(e.kind == kinds::LOCK_ACQUIRE && p.addr == e.addr) {
+                d.sync[1].push(g, &p, p.ts, None, None);
+            }
+        }
+        let request = match req {
+            Some(p) if p.addr == e.addr => p.ts,
+            _ => e.ts,
+        };
+        self.last = Some(e);
+        let (t, begin) = match e.kind {
+            kinds::LOCK_ACQUIRE => (0, true),
+            kinds::LOCK_RELEASE => (0, false),
+            kinds::BARRIER_ENTER => (1, true),
+            kinds::BARRIER_EXIT => (1, false),
+            kinds::COND_WAIT_ENTER => (2, true),
+            kinds::COND_WAIT_EXIT => (2, false),
+            _ => return,
+        };
+        if self.sync_bad[t] {
+            return;
+        }
+        let out = &mut d.sync[SYNC_PAIRS[t].2];
+        if begin {
+            let row = out.g.len();
+            if t == 0 {
+                out.push(g, &e, request, Some(e.ts), None);
+            } else {
+                out.push(g, &e, e.ts, None, None);
+            }
+            self.sync[t].push((row, e.addr));
+            return;
+        }
+        match self.sync[t].pop() {
+            Some((row, addr)) if addr == e.addr => {
+                if t != 2 {
+                    out.release[row] = e.ts;
+                    out.release_ok[row] = 1;
+                }
+                if t != 0 {
+                    out.acquire[row] = e.ts;
+                    out.acquire_ok[row] = 1;
+                }
+            }
+            _ => self.sync_bad[t] = true,
+        }
+    }
+}
+
+/// A thread's begin/end and sync events, gathered again from its records for Thread::redo.
 #[derive(Default)]
 struct Thread {
     g: i32,
@@ -431,8 +545,6 @@ struct Thread {
     sel: Vec<usize>,
     request: Vec<i64>,
     scratch: PairScratch,
-    /// the fast pairings' stacks of (row, key)
-    fast: [Vec<(usize, u64)>; 3],
 }
 
 impl Derived {
@@ -497,45 +609,6 @@ impl Nested {
         self.depth.truncate(n);
         self.complete.truncate(n);
     }
-
-    /// The rows of one thread's begin/end events where every end closes the innermost open
-    /// begin, of its own key (the common case, and then what pair_thread gives): one pass, each
-    /// row written at its begin and completed at its end. Returns false, with the thread's rows
-    /// taken back, where an end closes nothing or another key.
-    fn pair_fast(&mut self, g: i32, evs: &[PairEv], keep_b: bool, stack: &mut Vec<(usize, u64)>) -> bool {
-        let base = self.g.len();
-        stack.clear();
-        for e in evs {
-            if e.begin {
-                let row = self.g.len();
-                self.g.push(g);
-                self.name.push(e.name);
-                self.key.push(e.key);
-                if keep_b {
-                    self.b.push(e.b);
-                }
-                self.begin.push(e.ts);
-                self.end.push(e.ts);
-                self.duration.push(0);
-                self.depth.push(stack.len() as i64);
-                self.complete.push(0);
-                stack.push((row, e.key));
-            } else {
-                match stack.pop() {
-                    Some((row, key)) if key == e.key => {
-                        self.end[row] = e.ts;
-                        self.duration[row] = e.ts.wrapping_sub(self.begin[row]);
-                        self.complete[row] = 1;
-                    }
-                    _ => {
-                        self.truncate(base);
-                        return false;
-                    }
-                }
-            }
-        }
-        true
-    }
 }
 
 impl SyncPart {
@@ -559,10 +632,13 @@ const SYNC_PAIRS: [(u8, u8, usize); 3] = [
 ];
 
 impl Thread {
-    fn flush(&mut self, d: &mut Derived) {
+    /// Pairs the thread's gathered events of the tables to redo (regions, functions; the mutex,
+    /// barrier and condition-wait pairings of sync) with the general pairing (Live found an end
+    /// that closes nothing or another key).
+    fn redo(&mut self, d: &mut Derived, nested: [bool; 2], sync: [bool; 3]) {
         let g = self.g;
-        for (evs, out, keep_b) in [(&self.regions, &mut d.regions, false), (&self.functions, &mut d.functions, true)] {
-            if evs.is_empty() || out.pair_fast(g, evs, keep_b, &mut self.fast[0]) {
+        for (t, (evs, out, keep_b)) in [(&self.regions, &mut d.regions, false), (&self.functions, &mut d.functions, true)].into_iter().enumerate() {
+            if !nested[t] || evs.is_empty() {
                 continue;
             }
             self.keys.clear();
@@ -583,15 +659,15 @@ impl Thread {
                 out.complete.push(complete as u8);
             });
         }
-        if !self.sync.is_empty() {
-            self.flush_sync(d);
+        if !self.sync.is_empty() && sync.iter().any(|&x| x) {
+            self.flush_sync(d, sync);
         }
         self.regions.clear();
         self.functions.clear();
         self.sync.clear();
     }
 
-    fn flush_sync(&mut self, d: &mut Derived) {
+    fn flush_sync(&mut self, d: &mut Derived, redo: [bool; 3]) {
         let (g, ev) = (self.g, &self.sync);
         // when each acquisition was asked for (pairing.lock_requests), and the requests never
         // acquired
@@ -600,68 +676,12 @@ impl Thread {
         for (i, e) in ev.iter().enumerate() {
             let req = last.filter(|&p| ev[p].kind == kinds::LOCK_REQUEST);
             let asked = req.filter(|&p| ev[p].addr == e.addr);
-            if let Some(p) = req {
-                if !(e.kind == kinds::LOCK_ACQUIRE && ev[p].addr == e.addr) {
-                    d.sync[1].push(g, &ev[p], ev[p].ts, None, None);
-                }
-            }
             if e.kind == kinds::LOCK_ACQUIRE {
                 self.request.push(ev[asked.unwrap_or(i)].ts);
             }
             last = Some(i);
         }
-        if let Some(p) = last.filter(|&p| ev[p].kind == kinds::LOCK_REQUEST) {
-            d.sync[1].push(g, &ev[p], ev[p].ts, None, None);
-        }
-        // the three pairings in one pass where each end closes the innermost open begin of its
-        // object (as Nested::pair_fast); a pairing where one does not is done again below
-        let bases = [d.sync[0].g.len(), 0, d.sync[2].g.len(), d.sync[3].g.len()];
-        let mut ok = [true; 3];
-        let mut nth = 0usize;
-        self.fast.iter_mut().for_each(|s| s.clear());
-        for e in ev {
-            let (t, begin) = match e.kind {
-                kinds::LOCK_ACQUIRE => (0, true),
-                kinds::LOCK_RELEASE => (0, false),
-                kinds::BARRIER_ENTER => (1, true),
-                kinds::BARRIER_EXIT => (1, false),
-                kinds::COND_WAIT_ENTER => (2, true),
-                kinds::COND_WAIT_EXIT => (2, false),
-                _ => continue,
-            };
-            if !ok[t] {
-                continue;
-            }
-            let part = SYNC_PAIRS[t].2;
-            let out = &mut d.sync[part];
-            if begin {
-                let row = out.g.len();
-                if t == 0 {
-                    out.push(g, e, self.request[nth], Some(e.ts), None);
-                    nth += 1;
-                } else {
-                    out.push(g, e, e.ts, None, None);
-                }
-                self.fast[t].push((row, e.addr));
-                continue;
-            }
-            match self.fast[t].pop() {
-                Some((row, addr)) if addr == e.addr => {
-                    if t != 2 {
-                        out.release[row] = e.ts;
-                        out.release_ok[row] = 1;
-                    }
-                    if t != 0 {
-                        out.acquire[row] = e.ts;
-                        out.acquire_ok[row] = 1;
-                    }
-                }
-                _ => {
-                    ok[t] = false;
-                    out.truncate(bases[part]);
-                }
-            }
-        }
+        let ok = redo.map(|r| !r);
         for (t, &(begin, end, part)) in SYNC_PAIRS.iter().enumerate() {
             if ok[t] {
                 continue;
@@ -1029,13 +1049,10 @@ fn pass(
     // the kinds counted first, so each derived column is allocated once at its size: growing
     // them copies into fresh memory (measured: a page fault per 4 KiB for over half the pass's
     // faults, 105 k of 197 k on the bench's 20 M records)
-    // (and each thread's begin/end and sync records, for its pending events' room)
-    let mut per_thread = vec![[0usize; 3]; threads];
     // the CPU column's dictionary is 0..=the largest CPU number of all records (as
     // app_tables._small_ints makes it), written before the first page
     let mut cpu_top = 0u16;
     for c in chunks {
-        let before = [0, 1, 2].map(|i| thread_kinds(&d.counts, i));
         let top = match c.counts {
             Some((k, top)) => {
                 d.counts.iter_mut().zip(k).for_each(|(a, b)| *a += b);
@@ -1044,9 +1061,6 @@ fn pass(
             None => count_kinds(c.records, &mut d.counts),
         };
         cpu_top = cpu_top.max(top);
-        for i in 0..3 {
-            per_thread[c.g][i] += thread_kinds(&d.counts, i) - before[i];
-        }
     }
     d.reserve();
     let mut writer = file.map(parquet::Writer::new).transpose()?;
@@ -1059,10 +1073,8 @@ fn pass(
     grp.cpu_top = cpu_top;
     let mut in_group = 0usize;
     grp.cap = grp.ts.len().min(group_rows);
-    let mut th = Thread { g: -1, ..Default::default() };
-    th.regions.reserve_exact(per_thread.iter().map(|t| t[0]).max().unwrap_or(0));
-    th.functions.reserve_exact(per_thread.iter().map(|t| t[1]).max().unwrap_or(0));
-    th.sync.reserve_exact(per_thread.iter().map(|t| t[2]).max().unwrap_or(0));
+    let mut live = Live { g: -1, ..Default::default() };
+    let mut th = Thread::default();
     let cpu_dict: Vec<i64> = (0..1i64 << 15).collect();
     let mut last_cols: Option<[bool; 2]> = None;
     let mut flush_page = |grp: &mut Group, writer: &mut Option<parquet::Writer<std::fs::File>>, flags: &mut [Option<bool>; NULLABLE]| -> Result<(), PassErr> {
@@ -1086,13 +1098,14 @@ fn pass(
         grp.cap = grp.ts.len().min(group_rows - in_group);
         Ok(())
     };
-    for c in chunks {
+    for (ci, c) in chunks.iter().enumerate() {
         let g = c.g as i32;
-        if g != th.g {
-            if th.g >= 0 {
-                thread_done(&mut th, &mut d, dicts, st, flags, &mut sc)?;
+        if g != live.g {
+            if live.g >= 0 {
+                let first = live.first_chunk;
+                thread_done(&mut live, &mut th, &chunks[first..ci], clock, &mut d, dicts, st, flags, &mut sc)?;
             }
-            th.g = g;
+            live.start(g, ci, &d);
         }
         let (mut lo, mut hi) = (d.extent_min[c.g], d.extent_max[c.g]);
         for (i, r) in c.records.chunks_exact(32).enumerate() {
@@ -1142,11 +1155,11 @@ fn pass(
             grp.len = row + 1;
             // the derived tables
             match k {
-                kinds::REGION_BEGIN | kinds::REGION_END => {
-                    th.regions.push(PairEv { ts, key: w1 as u32 as u64, name, b: 0, begin: k == kinds::REGION_BEGIN })
-                }
-                kinds::FUNC_ENTRY | kinds::FUNC_EXIT => th.functions.push(PairEv { ts, key: a, name, b, begin: k == kinds::FUNC_ENTRY }),
-                kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => th.sync.push(SyncEv { ts, kind: k, addr: a, name }),
+                kinds::REGION_BEGIN => live.begin(0, &mut d.regions, ts, w1 as u32 as u64, name, 0, false),
+                kinds::REGION_END => live.end(0, &mut d.regions, ts, w1 as u32 as u64),
+                kinds::FUNC_ENTRY => live.begin(1, &mut d.functions, ts, a, name, b, true),
+                kinds::FUNC_EXIT => live.end(1, &mut d.functions, ts, a),
+                kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => live.sync_event(&mut d, SyncEv { ts, kind: k, addr: a, name }),
                 kinds::COUNTER => {
                     d.c_ts.push(ts);
                     d.c_g.push(g);
@@ -1201,8 +1214,9 @@ fn pass(
         d.extent_min[c.g] = lo;
         d.extent_max[c.g] = hi;
     }
-    if th.g >= 0 {
-        thread_done(&mut th, &mut d, dicts, st, flags, &mut sc)?;
+    if live.g >= 0 {
+        let first = live.first_chunk;
+        thread_done(&mut live, &mut th, &chunks[first..], clock, &mut d, dicts, st, flags, &mut sc)?;
     }
     if grp.len() > 0 {
         flush_page(&mut grp, &mut writer, flags)?;
@@ -1240,10 +1254,69 @@ fn pass(
 /// A thread's records are all seen: its begin/end and sync events paired, its unclosed regions
 /// and functions ended when it ended (app_tables._chunk_extent), the regions' whole pages
 /// written where they are streamed.
-fn thread_done(th: &mut Thread, d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], sc: &mut Scratch) -> Result<(), PassErr> {
-    let g = th.g as usize;
-    let bases = [d.regions.g.len(), d.functions.g.len()];
-    th.flush(d);
+#[allow(clippy::too_many_arguments)]
+fn thread_done(
+    live: &mut Live,
+    th: &mut Thread,
+    chunks: &[Chunk],
+    clock: Clock,
+    d: &mut Derived,
+    dicts: &Dicts,
+    st: &mut Streams,
+    flags: &mut [Option<bool>; NULLABLE],
+    sc: &mut Scratch,
+) -> Result<(), PassErr> {
+    let g = live.g as usize;
+    if let Some(p) = live.last.filter(|p| p.kind == kinds::LOCK_REQUEST) {
+        d.sync[1].push(live.g, &p, p.ts, None, None);
+    }
+    let bases = live.nest_base;
+    if live.nest_bad.iter().chain(&live.sync_bad).any(|&b| b) {
+        // rows of the tables to redo taken back, and the thread's events gathered again
+        if live.nest_bad[0] {
+            d.regions.truncate(bases[0]);
+        }
+        if live.nest_bad[1] {
+            d.functions.truncate(bases[1]);
+        }
+        for (t, &(_, _, part)) in SYNC_PAIRS.iter().enumerate() {
+            if live.sync_bad[t] {
+                d.sync[part].truncate(live.sync_base[t]);
+            }
+        }
+        th.g = live.g;
+        let any_sync = live.sync_bad.iter().any(|&b| b);
+        for c in chunks {
+            for r in c.records.chunks_exact(32) {
+                let k = r[14];
+                let want = match k {
+                    kinds::REGION_BEGIN | kinds::REGION_END => live.nest_bad[0],
+                    kinds::FUNC_ENTRY | kinds::FUNC_EXIT => live.nest_bad[1],
+                    kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => any_sync,
+                    _ => false,
+                };
+                if !want {
+                    continue;
+                }
+                let (w1, a, b) = (word(r, 8), word(r, 16), word(r, 24));
+                let ts = if c.tsc {
+                    let dt = (word(r, 0) as i64).wrapping_sub(clock.r0) as f64;
+                    (rint(dt * clock.slope + clock.intercept) as i64).wrapping_add(clock.n0)
+                } else {
+                    word(r, 0) as i64
+                };
+                let name = if c.has_names { c.names.get(w1 & 0x00FF_0000_FFFF_FFFF) } else { -1 };
+                match k {
+                    kinds::REGION_BEGIN | kinds::REGION_END => {
+                        th.regions.push(PairEv { ts, key: w1 as u32 as u64, name, b: 0, begin: k == kinds::REGION_BEGIN })
+                    }
+                    kinds::FUNC_ENTRY | kinds::FUNC_EXIT => th.functions.push(PairEv { ts, key: a, name, b, begin: k == kinds::FUNC_ENTRY }),
+                    _ => th.sync.push(SyncEv { ts, kind: k, addr: a, name }),
+                }
+            }
+        }
+        th.redo(d, live.nest_bad, live.sync_bad);
+    }
     let mut end = d.extent_max[g];
     if let Some(&(calib, open)) = st.thread_end.get(g) {
         end = end.max(calib);
