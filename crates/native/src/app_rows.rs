@@ -188,12 +188,12 @@ impl Group {
             g: vec![0; rows],
             cpu: vec![0; rows],
             name: vec![0; rows],
-            name_valid: vec![0; rows.div_ceil(8)],
+            name_valid: vec![0; rows.div_ceil(64) * 8],
             kind: vec![0; rows],
             value: vec![0; rows],
             offsets: vec![0; rows + 1],
             data: Vec::with_capacity(rows),
-            pay_valid: vec![0; rows.div_ceil(8)],
+            pay_valid: vec![0; rows.div_ceil(64) * 8],
             id: vec![0; rows],
             ..Default::default()
         };
@@ -201,10 +201,16 @@ impl Group {
         g
     }
 
+    /// Stores the validity bits of the word holding `row` (bits past the rows written are 0).
+    #[inline(always)]
+    fn store_bits(&mut self, row: usize, name: &mut u64, pay: &mut u64) {
+        let at = (row >> 6) * 8;
+        self.name_valid[at..at + 8].copy_from_slice(&name.to_le_bytes());
+        self.pay_valid[at..at + 8].copy_from_slice(&pay.to_le_bytes());
+        (*name, *pay) = (0, 0);
+    }
+
     fn clear(&mut self) {
-        let bits = self.len.div_ceil(8);
-        self.name_valid[..bits].fill(0);
-        self.pay_valid[..bits].fill(0);
         self.len = 0;
         self.name_nulls = 0;
         self.pay_nulls = 0;
@@ -1131,6 +1137,7 @@ fn pass(
         grp.cap = grp.ts.len().min(group_rows - in_group);
         Ok(())
     };
+    let (mut name_bits, mut pay_bits, mut rows) = (0u64, 0u64, 0usize);
     for (ci, c) in chunks.iter().enumerate() {
         let g = c.g as i32;
         if g != live.g {
@@ -1166,7 +1173,14 @@ fn pass(
             grp.g[row] = g;
             let cpu = (w1 >> 32) as u16;
             grp.cpu[row] = cpu;
-            grp.name_valid[row >> 3] |= ((name >= 0) as u8) << (row & 7);
+            // validity bits gathered a word at a time (a byte's read-modify-write for each row
+            // made each row wait on the previous one's store)
+            let bit = row & 63;
+            name_bits |= ((name >= 0) as u64) << bit;
+            pay_bits |= ((k == kinds::EVENT) as u64) << bit;
+            if bit == 63 {
+                grp.store_bits(row, &mut name_bits, &mut pay_bits);
+            }
             grp.name_nulls += (name < 0) as usize;
             grp.name[row] = name.max(0);
             grp.kind[row] = k;
@@ -1180,7 +1194,6 @@ fn pass(
                     let p: &[u8] = c.payloads.get(&i).map(|v| &v[..]).unwrap_or(&first);
                     grp.data.extend_from_slice(&p[..p.len().min(a.min(usize::MAX as u64) as usize)]);
                 }
-                grp.pay_valid[row >> 3] |= 1 << (row & 7);
             } else {
                 grp.pay_nulls += 1;
             }
@@ -1239,8 +1252,11 @@ fn pass(
                 }
                 _ => {}
             }
-            d.rows += 1;
+            rows += 1;
             if grp.full() {
+                if grp.len & 63 != 0 {
+                    grp.store_bits(grp.len - 1, &mut name_bits, &mut pay_bits);
+                }
                 flush_page(&mut grp, &mut writer, flags)?;
             }
         }
@@ -1251,7 +1267,11 @@ fn pass(
         let first = live.first_chunk;
         thread_done(&mut live, &mut th, &chunks[first..], clock, &mut d, dicts, st, flags, &mut sc)?;
     }
+    d.rows = rows;
     if grp.len() > 0 {
+        if grp.len & 63 != 0 {
+            grp.store_bits(grp.len - 1, &mut name_bits, &mut pay_bits);
+        }
         flush_page(&mut grp, &mut writer, flags)?;
     }
     if let Some(mut w) = writer {
