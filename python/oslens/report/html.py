@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 from oslens.analysis import common
 from oslens.report import plots
+from oslens.report import model
 from oslens.report.model import Report, view_rows
 
 CSS = """
@@ -110,6 +111,7 @@ def _header(report: Report) -> str:
          else f"no: {ks['reason']}"),
         ("records", ", ".join(f"{k} {v:,}" for k, v in h["events"].items() if v)),
         ("lost records", f"{h['lost_records']:,}"),
+        ("recording cost outside the program", model.recorder_cost_line(h) or "-"),
     ]
     return "<dl class='hdr'>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
 

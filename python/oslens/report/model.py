@@ -100,6 +100,7 @@ def header_info(con, trace: str) -> dict:
         except (ValueError, TypeError):
             pass
     return {
+        **recorder_cost(m),
         "trace": trace,
         "command": command,
         "program_pids": prog.pids,
@@ -110,6 +111,30 @@ def header_info(con, trace: str) -> dict:
         "lost_records": lost,
         "meta": m,
     }
+
+
+def recorder_cost(m: dict) -> dict:
+    """What recording cost outside the program's threads, as measured (meta.json): the helper
+    threads' CPU and the staging slots they copied, and the slots the program's threads copied
+    themselves; None for a trace recorded before these were kept."""
+    import json
+
+    try:
+        helpers = json.loads(m["recorder_helpers"])
+        threads = json.loads(m.get("threads") or "[]")
+    except (KeyError, ValueError, TypeError):
+        return {"recorder_helper_cpu_ns": None, "recorder_helper_slots": None, "recorder_thread_slots": None}
+    return {"recorder_helper_cpu_ns": sum(h.get("cpu_ns", 0) for h in helpers),
+            "recorder_helper_slots": sum(h.get("ring_slots_copied", 0) for h in helpers),
+            "recorder_thread_slots": sum(t.get("ring_slots_self_copied", 0) for t in threads)}
+
+
+def recorder_cost_line(h: dict) -> str | None:
+    if h.get("recorder_helper_cpu_ns") is None:
+        return None
+    return (f"{common.fmt_ns(h['recorder_helper_cpu_ns'])} CPU in the recorder's helper thread "
+            f"({h['recorder_helper_slots']:,} buffer slots copied; the program's threads copied "
+            f"{h['recorder_thread_slots']:,})")
 
 
 def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Report:

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oslens.analysis import common
+from oslens.report import model
 from oslens.report.model import Report, view_rows
 
 TEXT_FMTS = {"str"}
@@ -48,6 +49,9 @@ def render(report: Report, console: Console | None = None) -> None:
         head.append("kernel events: yes" + (f" ({ks['collector']})" if ks.get("collector") else ""))
     else:
         head.append(f"kernel events: no — {ks['reason']}", style="yellow")
+    cost = model.recorder_cost_line(h)
+    if cost:
+        head.append(f"\nrecording cost outside the program: {cost}")
     if h["lost_records"]:
         head.append(f"\nlost records: {h['lost_records']:,}", style="red")
     console.print(Panel(head, expand=False))

@@ -2,6 +2,7 @@
 traces; the HTML is opened in headless Chromium to check that every section rendered its plot."""
 
 import json
+from html import escape as html_escape
 import os
 import re
 import shutil
@@ -190,3 +191,19 @@ def test_report_tables_are_queryable_as_views(tmp_path):
     names = suite.register_views(con, tmp_path)
     assert "report_breakdown" in names and "report_transitions" in names
     assert con.execute("SELECT sum(count) FROM report_transitions").fetchone()[0] == 10
+
+
+def test_header_shows_the_measured_recording_cost():
+    con = reference_trace()
+    con.execute("DELETE FROM meta WHERE key IN ('recorder_helpers', 'threads')")
+    con.execute("INSERT INTO meta VALUES ('recorder_helpers', ?)",
+                [json.dumps([{"pid": 1, "cpu_ns": 2_000_000, "ring_slots_copied": 30},
+                             {"pid": 2, "cpu_ns": 500_000, "ring_slots_copied": 10}])])
+    con.execute("INSERT INTO meta VALUES ('threads', ?)",
+                [json.dumps([{"tid": 1, "ring_slots_self_copied": 3}, {"tid": 2, "ring_slots_self_copied": 1}])])
+    rep = model.build(con, "ref")
+    line = ("2.50 ms CPU in the recorder's helper thread (40 buffer slots copied; the program's threads copied 4)")
+    assert f"recording cost outside the program: {line}" in render_text(rep, width=250)
+    assert html.render(rep).count(html_escape(line)) == 1
+    # a trace recorded before the cost was kept says nothing about it
+    assert "recording cost" not in render_text(model.build(reference_trace(), "ref"), width=250)
