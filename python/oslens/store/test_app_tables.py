@@ -254,7 +254,22 @@ def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late
     (path / "meta.json").write_text(json.dumps({"pid": 50, "end_ns": 10**6}))
 
 
-@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "nested", "synthetic"])
+def _odd_trace(path):
+    """A thread whose chunk holds its own names (NAME and continuation records among its
+    records: a chunk that is decoded, not mapped), a long payload, and a thread with an empty
+    chunk."""
+    (path / "raw").mkdir(parents=True)
+    recs = [(10 * i, 1 + i % 3, i % 4, [raw.REGION_BEGIN, raw.COUNTER, raw.EVENT, raw.REGION_END][i % 4],
+             20 if i == 2 else 3, 2) for i in range(40)]
+    _native.write_chunk(str(path / "raw" / "app-50-51-0.osl"), {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS,
+                        "pid": 50, "tid": 51}, recs, names=[(1, 5, 0, "a-rather-long-region-name"), (2, 3, 0, "c")],
+                        payloads={2: bytes(range(20))})
+    _native.write_chunk(str(path / "raw" / "app-50-52-0.osl"), {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS,
+                        "pid": 50, "tid": 52}, [])
+    (path / "meta.json").write_text(json.dumps({"pid": 50}))
+
+
+@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "nested", "odd", "synthetic"])
 @pytest.mark.parametrize("row_group", [1 << 22, 64])
 def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group):
     """build_tables(stream=True) (app_events written in one native pass, the other tables from
@@ -273,6 +288,8 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group)
         synthetic.write_trace(trace, threads=3, iterations=50, chunk_records=70)
     elif case == "nested":
         _nested_trace(trace, seed=3)
+    elif case == "odd":
+        _odd_trace(trace)
     else:
         _random_trace(trace, seed=7, late_unnamed=case.endswith("late-unnamed"))
     out = {}
