@@ -125,22 +125,53 @@ impl Stage {
 
     /// Copies slot `j` to its record positions if it is full and nobody else is copying it.
     pub fn try_copy(&self, j: u32) -> bool {
-        let d = self.descriptor(j);
-        if d.state.compare_exchange(stage::FULL, stage::COPYING, Acquire, Relaxed).is_err() {
+        if !self.claim_full(j) {
             return false;
         }
-        let (start, len) = (d.start.load(Relaxed), d.len.load(Relaxed));
-        let at = HEADER_SIZE + start as usize * RECORD_SIZE;
-        let bytes = len as usize * RECORD_SIZE;
-        let written = self.write_out(j, at, bytes);
-        if written < bytes {
-            // SAFETY: start + len <= capacity (the writer never fills past it): inside the
-            // mapping, and disjoint from the ring.
-            unsafe { std::ptr::copy_nonoverlapping((self.slot(j) as *const u8).add(written), (self.base + at + written) as *mut u8, bytes - written) };
-        }
-        // Release: the copy is in place before the writer may reuse the slot.
-        d.state.store(stage::FREE, Release);
+        self.copy_claimed(&[j]);
         true
+    }
+
+    fn claim_full(&self, j: u32) -> bool {
+        self.descriptor(j).state.compare_exchange(stage::FULL, stage::COPYING, Acquire, Relaxed).is_ok()
+    }
+
+    /// Copies out claimed slots that hold consecutive positions, in order, with one pwritev
+    /// (larger writes cost the page cache less per page: measured 1.4 µs per 4 KiB in 32 KiB
+    /// writes, 1.0 in 1 MiB ones), then frees them.
+    fn copy_claimed(&self, run: &[u32]) {
+        let (start, _) = self.extent(run[0]);
+        let iov: Vec<libc::iovec> = run
+            .iter()
+            .map(|&j| libc::iovec { iov_base: self.slot(j) as *mut libc::c_void, iov_len: self.extent(j).1 as usize * RECORD_SIZE })
+            .collect();
+        let bytes: usize = iov.iter().map(|v| v.iov_len).sum();
+        let at = HEADER_SIZE + start as usize * RECORD_SIZE;
+        let whole = self.fd >= 0
+            && identity(self.fd) == Some(self.file)
+            // SAFETY: reads the slots (inside the mapping) into the chunk file.
+            && unsafe { libc::pwritev(self.fd, iov.as_ptr(), iov.len() as libc::c_int, at as libc::off_t) } == bytes as isize;
+        for &j in run {
+            if !whole {
+                let (start, len) = self.extent(j);
+                let at = HEADER_SIZE + start as usize * RECORD_SIZE;
+                let bytes = len as usize * RECORD_SIZE;
+                let written = self.write_out(j, at, bytes);
+                if written < bytes {
+                    // SAFETY: start + len <= capacity (the writer never fills past it): inside
+                    // the mapping, and disjoint from the ring.
+                    unsafe { std::ptr::copy_nonoverlapping((self.slot(j) as *const u8).add(written), (self.base + at + written) as *mut u8, bytes - written) };
+                }
+            }
+            // Release: the copy is in place before the writer may reuse the slot.
+            self.descriptor(j).state.store(stage::FREE, Release);
+        }
+    }
+
+    /// (start, len) of a closed slot.
+    fn extent(&self, j: u32) -> (u64, u64) {
+        let d = self.descriptor(j);
+        (d.start.load(Relaxed), d.len.load(Relaxed))
     }
 
     /// Bytes of slot `j` written to the file at `at` with pwrite (the rest is copied through the
@@ -175,33 +206,43 @@ impl Stage {
         unsafe { libc::madvise(self.slot(j) as *mut libc::c_void, SLOT_BYTES, crate::helper::MADV_POPULATE_WRITE) };
     }
 
-    /// Copies out every full slot (the helper's work); how many it copied.
+    /// Copies out the full slots (the helper's work), consecutive ones together; how many it
+    /// copied. At most half the ring is claimed at once, so a writer that needs a slot always
+    /// finds one free or full rather than waiting for these copies.
     pub fn copy_full_slots(&self) -> u64 {
-        (0..SLOTS).filter(|&j| self.try_copy(j)).count() as u64
+        let mut claimed: Vec<u32> = (0..SLOTS).filter(|&j| self.claim_full(j)).take(SLOTS as usize / 2).collect();
+        claimed.sort_by_key(|&j| self.extent(j).0);
+        let mut from = 0;
+        for i in 1..=claimed.len() {
+            let (start, len) = self.extent(claimed[i - 1]);
+            if i == claimed.len() || self.extent(claimed[i]).0 != start + len {
+                self.copy_claimed(&claimed[from..i]);
+                from = i;
+            }
+        }
+        claimed.len() as u64
     }
 
     /// Counts a slot the writer copied out itself, in the chunk header.
-    fn count_self_copy(&self) {
+    fn count_self_copies(&self, n: u64) {
         // SAFETY: an aligned u64 inside the header page; only the writer updates it.
         let c = unsafe { &*((self.base + offset::RING_SELF_COPIES) as *const AtomicU64) };
-        c.store(c.load(Relaxed) + 1, Relaxed);
+        c.store(c.load(Relaxed) + n, Relaxed);
     }
 
-    /// A slot the writer may open, searching from `from`: a free one, else a full one it copies
-    /// out itself (the helper fell behind). Never the one the helper is copying (at most one
-    /// is): the writer does not wait for the helper.
+    /// A slot the writer may open, searching from `from`: a free one, else (the helper fell
+    /// behind) one of the full ones it copies out itself, several at once as the helper does.
+    /// Never one the helper is copying: the writer does not wait for the helper.
     pub fn take(&self, from: u32) -> u32 {
-        let order = (0..SLOTS).map(|i| (from + i) % SLOTS);
-        if let Some(j) = order.clone().find(|&j| self.descriptor(j).state.load(Acquire) == stage::FREE) {
+        let free = || (0..SLOTS).map(|i| (from + i) % SLOTS).find(|&j| self.descriptor(j).state.load(Acquire) == stage::FREE);
+        if let Some(j) = free() {
             return j;
         }
-        for j in order {
-            if self.try_copy(j) {
-                self.count_self_copy();
-                return j;
-            }
+        self.count_self_copies(self.copy_full_slots());
+        if let Some(j) = free() {
+            return j;
         }
-        // Every slot changed under us (the helper freed one meanwhile): take the first free.
+        // Every other slot is being copied by the helper (cannot happen: it claims at most half).
         self.claim(from);
         from
     }
@@ -215,7 +256,7 @@ impl Stage {
                 stage::FREE => return,
                 stage::FULL => {
                     if self.try_copy(j) {
-                        self.count_self_copy();
+                        self.count_self_copies(1);
                     }
                 }
                 // A copy takes ~10 µs; past that the helper was likely preempted, and spinning
