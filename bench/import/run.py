@@ -10,8 +10,10 @@ next run (written again when the raw format version changes). bench/import/compr
 compares Parquet codecs on it.
 
 The core import runs without the importer's extensions, so it is the one native pass
-(oslens.store.importer.build_tables(stream=True): app_events written to Parquet while the
-records are split, never held whole in memory). Importer extensions of other layers
+(oslens.store.importer.build_tables(stream=True): app_events, regions, counters, timers,
+pauses and adapt written to Parquet a page at a time while the records are split, never held
+whole in memory): its build_tables phase includes writing those tables, write_parquet writes
+the rest (sync, functions, threads, kernel tables, meta, lost) and moves the files in place. Importer extensions of other layers
 (compensation, symbol names) read app_events in memory, so with them the tables are built in
 memory first; they are timed separately on a tenth of the records and not counted in the core
 rate.
