@@ -256,8 +256,8 @@ def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late
 
 def _odd_trace(path):
     """A thread whose chunk holds its own names (NAME and continuation records among its
-    records: a chunk that is decoded, not mapped), a long payload, and a thread with an empty
-    chunk."""
+    records: a chunk that is decoded, not mapped), a long payload, a thread with an empty
+    chunk, and a second process naming the same ids otherwise."""
     (path / "raw").mkdir(parents=True)
     recs = [(10 * i, 1 + i % 3, i % 4, [raw.REGION_BEGIN, raw.COUNTER, raw.EVENT, raw.REGION_END][i % 4],
              20 if i == 2 else 3, 2) for i in range(40)]
@@ -266,6 +266,11 @@ def _odd_trace(path):
                         payloads={2: bytes(range(20))})
     _native.write_chunk(str(path / "raw" / "app-50-52-0.osl"), {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS,
                         "pid": 50, "tid": 52}, [])
+    # another process: the same ids, other names
+    _native.write_chunk(str(path / "raw" / "app-60-61-0.osl"), {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS,
+                        "pid": 60, "tid": 61}, [(5 + r[0], *r[1:]) for r in recs if r[3] != raw.EVENT])
+    _native.write_chunk(str(path / "raw" / "names-60-0.osl"), {"pid": 60, "tid": 0}, [],
+                        names=[(1, 5, 0, "other"), (3, 3, 0, "c60")])
     (path / "meta.json").write_text(json.dumps({"pid": 50}))
 
 
