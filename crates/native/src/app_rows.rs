@@ -402,6 +402,7 @@ struct PairScratch {
 /// all keys, redone with a stack per key where that pairs different keys or an end closes
 /// nothing. Calls out(event index of the begin, event index of its end or -1, depth) for each
 /// begin in order; returns the ends that closed nothing.
+#[allow(clippy::needless_range_loop)]
 fn pair_thread(ev: &[(bool, u64)], s: &mut PairScratch, mut out: impl FnMut(usize, i64, i64)) -> u64 {
     let len = ev.len();
     s.m.clear();
@@ -898,8 +899,9 @@ fn reason_col<'a>(v: &'a [u64], r: &'a Reasons) -> Column<'a> {
     dict_col("reason", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(v), 8, (r.count, &r.plain), false)
 }
 
-/// Writes the rows lo..hi of a streamed table as one page; `end` (lo == hi) gives the columns
-/// for the footer only.
+/// Writes the rows lo..hi of a streamed table as one page; with `footer` (lo == hi) writes its
+/// footer, the columns' schema, instead.
+#[allow(clippy::too_many_arguments)]
 fn derived_page(
     table: usize,
     d: &Derived,
