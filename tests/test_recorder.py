@@ -313,19 +313,21 @@ def test_prepared_buffers_pause_once_per_thread_and_lose_nothing(tmp_path, cases
 
 
 def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):
-    """Every staging slot a thread filled was copied out exactly once, by the helper or by the
-    thread itself, and meta.json and the summary say which and what the helper's CPU was."""
+    """Every staging slot a thread filled was copied out once: by the helper, by the thread while
+    recording (the helper behind), or by the thread at its end; meta.json and the summary say
+    which and what the helper's CPU was."""
     trace, proc = record(tmp_path, cases, "flood", 100_000)
     m = meta(trace)
     [thread] = m["threads"]
     [helper] = m["recorder_helpers"]
     assert helper["pid"] == thread["pid"]
-    slots = -(-thread["records"] // 1024)  # crates/recorder/src/stage.rs: SLOT_RECORDS
-    assert helper["ring_slots_copied"] + thread["ring_slots_self_copied"] == slots
+    slots = -(-thread["records"] // 1024)  # crates/recorder/src/stage.rs: SLOT_RECORDS, SLOTS
+    # the rest (at most a ring's worth) the thread copied out when it ended
+    assert slots - 16 <= helper["ring_slots_copied"] + thread["ring_slots_self_copied"] <= slots
     if helper["ring_slots_copied"]:
         assert helper["cpu_ns"] > 0  # a helper that copied ran
     assert f"{helper['ring_slots_copied']} buffer slots copied to the trace" in proc.stderr
-    assert f"the program's threads copied {thread['ring_slots_self_copied']})" in proc.stderr
+    assert f"{thread['ring_slots_self_copied']} copied by the program's threads while the helper was behind" in proc.stderr
 
 
 def test_low_descriptor_limit_still_records_everything(tmp_path, cases):

@@ -9,7 +9,8 @@ The recorder's staging ring is copied out to the trace file by its oslens-helper
 thread, whose CPU time is not in the per-event figure (the cost on the recording thread, which
 includes the slots it copies out itself when the helper falls behind) but is in
 `process_cpu_ns_per_event` (the whole process's CPU time per event, helper and start-up
-included). Rows marked
+included). `slots_copied_by_threads` is the share of staging slots the recording threads had to
+copy out themselves because the helper was behind (their CPU for it is in the per-event figure). Rows marked
 "(library call)" are built with -DOSLENS_NO_INLINE; rows marked "(prepared buffer)" are
 recorded with --prepare-buffers, every page of the file ready before the timed loop."""
 
@@ -50,7 +51,10 @@ def run_once(program: Path, threads: int, kind: str, trace: Path, flags: tuple =
     lines = proc.stdout.split("\n")
     per_thread = [float(x) for x in lines if x and not x.startswith("process")]
     process = next(float(x.split()[1]) for x in lines if x.startswith("process"))
-    return per_thread, process
+    meta = json.loads((trace / "meta.json").read_text())
+    by_threads = sum(t.get("ring_slots_self_copied", 0) for t in meta["threads"])
+    by_helper = sum(h["ring_slots_copied"] for h in meta.get("recorder_helpers", []))
+    return per_thread, process, (by_threads / (by_threads + by_helper) if by_threads + by_helper else None)
 
 
 def main() -> int:
@@ -65,11 +69,14 @@ def main() -> int:
         for threads in sorted({1, ncpu}):
             samples = {label: [] for label, *_ in runs}
             process = {label: [] for label, *_ in runs}
+            self_copied = {label: [] for label, *_ in runs}
             for _ in range(REPS):
                 for label, program, kind, flags in runs:
-                    per_thread, whole = run_once(program, threads, kind, Path(tmp) / "trace", flags)
+                    per_thread, whole, share = run_once(program, threads, kind, Path(tmp) / "trace", flags)
                     samples[label].append(statistics.median(per_thread))
                     process[label].append(whole)
+                    if share is not None:
+                        self_copied[label].append(share)
             med = {k: statistics.median(v) for k, v in samples.items()}
             med_process = {k: statistics.median(v) for k, v in process.items()}
             for kind, *_ in runs:
@@ -81,6 +88,9 @@ def main() -> int:
                     "ratio_to_bare_hot": round(med[kind] / med["bare-hot"], 3),
                     "ratio_to_bare_fresh": round(med[kind] / med["bare-fresh"], 3),
                     "process_cpu_ns_per_event": round(med_process[kind], 2),
+                    # staging slots the recording threads copied out themselves (the helper was
+                    # behind), share of all slots, median over repetitions
+                    "slots_copied_by_threads": round(statistics.median(self_copied[kind]), 3) if self_copied[kind] else None,
                 })
     instrument_rows = [r for r in rows if r["kind"] in ("counter", "timer", "event", "region")]
     result = {

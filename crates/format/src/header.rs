@@ -46,7 +46,8 @@ pub mod offset {
     pub const STAGE_SLOT_RECORDS: usize = 124;
     pub const NAME: usize = 128;
     pub const NAME_LEN: usize = 64;
-    /// Staging slots this chunk's writer copied out itself (the helper had fallen behind).
+    /// Staging slots this chunk's writer copied out itself while recording because the helper
+    /// had fallen behind (not the last ones, which it always copies out when it ends).
     pub const RING_SELF_COPIES: usize = 192;
     /// In a process's names chunk, at exit: the CPU time of its oslens-helper thread
     /// (ns) and the staging slots it copied out: what recording cost outside the program's

@@ -254,10 +254,10 @@ impl Stage {
         loop {
             match self.descriptor(j).state.load(Acquire) {
                 stage::FREE => return,
+                // (not counted as the helper falling behind: a thread copies its last slots
+                // out itself when it ends)
                 stage::FULL => {
-                    if self.try_copy(j) {
-                        self.count_self_copies(1);
-                    }
+                    self.try_copy(j);
                 }
                 // A copy takes ~10 µs; past that the helper was likely preempted, and spinning
                 // on would keep it off the CPU it needs.

@@ -84,7 +84,8 @@ def _summarise(trace: Path, meta: dict) -> None:
     self_copied = sum(t.get("ring_slots_self_copied", 0) for t in threads)
     if copied + self_copied:
         print(f"oslens: recording cost outside the program's threads: {sum(h['cpu_ns'] for h in helpers) / 1e6:.1f} ms CPU "
-              f"in the helper ({copied} buffer slots copied to the trace; the program's threads copied {self_copied})",
+              f"in the helper ({copied} buffer slots copied to the trace; {self_copied} copied by the program's threads "
+              "while the helper was behind)",
               file=sys.stderr)
     kernel = meta.get("kernel") or {}
     if kernel.get("tier"):

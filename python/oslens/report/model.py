@@ -133,8 +133,8 @@ def recorder_cost_line(h: dict) -> str | None:
     if h.get("recorder_helper_cpu_ns") is None:
         return None
     return (f"{common.fmt_ns(h['recorder_helper_cpu_ns'])} CPU in the recorder's helper thread "
-            f"({h['recorder_helper_slots']:,} buffer slots copied; the program's threads copied "
-            f"{h['recorder_thread_slots']:,})")
+            f"({h['recorder_helper_slots']:,} buffer slots copied; {h['recorder_thread_slots']:,} copied by the "
+            "program's threads while it was behind)")
 
 
 def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Report:

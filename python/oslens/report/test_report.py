@@ -202,7 +202,8 @@ def test_header_shows_the_measured_recording_cost():
     con.execute("INSERT INTO meta VALUES ('threads', ?)",
                 [json.dumps([{"tid": 1, "ring_slots_self_copied": 3}, {"tid": 2, "ring_slots_self_copied": 1}])])
     rep = model.build(con, "ref")
-    line = ("2.50 ms CPU in the recorder's helper thread (40 buffer slots copied; the program's threads copied 4)")
+    line = ("2.50 ms CPU in the recorder's helper thread (40 buffer slots copied; 4 copied by the program's "
+            "threads while it was behind)")
     assert f"recording cost outside the program: {line}" in render_text(rep, width=250)
     assert html.render(rep).count(html_escape(line)) == 1
     # a trace recorded before the cost was kept says nothing about it
