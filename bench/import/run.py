@@ -9,16 +9,22 @@ table written. With --keep the trace is kept under $OSLENS_BENCH_DIR (default /t
 next run (written again when the raw format version changes). bench/import/compression.py
 compares Parquet codecs on it.
 
-The core import runs without the importer's extensions, so it is the one native pass
-(oslens.store.importer.build_tables(stream=True): app_events, regions, counters, timers,
-pauses and adapt written to Parquet a page at a time while the records are split, never held
-whole in memory): its build_tables phase includes writing those tables, write_parquet writes
-the rest (sync, functions, threads, kernel tables, meta, lost) and moves the files in place. Importer extensions of other layers
-(compensation, symbol names) read app_events in memory, so with them the tables are built in
-memory first; they are timed separately on a tenth of the records and not counted in the core
-rate.
+The headline figure ("import") is the import as `oslens import` runs it: with the importer's
+extensions (compensation, symbol names) and a calibration (a fixed one written next to the
+trace unless $OSLENS_CALIBRATION names one), which is the one native pass
+(oslens.store.importer.one_pass): app_events, with compensation's ts_comp_ns, pauses and adapt
+written to Parquet a page at a time while the records are split, never held whole in memory;
+regions, counters, timers, sync and functions built from the rows the pass gathered, their
+compensated columns looked up from the pass's per-thread costs; the `compensation` table from
+its per-thread counts. Its build_tables phase includes the extensions and the tables written in
+the pass; write_parquet writes the rest and moves the files in place.
 
-Usage: python bench/import/run.py [--records N] [--keep]
+"core" is the same trace imported without the extensions (the one pass also writing regions,
+counters and timers). With --reference the import with extensions is also timed on the
+in-memory path (every table laid out whole first, compensation over app_events in memory: what
+`oslens import` did before the pass computed the compensation), on a tenth of the records.
+
+Usage: python bench/import/run.py [--records N] [--keep] [--reference]
 """
 
 from __future__ import annotations
@@ -69,20 +75,34 @@ def make_trace(path: Path, records: int, threads: int = 8) -> dict:
     return want
 
 
-def import_once(path: Path, extensions: bool) -> dict:
+CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "bench/import (fixed figures)",
+               "costs": {src: {"ns": ns, "ci_low": ns * 0.9, "ci_high": ns * 1.1}
+                         for src, ns in (("event", 23.4), ("region_begin", 31.9), ("region_end", 30.2),
+                                         ("timer_start", 21.7), ("timer_stop", 24.3), ("counter_record", 27.1),
+                                         ("raw", 19.6), ("preload_sync", 41.5))}}
+
+
+def import_once(path: Path, extensions: bool, stream: bool | None = None) -> dict:
     from oslens.store import importer, salvage
 
+    if stream is None:
+        stream = importer.one_pass(extensions)  # as import_trace builds them
     shutil.rmtree(path / "tables", ignore_errors=True)
     losses = salvage.Losses()
     w0, c0, r0 = time.perf_counter(), cpu_s(), resource.getrusage(resource.RUSAGE_SELF)
-    tables, build_w, build_c = phase(lambda: importer.build_tables(path, losses, extensions=extensions))
+    tables, build_w, build_c = phase(lambda: importer.build_tables(path, losses, extensions=extensions, stream=stream))
     _, write_w, write_c = phase(lambda: importer.write_tables(path, tables))
     total_w, total_c = time.perf_counter() - w0, cpu_s() - c0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     n = tables["_records"]
     read = tables["_read"]
     sizes = {p.stem: p.stat().st_size for p in sorted((path / "tables").glob("*.parquet"))}
+    meta = dict(zip(tables["meta"].column("key").to_pylist(), tables["meta"].column("value").to_pylist()))
     return {
+        "extensions": extensions,
+        "one_pass": stream,
+        "extension_errors": {k: v for k, v in meta.items() if k.startswith("store.extension_error")},
+        "calibration": meta.get("compensation.calibration"),
         "records": n,
         "wall_s": round(total_w, 3),
         "cpu_s": round(total_c, 3),
@@ -106,6 +126,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20_000_000)
     ap.add_argument("--keep", action="store_true", help="keep the generated traces")
+    ap.add_argument("--reference", action="store_true",
+                    help="also time the import with extensions on the in-memory path (a tenth of the records)")
     args = ap.parse_args()
     base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import"
     big = base / f"trace-{args.records}"
@@ -113,20 +135,32 @@ def main() -> int:
     w = time.perf_counter()
     spec = make_trace(big, args.records)
     gen_s = time.perf_counter() - w
+    import oslens.store.compensation  # noqa: F401  (the extensions' modules loaded outside the timing)
+    import oslens.store.symbols  # noqa: F401
+
+    if "OSLENS_CALIBRATION" not in os.environ:
+        cal = base / "calibration.json"
+        cal.write_text(json.dumps(CALIBRATION))
+        os.environ["OSLENS_CALIBRATION"] = str(cal)
+    full = import_once(big, extensions=True)
     core = import_once(big, extensions=False)
-    make_trace(small, args.records // 10)
-    ext = import_once(small, extensions=True)
-    ext_core = import_once(small, extensions=False)
+    reference = None
+    if args.reference:
+        make_trace(small, args.records // 10)
+        ref = import_once(small, extensions=True, stream=False)
+        reference = {k: ref[k] for k in ("records", "wall_s", "cpu_s", "user_s", "sys_s", "records_per_s",
+                                          "records_per_cpu_s", "extensions_s", "one_pass")}
     load = os.getloadavg()
     result = {
         "benchmark": "import",
         "target_records_per_cpu_s": 10_000_000,
         "trace": {**spec, "generate_s": round(gen_s, 1), "path": str(big)},
+        # the headline: `oslens import` as it runs (extensions on, a calibration), and the core beside
+        "records_per_cpu_s": full["records_per_cpu_s"],
+        "core_records_per_cpu_s": core["records_per_cpu_s"],
+        "import": full,
         "core": core,
-        "with_extensions_at_tenth": {
-            "records": ext["records"], "wall_s": ext["wall_s"], "records_per_s": ext["records_per_s"],
-            "extensions_s": ext["extensions_s"], "core_wall_s": ext_core["wall_s"],
-        },
+        "in_memory_reference_at_tenth": reference,
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": [round(x, 2) for x in load]},
         "note": "records_per_cpu_s counts this process's user+system CPU over all its threads; a loaded "

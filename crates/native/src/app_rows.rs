@@ -179,6 +179,8 @@ struct Group {
     pay_nulls: usize,
     id: Vec<u32>,
     cpu_wide: Vec<i64>,
+    /// compensated times (empty: no compensation)
+    ts_comp: Vec<i64>,
 }
 
 impl Group {
@@ -326,6 +328,7 @@ pub struct Derived {
     pub functions: Nested,
     /// sync parts: mutex acquisitions, mutex requests never acquired, barrier waits, cond waits
     pub sync: [SyncPart; 4],
+    pub comp: Option<Comp>,
 }
 
 impl Derived {
@@ -838,6 +841,24 @@ pub struct Streams {
     /// per thread: the latest closing calibration time of its chunks, and the program's exit
     /// where its chunk was never closed (i64::MIN: none), for its thread end
     pub thread_end: Vec<(i64, i64)>,
+    /// per record kind: what one record costs (ns, in vitro), for the compensated times
+    /// (oslens.calibrate.compensate); a pause costs its value instead. None: no compensation.
+    pub costs: Option<Vec<f64>>,
+}
+
+/// The compensation's bookkeeping (oslens.calibrate.compensate): per thread, the cost of its
+/// earlier records at each time its records' running maximum rises (the breakpoints a lookup by
+/// time needs), its total, its records per kind and its pauses' sum.
+#[derive(Default)]
+pub struct Comp {
+    pub bp_ts: Vec<i64>,
+    pub bp_before: Vec<f64>,
+    /// the thread's breakpoints are bp_start[g]..bp_start[g + 1]
+    pub bp_start: Vec<i64>,
+    pub total: Vec<f64>,
+    /// records per thread and kind (g * 256 + kind)
+    pub kinds: Vec<u64>,
+    pub pause_ns: Vec<i64>,
 }
 
 /// Page scratch: validity and boolean bitmaps, 32-bit ids.
@@ -1112,12 +1133,31 @@ fn pass(
     let total = d.counts.iter().sum::<u64>() as usize;
     let mut grp = Group::new(parquet::PAGE_ROWS.min(group_rows).min(total).max(1));
     grp.cpu_top = cpu_top;
+    let costs: Option<[f64; 256]> = st.costs.as_ref().map(|c| {
+        let mut t = [0.0; 256];
+        t.iter_mut().zip(c).for_each(|(a, b)| *a = *b);
+        t
+    });
+    if costs.is_some() {
+        grp.ts_comp = vec![0; grp.ts.len()];
+        d.comp = Some(Comp {
+            bp_ts: Vec::with_capacity(total),
+            bp_before: Vec::with_capacity(total),
+            bp_start: vec![0; threads + 1],
+            total: vec![0.0; threads],
+            kinds: vec![0; threads * 256],
+            pause_ns: vec![0; threads],
+        });
+    }
+    // the compensation's running state of the current thread: cost so far, running maximum time
+    let (mut run_cost, mut run_max, mut run_g) = (0.0f64, i64::MIN, -1i32);
     let mut in_group = 0usize;
     grp.cap = grp.ts.len().min(group_rows);
     let mut live = Live { g: -1, ..Default::default() };
     let mut th = Thread::default();
     let cpu_dict: Vec<i64> = (0..1i64 << 15).collect();
     let mut last_cols: Option<[bool; 2]> = None;
+    let comp_on = costs.is_some();
     let mut flush_page = |grp: &mut Group, writer: &mut Option<parquet::Writer<std::fs::File>>, flags: &mut [Option<bool>; NULLABLE]| -> Result<(), PassErr> {
         let n = [decide(flags, N_INSTRUMENT, grp.name_nulls)?, decide(flags, N_PAYLOAD, grp.pay_nulls)?];
         if let Some(w) = writer.as_mut() {
@@ -1125,7 +1165,7 @@ fn pass(
                 grp.cpu_wide.clear();
                 grp.cpu_wide.extend(grp.cpu[..grp.len].iter().map(|&c| c as i64));
             }
-            let cols = columns(grp, dicts, n, bytes_of(&cpu_dict));
+            let cols = columns(grp, dicts, n, bytes_of(&cpu_dict), comp_on);
             w.pages(&cols, 0, grp.len())?;
             in_group += grp.len();
             if in_group == group_rows {
@@ -1201,6 +1241,30 @@ fn pass(
             }
             grp.offsets[row + 1] = grp.data.len() as u64;
             grp.len = row + 1;
+            if let (Some(costs), Some(cp)) = (costs.as_ref(), d.comp.as_mut()) {
+                if g != run_g {
+                    // a thread's records are contiguous: its breakpoints start here
+                    (run_cost, run_max, run_g) = (0.0, i64::MIN, g);
+                    cp.bp_start[c.g] = cp.bp_ts.len() as i64;
+                }
+                // ts minus the cost of the thread's earlier records (np.rint, then to int64)
+                grp.ts_comp[row] = ts.wrapping_sub(rint(run_cost) as i64);
+                if ts > run_max || cp.bp_ts.len() as i64 == cp.bp_start[c.g] {
+                    run_max = run_max.max(ts);
+                    cp.bp_ts.push(run_max);
+                    cp.bp_before.push(run_cost);
+                }
+                let cost = if k == kinds::PAUSE {
+                    let v = value.max(0);
+                    cp.pause_ns[c.g] += v;
+                    v as f64
+                } else {
+                    costs[k as usize]
+                };
+                run_cost += cost;
+                cp.total[c.g] = run_cost;
+                cp.kinds[c.g * 256 + k as usize] += 1;
+            }
             // the derived tables
             match k {
                 kinds::REGION_BEGIN => live.begin(0, &mut d.regions, ts, w1 as u32 as u64, name, 0, false),
@@ -1270,6 +1334,18 @@ fn pass(
         thread_done(&mut live, &mut th, &chunks[first..], clock, &mut d, dicts, st, flags, &mut sc)?;
     }
     d.rows = rows;
+    if let Some(cp) = d.comp.as_mut() {
+        // threads without records: empty ranges (bp_start[g + 1] is the next thread's start)
+        let mut next = cp.bp_ts.len() as i64;
+        cp.bp_start[threads] = next;
+        for g in (0..threads).rev() {
+            if g_has_rows(cp, g) {
+                next = cp.bp_start[g];
+            } else {
+                cp.bp_start[g] = next;
+            }
+        }
+    }
     if grp.len() > 0 {
         if grp.len & 63 != 0 {
             grp.store_bits(grp.len - 1, &mut name_bits, &mut pay_bits);
@@ -1279,7 +1355,7 @@ fn pass(
     if let Some(mut w) = writer {
         let n = last_cols.unwrap_or([false, false]);
         w.end_group()?;
-        w.finish(&columns(&grp, dicts, n, bytes_of(&cpu_dict)))?;
+        w.finish(&columns(&grp, dicts, n, bytes_of(&cpu_dict), comp_on))?;
     }
     // the streamed derived tables' last pages and footers
     for (table, len) in [(N_COUNTERS, d.c_ts.len()), (N_TIMERS, d.t_g.len()), (N_PAUSES, d.p_g.len()), (N_ADAPT, d.a_g.len()), (N_REGIONS, d.regions.g.len())] {
@@ -1397,7 +1473,7 @@ fn thread_done(
 /// app_events' columns over one group's buffers, as oslens.store.native_parquet describes the
 /// table app_tables.build makes (dictionary pid, tid, cpu, instrument and kind; ts delta-encoded;
 /// min/max statistics for ts, pid, tid and cpu).
-fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a [u8]) -> Vec<Column<'a>> {
+fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a [u8], comp: bool) -> Vec<Column<'a>> {
     let n = grp.len;
     let col = |name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize| Column {
         name: name.to_string(),
@@ -1419,7 +1495,7 @@ fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a 
     } else {
         Column { stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu_wide), 8) }
     };
-    vec![
+    let mut cols = vec![
         Column { delta: true, stats: true, ..col("ts", parquet::INT64, None, bytes_of(&grp.ts[..n]), 8) },
         Column { dict: dict(d.pid), stats: true, ..col("pid", parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
         Column { dict: dict(d.tid), stats: true, ..col("tid", parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
@@ -1437,5 +1513,15 @@ fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a 
             ..col("payload", parquet::BYTE_ARRAY, None, bytes_of(&grp.offsets[..n + 1]), 8)
         },
         col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&grp.id[..n]), 4),
-    ]
+    ];
+    if comp {
+        // oslens.store.compensation's column, appended after the table's own
+        cols.push(Column { stats: true, ..col("ts_comp_ns", parquet::INT64, None, bytes_of(&grp.ts_comp[..n]), 8) });
+    }
+    cols
+}
+
+/// Whether thread g had a record in app_events (compensation bookkeeping).
+fn g_has_rows(cp: &Comp, g: usize) -> bool {
+    cp.kinds[g * 256..(g + 1) * 256].iter().any(|&n| n > 0)
 }

@@ -1008,7 +1008,7 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 /// the streamed tables hold; thread_end: per thread (latest closing calibration time, program
 /// exit where its chunk was never closed), i64 min for none: when an unclosed region ends.
 #[pyfunction]
-#[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None))]
+#[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None, costs=None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn app_pass<'py>(
     py: Python<'py>,
@@ -1021,7 +1021,11 @@ fn app_pass<'py>(
     streams: Option<std::collections::HashMap<String, String>>,
     reasons: Option<((Vec<u64>, usize, Vec<u8>), (Vec<u64>, usize, Vec<u8>))>,
     thread_end: Option<Vec<(i64, i64)>>,
+    costs: Option<Vec<f64>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if costs.as_ref().is_some_and(|c| c.len() != 256) {
+        return Err(PyValueError::new_err("app_pass: costs must give one figure per record kind (256)"));
+    }
     let streams = streams.unwrap_or_default();
     if let Some(bad) = streams.keys().find(|k| !["regions", "counters", "timers", "pauses", "adapt"].contains(&k.as_str())) {
         return Err(PyValueError::new_err(format!("app_pass: {bad} cannot be streamed")));
@@ -1084,6 +1088,7 @@ fn app_pass<'py>(
                     counter_reasons: app_rows::Reasons { codes: cc.clone(), count: cn, plain: cp.clone() },
                     pause_reasons: app_rows::Reasons { codes: pc.clone(), count: pn, plain: pp.clone() },
                     thread_end: thread_end.clone(),
+                    costs: costs.clone(),
                 })
             })();
             let mut st = match built {
@@ -1147,6 +1152,15 @@ fn app_pass<'py>(
         put(&format!("{t}.duration_ns"), Col::I64(n.duration))?;
         put(&format!("{t}.depth"), Col::I64(n.depth))?;
         put(&format!("{t}.complete"), Col::U8(n.complete))?;
+    }
+    if let Some(c) = d.comp {
+        // floats as their bits (numpy views them as float64)
+        put("comp.bp_ts", Col::I64(c.bp_ts))?;
+        put("comp.bp_before", Col::U64(c.bp_before.into_iter().map(f64::to_bits).collect()))?;
+        put("comp.bp_start", Col::I64(c.bp_start))?;
+        put("comp.total", Col::U64(c.total.into_iter().map(f64::to_bits).collect()))?;
+        put("comp.kinds", Col::U64(c.kinds))?;
+        put("comp.pause_ns", Col::I64(c.pause_ns))?;
     }
     for (i, s) in d.sync.into_iter().enumerate() {
         put(&format!("sync{i}.g"), Col::I32(s.g))?;

@@ -84,24 +84,43 @@ def thread_order(pid: np.ndarray, tid: np.ndarray) -> np.ndarray | None:
 
 
 def cumulative(pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, cost: np.ndarray) -> ThreadCosts:
-    """ThreadCosts for records whose threads are contiguous and in recording order."""
+    """ThreadCosts for records whose threads are contiguous and in recording order. Each thread's
+    costs are summed in order from 0 (one addition per record, as the importer's native pass
+    does: the same floats, so the same rounded times)."""
     n = len(ts)
     cost = np.asarray(cost, dtype=np.float64)
     if n == 0:
         return ThreadCosts({}, ts.astype(np.int64), np.zeros(0), {})
     starts = np.concatenate([[0], np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1])
     ends = np.concatenate([starts[1:], [n]])
-    cum = np.cumsum(cost)
-    base = np.where(starts > 0, cum[np.maximum(starts - 1, 0)], 0.0)
-    before = cum - cost - np.repeat(base, ends - starts)
+    before = np.empty(n, dtype=np.float64)
     env = np.empty(n, dtype=np.int64)
     keys, total = {}, {}
     for s, e in zip(starts.tolist(), ends.tolist()):
         key = (int(pid[s]), int(tid[s]))
         keys[key] = (s, e)
-        total[key] = float(cum[e - 1] - (cum[s - 1] if s > 0 else 0.0))
+        cum = np.cumsum(cost[s:e])  # sequential: cum[i] = cum[i - 1] + cost[i]
+        before[s] = 0.0
+        before[s + 1:e] = cum[:-1]
+        total[key] = float(cum[-1])
         np.maximum.accumulate(ts[s:e], out=env[s:e])
     return ThreadCosts(keys, env, before, total)
+
+
+def from_breakpoints(pid: np.ndarray, tid: np.ndarray, bp_ts: np.ndarray, bp_before: np.ndarray,
+                     bp_start: np.ndarray, total: np.ndarray) -> ThreadCosts:
+    """ThreadCosts from each thread's breakpoints: the records where its running maximum time
+    rises (bp_ts, the first record of each value) and the cost before each (bp_before); thread
+    g's are bp_start[g]:bp_start[g + 1]. A lookup by time lands on the first record whose running
+    maximum reaches it, always such a record, so it gives what the full arrays give."""
+    keys, tot = {}, {}
+    for g in range(len(pid)):
+        s, e = int(bp_start[g]), int(bp_start[g + 1])
+        if e > s:
+            key = (int(pid[g]), int(tid[g]))
+            keys[key] = (s, e)
+            tot[key] = float(total[g])
+    return ThreadCosts(keys, np.asarray(bp_ts, dtype=np.int64), np.asarray(bp_before, dtype=np.float64), tot)
 
 
 def record_ts_comp(ts: np.ndarray, costs: ThreadCosts) -> np.ndarray:

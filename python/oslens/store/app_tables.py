@@ -643,14 +643,20 @@ def _reasons(codes: list, labels: dict) -> tuple:
 
 
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
-                   row_group: int, scans: dict | None = None) -> dict:
+                   row_group: int, scans: dict | None = None, costs: list | None = None) -> dict:
     """build's result from one native pass over the records (oslens._native.app_pass):
     app_events is written to `events_path` row group by row group while the records are split
     (a WrittenTable stands in for it), the other tables are built from the rows the pass
     gathered. The same tables, rows and values as build; raises OSError when the file cannot
     be written. `scans`: {chunk path: _native.scan_records(its records)} where the readers took
     it; with every chunk's, regions, counters, timers, pauses and adapt are written in the pass
-    too (next to events_path), a page at a time, and stand in the result as WrittenTables."""
+    too (next to events_path), a page at a time, and stand in the result as WrittenTables.
+
+    `costs`: per record kind, what one record cost (ns; oslens.store.compensation.cost_table):
+    app_events then gets compensation's ts_comp_ns in the pass, and the result's "compensation"
+    holds what that extension needs for the rest (each thread's cost breakpoints as a
+    compensate.ThreadCosts, its records per kind, its pauses' sum); regions, counters and
+    timers are then built in memory, where the extension adds their compensated columns."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)
@@ -689,6 +695,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
             if sc[3][1] is None:
                 pause_codes = None
         for table, kind in STREAMED:
+            if costs is not None and table in ("regions", "counters", "timers"):
+                continue  # compensated columns added by the extension, in memory
             if total[kind] and not (table == "counters" and counter_codes is None) \
                     and not (table == "pauses" and pause_codes is None):
                 streams[table] = str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
@@ -709,7 +717,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
              plain(dictionary), plain(KIND_LABELS)]
     try:
         got = _native.app_pass(ins, len(threads), native_clock(clock), dicts, str(events_path), int(row_group),
-                               streams, reasons, thread_end)
+                               streams, reasons, thread_end,
+                               None if costs is None else [float(c) for c in costs])
     except BaseException:
         for p in streams.values():
             _remove(p)
@@ -721,6 +730,16 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
     out.update({table: WrittenTable(p, rows[table]) for table, p in streams.items()})
+    if costs is not None:
+        from oslens.calibrate import compensate
+
+        out["compensation"] = {
+            "costs": compensate.from_breakpoints(t_pid, t_tid, _buf(got, "comp.bp_ts", np.int64),
+                                                 _buf(got, "comp.bp_before", np.float64),
+                                                 _buf(got, "comp.bp_start", np.int64), _buf(got, "comp.total", np.float64)),
+            "pid": t_pid, "tid": t_tid, "kinds": _buf(got, "comp.kinds", np.uint64).reshape(len(threads), 256),
+            "pause_ns": _buf(got, "comp.pause_ns", np.int64), "labels": KIND_LABELS.to_pylist(),
+        }
 
     def who(g):
         return {"pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid)}

@@ -66,11 +66,26 @@ def find_calibration(meta: dict) -> tuple[dict | None, str]:
     return cal, ""
 
 
-def build(tables: dict, cal: dict | None, why: str = "") -> dict:
-    """Returns {table name: amended or new table}; the caller stores them."""
+def cost_table(cal: dict | None, labels: list[str]) -> list[float]:
+    """Per record kind (labels[k] names kind k): what one record costs (ns), 0 where the
+    calibration says nothing; a pause is charged its measured duration instead (not here)."""
+    per_kind = calibrate.record_costs(cal) if cal else {}
+    return [float(per_kind[name][0]) if name in per_kind else 0.0 for name in labels]
+
+
+def build(tables: dict, cal: dict | None, why: str = "", done: dict | None = None) -> dict:
+    """Returns {table name: amended or new table}; the caller stores them. `done`: what the
+    importer's one pass computed (app_tables.build_streamed with costs): app_events then
+    already carries ts_comp_ns, and the rest is looked up from the pass's per-thread costs."""
     ev = tables.get("app_events")
     out: dict = {}
     if ev is None:
+        return out
+    if done is not None:
+        per_kind = calibrate.record_costs(cal) if cal else {}
+        _amend(tables, out, done["costs"])
+        out[TABLE] = summary_of_counts(done["pid"], done["tid"], done["kinds"], done["pause_ns"], done["labels"],
+                                       per_kind, cal, why)
         return out
     pid, tid = _np(ev.column("pid")), _np(ev.column("tid"))
     ts = _np(ev.column("ts"))
@@ -101,11 +116,20 @@ def build(tables: dict, cal: dict | None, why: str = "") -> dict:
     else:
         ts_comp = ts_comp_o
     out["app_events"] = ev.append_column("ts_comp_ns", pa.array(ts_comp, pa.int64()))
+    _amend(tables, out, costs)
+    out[TABLE] = summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why)
+    return out
+
+
+def _amend(tables: dict, out: dict, costs: comp.ThreadCosts) -> None:
+    """The derived tables' compensated columns, into `out`."""
 
     def add(name, cols, durations=None):
         t = tables.get(name)
         if t is None:
             return
+        if not isinstance(t, pa.Table):  # written while it was built (app_tables.WrittenTable)
+            t = t.read()
         if t.num_rows == 0:
             for c in cols:
                 t = t.append_column(f"{c}_comp_ns", pa.array([], pa.int64()))
@@ -143,8 +167,6 @@ def build(tables: dict, cal: dict | None, why: str = "") -> dict:
     if "sync" in out:
         t = out["sync"]
         out["sync"] = t.rename_columns([c.replace("_ns_comp_ns", "_comp_ns") for c in t.column_names])
-    out[TABLE] = summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why)
-    return out
 
 
 def summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why) -> pa.Table:
@@ -163,6 +185,26 @@ def summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why) -> pa.Tab
             k = (int(pid[starts[r]]), int(tid[starts[r]]), c)
             n0, c0 = merged.get(k, (0, 0.0))
             merged[k] = (n0 + int(counts_all[b]), c0 + float(totals_all[b]))
+        return _summary_rows(merged, labels, per_kind, cal, why)
+    return pa.table({k: pa.array(v, COLUMNS[k]) for k, v in rows.items()})
+
+
+def summary_of_counts(pid, tid, kinds, pause_ns, labels, per_kind, cal, why) -> pa.Table:
+    """summary from each thread's records per kind (kinds: threads x 256) and pauses' sum (ns)."""
+    pause = labels.index("pause") if "pause" in labels else -1
+    merged: dict = {}
+    for g, c in zip(*np.nonzero(kinds)):
+        g, c = int(g), int(c)
+        k = (int(pid[g]), int(tid[g]), c)
+        n0, c0 = merged.get(k, (0, 0.0))
+        merged[k] = (n0 + int(kinds[g, c]), c0 + (float(pause_ns[g]) if c == pause else 0.0))
+    return _summary_rows(merged, labels, per_kind, cal, why)
+
+
+def _summary_rows(merged: dict, labels, per_kind, cal, why) -> pa.Table:
+    """The table from {(pid, tid, kind code): (records, their summed cost)}."""
+    rows = {k: [] for k in COLUMNS}
+    if merged:
         groups = sorted(merged)
         counts = np.array([merged[k][0] for k in groups], dtype=np.int64)
         totals = np.array([merged[k][1] for k in groups], dtype=np.float64)
@@ -194,10 +236,16 @@ def summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why) -> pa.Tab
 
 
 def extend(tables: dict, context: dict) -> None:
-    """The importer's extension hook (oslens.store.importer.EXTENSIONS)."""
+    """The importer's extension hook (oslens.store.importer.EXTENSIONS). Where the importer's
+    one pass did the work (context["compensation"]: the calibration it charged and the pass's
+    per-thread figures), the tables are completed from those."""
     meta = context.get("meta") or {}
-    cal, why = find_calibration(meta)
-    tables.update(build(tables, cal, why))
+    done = context.get("compensation")
+    if done is not None:
+        cal, why = done["cal"], done["why"]
+    else:
+        cal, why = find_calibration(meta)
+    tables.update(build(tables, cal, why, done))
     info = {"calibration": cal.get("path") if cal else None, "measured_at": cal.get("measured_at") if cal else None,
             "model": "ts - cost of the thread's earlier records (in vitro) - the recorder's pauses"}
     if not cal:

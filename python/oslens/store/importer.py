@@ -33,6 +33,9 @@ PROGRESS_BYTES = 256 << 20  # show a progress bar when the raw records exceed th
 # Modules that may add to or amend the tables after they are built (compensation, symbol
 # names): each exposes extend(tables: dict[str, pa.Table], context: dict) -> None.
 EXTENSIONS = ("oslens.store.compensation", "oslens.store.symbols")
+# Extensions the one native pass serves: compensation's columns are computed in it, and symbols
+# only names the functions table, which is built in memory either way.
+ONE_PASS_EXTENSIONS = {"oslens.store.compensation", "oslens.store.symbols"}
 
 
 def tables_dir(trace: Path) -> Path:
@@ -288,7 +291,8 @@ def release_freed_memory() -> None:
 def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None = None,
                  extensions: bool = True, stream: bool | None = None) -> dict[str, pa.Table]:
     """The tables of a trace, in memory (pyarrow tables). With `stream` (default: when no
-    extension runs, as they may need every table in memory) app_events is written to Parquet
+    extension runs; import_trace also where only those the pass serves run: one_pass) app_events
+    is written to Parquet
     while it is built, in one native pass over the records, and stands in the result as an
     app_tables.WrittenTable that write_tables moves into place: the table is never laid out
     whole in memory."""
@@ -298,12 +302,38 @@ def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None
         return _build_tables(trace, losses, progress, extensions, stream)
 
 
-def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool, scans: dict) -> dict:
+def one_pass(extensions: bool = True) -> bool:
+    """Whether the tables are built in the one native pass when they are to be written (as
+    import_trace does): with no extension, or only those the pass serves (ONE_PASS_EXTENSIONS;
+    another may need every table in memory)."""
+    return not extensions or set(EXTENSIONS) <= ONE_PASS_EXTENSIONS
+
+
+def _compensation_costs(meta: dict) -> tuple | None:
+    """(calibration, why none, per-kind cost table) for the one pass where the compensation
+    extension runs and can be imported, else None."""
+    if "oslens.store.compensation" not in EXTENSIONS:
+        return None
+    try:
+        from oslens.store import compensation
+    except ImportError:
+        return None
+    cal, why = compensation.find_calibration(meta)
+    return cal, why, compensation.cost_table(cal, app_tables.KIND_LABELS.to_pylist())
+
+
+def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool, scans: dict,
+               extensions: bool = False) -> dict:
     if stream and app_tables.available_streamed():
         path = trace / f".app_events.tmp-{os.getpid()}.parquet"
+        comp = _compensation_costs(meta) if extensions else None
         try:
-            return app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP,
-                                             {p: s for p, s in scans.items() if s[0] is not None})
+            out = app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP,
+                                            {p: s for p, s in scans.items() if s[0] is not None},
+                                            costs=comp[2] if comp else None)
+            if comp:  # what the compensation extension takes from the pass
+                out["compensation"].update({"cal": comp[0], "why": comp[1]})
+            return out
         except OSError:  # a folder that cannot be written: the tables are built in memory
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -338,7 +368,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     clock = clock_for(chunks, meta, scans)
     names = raw.name_table(chunks)
     progress.step("building application tables", 45)
-    app = _build_app(trace, chunks, meta, clock, names, stream, scans)
+    app = _build_app(trace, chunks, meta, clock, names, stream, scans, extensions)
     progress.step("building kernel tables", 65)
     kernel = kernel_tables([c for c in chunks if is_kernel_chunk(c)], meta, losses)
     for t in app["threads"]:
@@ -373,6 +403,8 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
         "clock.ns_per_tick": repr(float(clock.slope)),
     }
     context = {"trace": trace, "meta": meta, "chunks": chunks, "clock": clock, "names": names, "losses": losses}
+    if "compensation" in app:
+        context["compensation"] = app["compensation"]
     ext_s = {}
     for modname in EXTENSIONS if extensions else ():
         try:
@@ -503,7 +535,7 @@ def import_trace(trace, force: bool = False, quiet: bool = False) -> Path:
     progress = _Progress(_committed_bytes(paths), enabled=not quiet and sys.stderr.isatty())
     losses = salvage.Losses()
     try:
-        tables = build_tables(trace, losses, progress)
+        tables = build_tables(trace, losses, progress, stream=one_pass())
         try:
             manifest = write_tables(trace, tables, progress)
         except OSError as err:

@@ -274,11 +274,22 @@ def _odd_trace(path):
     (path / "meta.json").write_text(json.dumps({"pid": 50}))
 
 
+# what a calibration charges: odd fractions, so that rounding the running costs is exercised
+CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test", "machine": {"hostname": "test"},
+               "costs": {src: {"ns": ns, "ci_low": ns - 1.25, "ci_high": ns + 2.5}
+                         for src, ns in (("event", 23.37), ("region_begin", 41.913), ("region_end", 17.5),
+                                         ("timer_start", 9.0625), ("timer_stop", 12.3), ("counter_record", 31.07),
+                                         ("raw", 0.7), ("preload_sync", 55.55))}}
+
+
 @pytest.mark.parametrize("case", ["random", "random-late-unnamed", "nested", "odd", "synthetic"])
 @pytest.mark.parametrize("row_group", [1 << 22, 64])
-def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group):
+@pytest.mark.parametrize("compensation", ["off", "uncalibrated", "calibrated"])
+def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group, compensation):
     """build_tables(stream=True) (app_events written in one native pass, the other tables from
-    the rows it gathered) gives the same Parquet tables as the tables built in memory."""
+    the rows it gathered) gives the same Parquet tables as the tables built in memory: without
+    the importer's extensions, and with them (compensation computed in the pass) with and
+    without a calibration."""
     import shutil
 
     import pyarrow.parquet as pq
@@ -297,14 +308,27 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group)
         _odd_trace(trace)
     else:
         _random_trace(trace, seed=7, late_unnamed=case.endswith("late-unnamed"))
+    if compensation != "off":
+        cal = tmp_path / "calibration.json"
+        if compensation == "calibrated":
+            cal.write_text(json.dumps(CALIBRATION))
+        monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
     out = {}
     for stream in (False, True):
-        tables = importer.build_tables(trace, salvage.Losses(), extensions=False, stream=stream)
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=compensation != "off", stream=stream)
         assert isinstance(tables["app_events"], app_tables.WrittenTable) == stream
+        assert not any(k.startswith("store.extension_error") for k in tables["meta"].column("key").to_pylist())
+        if compensation != "off":
+            assert "compensation" in tables and tables["compensation"].num_rows
         importer.write_tables(trace, tables)
         out[stream] = tmp_path / f"tables-{stream}"
         shutil.copytree(trace / "tables", out[stream])
     assert not list(trace.glob(".*.tmp-*"))  # every table written in the pass was moved into place
+    assert sorted(f.name for f in out[False].glob("*.parquet")) == sorted(f.name for f in out[True].glob("*.parquet"))
+    if compensation != "off":
+        ev = pq.read_table(out[True] / "app_events.parquet")
+        charged = (ev.column("ts").to_numpy() - ev.column("ts_comp_ns").to_numpy()).any()
+        assert charged == (compensation == "calibrated" or "pause" in ev.column("kind").to_pylist())
     for f in sorted(out[False].glob("*.parquet")):
         if f.stem == "meta":
             continue
