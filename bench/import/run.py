@@ -12,12 +12,12 @@ compares Parquet codecs on it.
 The headline figure ("import") is the import as `oslens import` runs it: with the importer's
 extensions (compensation, symbol names) and a calibration (a fixed one written next to the
 trace unless $OSLENS_CALIBRATION names one), which is the one native pass
-(oslens.store.importer.one_pass): app_events, with compensation's ts_comp_ns, pauses and adapt
-written to Parquet a page at a time while the records are split, never held whole in memory;
-regions, counters, timers, sync and functions built from the rows the pass gathered, their
-compensated columns looked up from the pass's per-thread costs; the `compensation` table from
-its per-thread counts. Its build_tables phase includes the extensions and the tables written in
-the pass; write_parquet writes the rest and moves the files in place.
+(oslens.store.importer.one_pass): app_events, regions, counters, timers, pauses and adapt, with
+compensation's columns, written to Parquet a page at a time while the records are split, never
+held whole in memory; sync and functions built from the rows the pass gathered, their
+compensated times computed in the pass too; the `compensation` table from its per-thread
+counts. Its build_tables phase includes the extensions and the tables written in the pass;
+write_parquet writes the rest and moves the files in place.
 
 "core" is the same trace imported without the extensions (the one pass also writing regions,
 counters and timers). With --reference the import with extensions is also timed on the
@@ -126,6 +126,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20_000_000)
     ap.add_argument("--keep", action="store_true", help="keep the generated traces")
+    ap.add_argument("--only", choices=("import", "core", "reference"),
+                    help="time one configuration in this process and print its JSON (the default runs each in a "
+                         "fresh process: a second import in one process finds its memory already faulted in)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the import with extensions on the in-memory path (a tenth of the records)")
     args = ap.parse_args()
@@ -142,14 +145,30 @@ def main() -> int:
         cal = base / "calibration.json"
         cal.write_text(json.dumps(CALIBRATION))
         os.environ["OSLENS_CALIBRATION"] = str(cal)
-    full = import_once(big, extensions=True)
-    core = import_once(big, extensions=False)
-    reference = None
     if args.reference:
         make_trace(small, args.records // 10)
-        ref = import_once(small, extensions=True, stream=False)
+    if args.only:
+        if args.only == "reference":
+            got = import_once(small, extensions=True, stream=False)
+        else:
+            got = import_once(big, extensions=args.only == "import")
+        got["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+        print(json.dumps(got))
+        return 0
+
+    def fresh(which: str) -> dict:
+        import subprocess
+
+        cmd = [sys.executable, __file__, "--records", str(args.records), "--keep", "--only", which]
+        return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+    full = fresh("import")
+    core = fresh("core")
+    reference = None
+    if args.reference:
+        ref = fresh("reference")
         reference = {k: ref[k] for k in ("records", "wall_s", "cpu_s", "user_s", "sys_s", "records_per_s",
-                                          "records_per_cpu_s", "extensions_s", "one_pass")}
+                                          "records_per_cpu_s", "extensions_s", "one_pass", "max_rss_mib")}
     load = os.getloadavg()
     result = {
         "benchmark": "import",
@@ -161,9 +180,10 @@ def main() -> int:
         "import": full,
         "core": core,
         "in_memory_reference_at_tenth": reference,
-        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
+        "max_rss_mib": {"import": full["max_rss_mib"], "core": core["max_rss_mib"]},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": [round(x, 2) for x in load]},
-        "note": "records_per_cpu_s counts this process's user+system CPU over all its threads; a loaded "
+        "note": "each configuration is timed in a fresh process (the trace already written); records_per_cpu_s "
+                "counts that process's user+system CPU over all its threads during the import; a loaded "
                 "machine (see loadavg) inflates CPU time through cache and memory contention",
     }
     print(json.dumps(result, indent=2))

@@ -263,6 +263,8 @@ pub struct SyncPart {
     pub acquire_ok: Vec<u8>,
     pub release: Vec<i64>,
     pub release_ok: Vec<u8>,
+    /// compensated request, acquire and release (filled when the thread is done)
+    pub comp: [Vec<i64>; 3],
 }
 
 impl SyncPart {
@@ -291,6 +293,8 @@ pub struct Nested {
     pub depth: Vec<i64>,
     pub complete: Vec<u8>,
     pub unmatched: u64,
+    /// compensated begin, end and duration (filled when the thread is done)
+    pub comp: [Vec<i64>; 3],
 }
 
 /// Everything the pass found besides app_events.
@@ -306,12 +310,15 @@ pub struct Derived {
     pub c_name: Vec<i32>,
     pub c_value: Vec<i64>,
     pub c_reason: Vec<u64>,
+    pub c_comp: Vec<i64>,
     // timers (one row per stop)
     pub t_g: Vec<i32>,
     pub t_name: Vec<i32>,
     pub t_start: Vec<i64>,
     pub t_stop: Vec<i64>,
     pub t_elapsed: Vec<i64>,
+    /// compensated start, stop and elapsed
+    pub t_comp: [Vec<i64>; 3],
     // pauses
     pub p_g: Vec<i32>,
     pub p_start: Vec<i64>,
@@ -473,6 +480,8 @@ struct Live {
     sync: [Vec<(usize, u64)>; 3],
     sync_bad: [bool; 3],
     sync_base: [usize; 3],
+    /// the thread's first rows of counters, timers and the four sync parts (compensation)
+    comp_base: [usize; 6],
 }
 
 impl Live {
@@ -486,6 +495,7 @@ impl Live {
         self.sync.iter_mut().for_each(|s| s.clear());
         self.sync_bad = [false; 3];
         self.sync_base = [0, 2, 3].map(|p| d.sync[p].g.len());
+        self.comp_base = [d.c_ts.len(), d.t_g.len(), d.sync[0].g.len(), d.sync[1].g.len(), d.sync[2].g.len(), d.sync[3].g.len()];
     }
 
     #[inline(always)]
@@ -597,6 +607,28 @@ impl Derived {
         self.c_name.clear();
         self.c_value.clear();
         self.c_reason.clear();
+        self.c_comp.clear();
+    }
+
+    /// Takes away the first n counters and timers (written), keeping the rest in order.
+    fn drain_counters(&mut self, n: usize) {
+        self.c_ts.drain(..n);
+        self.c_g.drain(..n);
+        self.c_name.drain(..n);
+        self.c_value.drain(..n);
+        self.c_reason.drain(..n);
+        self.c_comp.drain(..n);
+    }
+
+    fn drain_timers(&mut self, n: usize) {
+        self.t_g.drain(..n);
+        self.t_name.drain(..n);
+        self.t_start.drain(..n);
+        self.t_stop.drain(..n);
+        self.t_elapsed.drain(..n);
+        self.t_comp.iter_mut().for_each(|c| {
+            c.drain(..n);
+        });
     }
 
     fn clear_timers(&mut self) {
@@ -605,6 +637,7 @@ impl Derived {
         self.t_start.clear();
         self.t_stop.clear();
         self.t_elapsed.clear();
+        self.t_comp.iter_mut().for_each(|c| c.clear());
     }
 
     fn clear_pauses(&mut self) {
@@ -639,6 +672,9 @@ impl Nested {
         self.duration.drain(..n);
         self.depth.drain(..n);
         self.complete.drain(..n);
+        for c in &mut self.comp {
+            c.drain(..n.min(c.len()));
+        }
     }
 
     fn truncate(&mut self, n: usize) {
@@ -651,6 +687,7 @@ impl Nested {
         self.duration.truncate(n);
         self.depth.truncate(n);
         self.complete.truncate(n);
+        self.comp.iter_mut().for_each(|c| c.truncate(n));
     }
 }
 
@@ -664,6 +701,7 @@ impl SyncPart {
         self.acquire_ok.truncate(n);
         self.release.truncate(n);
         self.release_ok.truncate(n);
+        self.comp.iter_mut().for_each(|c| c.truncate(n));
     }
 }
 
@@ -846,19 +884,64 @@ pub struct Streams {
     pub costs: Option<Vec<f64>>,
 }
 
-/// The compensation's bookkeeping (oslens.calibrate.compensate): per thread, the cost of its
-/// earlier records at each time its records' running maximum rises (the breakpoints a lookup by
-/// time needs), its total, its records per kind and its pauses' sum.
+/// The compensation's bookkeeping (oslens.calibrate.compensate): of the current thread, the
+/// cost of its earlier records at each time its records' running maximum rises (the breakpoints
+/// a lookup by time needs: the first record whose running maximum reaches a time is always one
+/// of them) and its cost so far; per thread, its records per kind and its pauses' sum.
 #[derive(Default)]
 pub struct Comp {
-    pub bp_ts: Vec<i64>,
-    pub bp_before: Vec<f64>,
-    /// the thread's breakpoints are bp_start[g]..bp_start[g + 1]
-    pub bp_start: Vec<i64>,
-    pub total: Vec<f64>,
+    bp_ts: Vec<i64>,
+    bp_before: Vec<f64>,
+    run_cost: f64,
     /// records per thread and kind (g * 256 + kind)
     pub kinds: Vec<u64>,
     pub pause_ns: Vec<i64>,
+}
+
+impl Comp {
+    /// A new thread: no records yet.
+    fn reset(&mut self) {
+        self.bp_ts.clear();
+        self.bp_before.clear();
+        self.run_cost = 0.0;
+    }
+}
+
+/// Lookups by time in the current thread's breakpoints (compensate.ThreadCosts.at): the cost of
+/// the thread's records before the first whose running maximum reaches t, all of them where none
+/// does; `hint`: where the last lookup landed (lookups mostly move forward a little).
+struct Look<'a> {
+    ts: &'a [i64],
+    before: &'a [f64],
+    total: f64,
+    hint: usize,
+}
+
+impl Look<'_> {
+    #[inline]
+    fn at(&mut self, t: i64) -> f64 {
+        let (ts, h) = (self.ts, self.hint);
+        let ok = |i: usize| (i == 0 || ts[i - 1] < t) && (i == ts.len() || ts[i] >= t);
+        let i = if ok(h) {
+            h
+        } else if h < ts.len() && ts[h] < t {
+            let near = (h + 64).min(ts.len());
+            let i = h + ts[h..near].partition_point(|&x| x < t);
+            if i < near { i } else { near + ts[near..].partition_point(|&x| x < t) }
+        } else {
+            // ts[h - 1] >= t: the answer is at or before h - 1
+            let near = h.saturating_sub(64);
+            if near == 0 || ts[near - 1] < t { near + ts[near..h].partition_point(|&x| x < t) } else { ts[..near].partition_point(|&x| x < t) }
+        };
+        self.hint = i;
+        if i < ts.len() { self.before[i] } else { self.total }
+    }
+
+    /// t less the cost before it, rounded as numpy's rint
+    #[inline]
+    fn comp(&mut self, t: i64) -> i64 {
+        t.wrapping_sub(rint(self.at(t)) as i64)
+    }
 }
 
 /// Page scratch: validity and boolean bitmaps, 32-bit ids.
@@ -944,7 +1027,12 @@ fn derived_page(
     let nulls = name_validity(names, &mut sc.valid);
     let nullable = if table == N_PAUSES { false } else if footer { flags[table] == Some(true) } else { decide(flags, table, nulls)? };
     let validity = nullable.then_some(&sc.valid[..]);
-    let cols: Vec<Column> = match table {
+    let comp = st.costs.is_some();
+    // compensation's columns, after the table's own (oslens.store.compensation)
+    fn comp_cols<'a>(names: [&str; 3], v: &'a [Vec<i64>; 3], lo: usize, hi: usize) -> Vec<Column<'a>> {
+        names.iter().zip(v).map(|(n, c)| i64_col(n, &c[lo..hi], COMP_DELTA.contains(n), true)).collect()
+    }
+    let mut cols: Vec<Column> = match table {
         N_REGIONS => {
             let n = &d.regions;
             sc.bits.clear();
@@ -1012,6 +1100,15 @@ fn derived_page(
             ]
         }
     };
+    if comp {
+        match table {
+            N_REGIONS => cols.extend(comp_cols(["begin_comp_ns", "end_comp_ns", "duration_comp_ns"], &d.regions.comp, lo, hi)),
+            N_COUNTERS => cols.push(i64_col("ts_comp_ns", &d.c_comp[lo..hi], true, true)),
+            N_TIMERS => cols.extend(comp_cols(["start_comp_ns", "stop_comp_ns", "elapsed_comp_ns"], &d.t_comp, lo, hi)),
+            _ => {}
+        }
+    }
+    let cols = cols;
     let sink = match table {
         N_REGIONS => &mut st.regions,
         N_COUNTERS => &mut st.counters,
@@ -1030,6 +1127,10 @@ fn derived_page(
     }
     Ok(())
 }
+
+/// The compensated columns delta-encoded (oslens.store.compensation.DELTA_COLUMNS): those of
+/// the times that are (ts, begin_ns, start_ns, request_ns).
+const COMP_DELTA: [&str; 4] = ["ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns"];
 
 /// Table number 6: pauses (no name column).
 const N_PAUSES: usize = 6;
@@ -1140,17 +1241,24 @@ fn pass(
     });
     if costs.is_some() {
         grp.ts_comp = vec![0; grp.ts.len()];
-        d.comp = Some(Comp {
-            bp_ts: Vec::with_capacity(total),
-            bp_before: Vec::with_capacity(total),
-            bp_start: vec![0; threads + 1],
-            total: vec![0.0; threads],
-            kinds: vec![0; threads * 256],
-            pause_ns: vec![0; threads],
-        });
+        d.comp = Some(Comp { kinds: vec![0; threads * 256], pause_ns: vec![0; threads], ..Default::default() });
+        // every compensated column at its size up front, as the derived columns (Derived::reserve)
+        let n = |k: u8| d.counts[k as usize] as usize;
+        d.c_comp.reserve_exact(n(kinds::COUNTER));
+        d.t_comp.iter_mut().for_each(|c| c.reserve_exact(n(kinds::TIMER_STOP)));
+        d.regions.comp.iter_mut().for_each(|c| c.reserve_exact(n(kinds::REGION_BEGIN)));
+        d.functions.comp.iter_mut().for_each(|c| c.reserve_exact(n(kinds::FUNC_ENTRY)));
+        for (part, k) in [(0, kinds::LOCK_ACQUIRE), (2, kinds::BARRIER_ENTER), (3, kinds::COND_WAIT_ENTER)] {
+            d.sync[part].comp.iter_mut().for_each(|c| c.reserve_exact(n(k)));
+        }
+        // the breakpoints: at most one per record of the longest thread
+        let mut per_thread = vec![0usize; threads];
+        chunks.iter().for_each(|c| per_thread[c.g] += c.records.len() / 32);
+        let most = per_thread.into_iter().max().unwrap_or(0);
+        let cp = d.comp.as_mut().unwrap();
+        cp.bp_ts.reserve_exact(most);
+        cp.bp_before.reserve_exact(most);
     }
-    // the compensation's running state of the current thread: cost so far, running maximum time
-    let (mut run_cost, mut run_max, mut run_g) = (0.0f64, i64::MIN, -1i32);
     let mut in_group = 0usize;
     grp.cap = grp.ts.len().min(group_rows);
     let mut live = Live { g: -1, ..Default::default() };
@@ -1188,6 +1296,9 @@ fn pass(
                 thread_done(&mut live, &mut th, &chunks[first..ci], clock, &mut d, dicts, st, flags, &mut sc)?;
             }
             live.start(g, ci, &d);
+            if let Some(cp) = d.comp.as_mut() {
+                cp.reset();
+            }
         }
         let (mut lo, mut hi) = (d.extent_min[c.g], d.extent_max[c.g]);
         for (i, r) in c.records.chunks_exact(32).enumerate() {
@@ -1242,17 +1353,11 @@ fn pass(
             grp.offsets[row + 1] = grp.data.len() as u64;
             grp.len = row + 1;
             if let (Some(costs), Some(cp)) = (costs.as_ref(), d.comp.as_mut()) {
-                if g != run_g {
-                    // a thread's records are contiguous: its breakpoints start here
-                    (run_cost, run_max, run_g) = (0.0, i64::MIN, g);
-                    cp.bp_start[c.g] = cp.bp_ts.len() as i64;
-                }
                 // ts minus the cost of the thread's earlier records (np.rint, then to int64)
-                grp.ts_comp[row] = ts.wrapping_sub(rint(run_cost) as i64);
-                if ts > run_max || cp.bp_ts.len() as i64 == cp.bp_start[c.g] {
-                    run_max = run_max.max(ts);
-                    cp.bp_ts.push(run_max);
-                    cp.bp_before.push(run_cost);
+                grp.ts_comp[row] = ts.wrapping_sub(rint(cp.run_cost) as i64);
+                if cp.bp_ts.last().is_none_or(|&m| ts > m) {
+                    cp.bp_ts.push(ts);
+                    cp.bp_before.push(cp.run_cost);
                 }
                 let cost = if k == kinds::PAUSE {
                     let v = value.max(0);
@@ -1261,8 +1366,7 @@ fn pass(
                 } else {
                     costs[k as usize]
                 };
-                run_cost += cost;
-                cp.total[c.g] = run_cost;
+                cp.run_cost += cost;
                 cp.kinds[c.g * 256 + k as usize] += 1;
             }
             // the derived tables
@@ -1278,7 +1382,8 @@ fn pass(
                     d.c_name.push(name);
                     d.c_value.push(value);
                     d.c_reason.push(if st.counters.is_some() { st.counter_reasons.index(b) } else { b });
-                    if st.counters.as_ref().is_some_and(|s| d.c_ts.len() == s.cap()) {
+                    // (compensated: written when the thread is done, see thread_done)
+                    if !comp_on && st.counters.as_ref().is_some_and(|s| d.c_ts.len() == s.cap()) {
                         drain_pages(N_COUNTERS, &d, d.c_ts.len(), false, dicts, st, flags, &mut sc)?;
                         d.clear_counters();
                     }
@@ -1289,7 +1394,7 @@ fn pass(
                     d.t_start.push(ts.wrapping_sub(value));
                     d.t_stop.push(ts);
                     d.t_elapsed.push(value);
-                    if st.timers.as_ref().is_some_and(|s| d.t_g.len() == s.cap()) {
+                    if !comp_on && st.timers.as_ref().is_some_and(|s| d.t_g.len() == s.cap()) {
                         drain_pages(N_TIMERS, &d, d.t_g.len(), false, dicts, st, flags, &mut sc)?;
                         d.clear_timers();
                     }
@@ -1334,18 +1439,6 @@ fn pass(
         thread_done(&mut live, &mut th, &chunks[first..], clock, &mut d, dicts, st, flags, &mut sc)?;
     }
     d.rows = rows;
-    if let Some(cp) = d.comp.as_mut() {
-        // threads without records: empty ranges (bp_start[g + 1] is the next thread's start)
-        let mut next = cp.bp_ts.len() as i64;
-        cp.bp_start[threads] = next;
-        for g in (0..threads).rev() {
-            if g_has_rows(cp, g) {
-                next = cp.bp_start[g];
-            } else {
-                cp.bp_start[g] = next;
-            }
-        }
-    }
     if grp.len() > 0 {
         if grp.len & 63 != 0 {
             grp.store_bits(grp.len - 1, &mut name_bits, &mut pay_bits);
@@ -1463,11 +1556,68 @@ fn thread_done(
             }
         }
     }
+    if d.comp.is_some() {
+        compensate_thread(live, d);
+        // counters and timers are written from here when compensated (their rows need the
+        // thread's whole cost history)
+        if st.counters.is_some() {
+            let done = drain_pages(N_COUNTERS, d, d.c_ts.len(), false, dicts, st, flags, sc)?;
+            d.drain_counters(done);
+        }
+        if st.timers.is_some() {
+            let done = drain_pages(N_TIMERS, d, d.t_g.len(), false, dicts, st, flags, sc)?;
+            d.drain_timers(done);
+        }
+    }
     if st.regions.is_some() {
         let done = drain_pages(N_REGIONS, d, d.regions.g.len(), false, dicts, st, flags, sc)?;
         d.regions.drain_front(done);
     }
     Ok(())
+}
+
+/// The compensated times of the thread's rows of regions, functions, counters, timers and sync
+/// (compensation.build: each time less the cost of the thread's records before it).
+fn compensate_thread(live: &Live, d: &mut Derived) {
+    let Some(cp) = d.comp.as_ref() else { return };
+    let look = || Look { ts: &cp.bp_ts, before: &cp.bp_before, total: cp.run_cost, hint: 0 };
+    for (n, base) in [(&mut d.regions, live.nest_base[0]), (&mut d.functions, live.nest_base[1])] {
+        let len = n.g.len();
+        let (mut lb, mut le) = (look(), look());
+        n.comp.iter_mut().for_each(|c| c.resize(len, 0));
+        for r in base.min(len)..len {
+            let (b, e) = (lb.comp(n.begin[r]), le.comp(n.end[r]));
+            n.comp[0][r] = b;
+            n.comp[1][r] = e;
+            n.comp[2][r] = e.wrapping_sub(b);
+        }
+    }
+    let [cb, tb, s0, s1, s2, s3] = live.comp_base;
+    let len = d.c_ts.len();
+    d.c_comp.resize(len, 0);
+    let mut l = look();
+    for r in cb.min(len)..len {
+        d.c_comp[r] = l.comp(d.c_ts[r]);
+    }
+    let len = d.t_g.len();
+    d.t_comp.iter_mut().for_each(|c| c.resize(len, 0));
+    let (mut ls, mut le) = (look(), look());
+    for r in tb.min(len)..len {
+        let (a, b) = (ls.comp(d.t_start[r]), le.comp(d.t_stop[r]));
+        d.t_comp[0][r] = a;
+        d.t_comp[1][r] = b;
+        d.t_comp[2][r] = b.wrapping_sub(a);
+    }
+    for (part, base) in d.sync.iter_mut().zip([s0, s1, s2, s3]) {
+        let len = part.g.len();
+        part.comp.iter_mut().for_each(|c| c.resize(len, 0));
+        let (mut l0, mut l1, mut l2) = (look(), look(), look());
+        for r in base.min(len)..len {
+            part.comp[0][r] = l0.comp(part.request[r]);
+            part.comp[1][r] = if part.acquire_ok[r] != 0 { l1.comp(part.acquire[r]) } else { 0 };
+            part.comp[2][r] = if part.release_ok[r] != 0 { l2.comp(part.release[r]) } else { 0 };
+        }
+    }
 }
 
 /// app_events' columns over one group's buffers, as oslens.store.native_parquet describes the
@@ -1516,12 +1666,7 @@ fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a 
     ];
     if comp {
         // oslens.store.compensation's column, appended after the table's own
-        cols.push(Column { stats: true, ..col("ts_comp_ns", parquet::INT64, None, bytes_of(&grp.ts_comp[..n]), 8) });
+        cols.push(Column { delta: true, stats: true, ..col("ts_comp_ns", parquet::INT64, None, bytes_of(&grp.ts_comp[..n]), 8) });
     }
     cols
-}
-
-/// Whether thread g had a record in app_events (compensation bookkeeping).
-fn g_has_rows(cp: &Comp, g: usize) -> bool {
-    cp.kinds[g * 256..(g + 1) * 256].iter().any(|&n| n > 0)
 }

@@ -1007,6 +1007,11 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 /// ((codes, count, PLAIN labels) of counters' reasons, the same of pauses'), the sorted codes
 /// the streamed tables hold; thread_end: per thread (latest closing calibration time, program
 /// exit where its chunk was never closed), i64 min for none: when an unclosed region ends.
+/// costs: per record kind, what one record cost (ns; oslens.store.compensation): app_events,
+/// regions, counters and timers then get compensation's columns (each time less the cost of its
+/// thread's earlier records, a pause charged its value), the other tables' compensated times
+/// are returned as "table.comp0".. (in the order of their times), and "comp.kinds" (records per
+/// thread and kind) and "comp.pause_ns" (each thread's pauses) for its summary.
 #[pyfunction]
 #[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None, costs=None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
@@ -1152,15 +1157,18 @@ fn app_pass<'py>(
         put(&format!("{t}.duration_ns"), Col::I64(n.duration))?;
         put(&format!("{t}.depth"), Col::I64(n.depth))?;
         put(&format!("{t}.complete"), Col::U8(n.complete))?;
+        for (i, v) in n.comp.into_iter().enumerate() {
+            put(&format!("{t}.comp{i}"), Col::I64(v))?;
+        }
     }
     if let Some(c) = d.comp {
-        // floats as their bits (numpy views them as float64)
-        put("comp.bp_ts", Col::I64(c.bp_ts))?;
-        put("comp.bp_before", Col::U64(c.bp_before.into_iter().map(f64::to_bits).collect()))?;
-        put("comp.bp_start", Col::I64(c.bp_start))?;
-        put("comp.total", Col::U64(c.total.into_iter().map(f64::to_bits).collect()))?;
         put("comp.kinds", Col::U64(c.kinds))?;
         put("comp.pause_ns", Col::I64(c.pause_ns))?;
+        // compensated times of the rows returned (keyed table.comp0..2: as the table's times)
+        put("counters.comp0", Col::I64(d.c_comp))?;
+        for (i, v) in d.t_comp.into_iter().enumerate() {
+            put(&format!("timers.comp{i}"), Col::I64(v))?;
+        }
     }
     for (i, s) in d.sync.into_iter().enumerate() {
         put(&format!("sync{i}.g"), Col::I32(s.g))?;
@@ -1171,6 +1179,9 @@ fn app_pass<'py>(
         put(&format!("sync{i}.acquire_ok"), Col::U8(s.acquire_ok))?;
         put(&format!("sync{i}.release_ns"), Col::I64(s.release))?;
         put(&format!("sync{i}.release_ok"), Col::U8(s.release_ok))?;
+        for (j, v) in s.comp.into_iter().enumerate() {
+            put(&format!("sync{i}.comp{j}"), Col::I64(v))?;
+        }
     }
     Ok(out)
 }

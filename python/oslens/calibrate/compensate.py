@@ -107,22 +107,6 @@ def cumulative(pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, cost: np.ndarra
     return ThreadCosts(keys, env, before, total)
 
 
-def from_breakpoints(pid: np.ndarray, tid: np.ndarray, bp_ts: np.ndarray, bp_before: np.ndarray,
-                     bp_start: np.ndarray, total: np.ndarray) -> ThreadCosts:
-    """ThreadCosts from each thread's breakpoints: the records where its running maximum time
-    rises (bp_ts, the first record of each value) and the cost before each (bp_before); thread
-    g's are bp_start[g]:bp_start[g + 1]. A lookup by time lands on the first record whose running
-    maximum reaches it, always such a record, so it gives what the full arrays give."""
-    keys, tot = {}, {}
-    for g in range(len(pid)):
-        s, e = int(bp_start[g]), int(bp_start[g + 1])
-        if e > s:
-            key = (int(pid[g]), int(tid[g]))
-            keys[key] = (s, e)
-            tot[key] = float(total[g])
-    return ThreadCosts(keys, np.asarray(bp_ts, dtype=np.int64), np.asarray(bp_before, dtype=np.float64), tot)
-
-
 def record_ts_comp(ts: np.ndarray, costs: ThreadCosts) -> np.ndarray:
     """Compensated times of the records themselves (exact: by position, not by time)."""
     return np.asarray(ts, dtype=np.int64) - np.rint(costs.before).astype(np.int64)

@@ -653,10 +653,10 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     too (next to events_path), a page at a time, and stand in the result as WrittenTables.
 
     `costs`: per record kind, what one record cost (ns; oslens.store.compensation.cost_table):
-    app_events then gets compensation's ts_comp_ns in the pass, and the result's "compensation"
-    holds what that extension needs for the rest (each thread's cost breakpoints as a
-    compensate.ThreadCosts, its records per kind, its pauses' sum); regions, counters and
-    timers are then built in memory, where the extension adds their compensated columns."""
+    app_events, regions, counters and timers then get compensation's columns in the pass (each
+    time less the cost of its thread's earlier records), and the result's "compensation" holds
+    what that extension needs for the rest: the compensated times of the tables built in memory
+    (sync, functions, and those not streamed), each thread's records per kind and pauses' sum."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)
@@ -695,8 +695,6 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
             if sc[3][1] is None:
                 pause_codes = None
         for table, kind in STREAMED:
-            if costs is not None and table in ("regions", "counters", "timers"):
-                continue  # compensated columns added by the extension, in memory
             if total[kind] and not (table == "counters" and counter_codes is None) \
                     and not (table == "pauses" and pause_codes is None):
                 streams[table] = str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
@@ -731,13 +729,17 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                  "app_events": WrittenTable(events_path, got["rows"])}
     out.update({table: WrittenTable(p, rows[table]) for table, p in streams.items()})
     if costs is not None:
-        from oslens.calibrate import compensate
-
+        # the compensated times of the tables built here, keyed by the time they compensate
+        done = {table: dict(zip(times, (_buf(got, f"{table}.comp{i}", np.int64) for i in range(len(times)))))
+                for table, times in (("regions", ("begin_ns", "end_ns")), ("functions", ("begin_ns", "end_ns")),
+                                     ("counters", ("ts",)), ("timers", ("start_ns", "stop_ns")))
+                if table not in streams}
+        sync = [i for i in range(4) if len(_buf(got, f"sync{i}.g", np.int32))]
+        done["sync"] = {c: np.concatenate([_buf(got, f"sync{i}.comp{j}", np.int64) for i in sync] or [np.zeros(0, np.int64)])
+                        for j, c in enumerate(("request_ns", "acquire_ns", "release_ns"))}
         out["compensation"] = {
-            "costs": compensate.from_breakpoints(t_pid, t_tid, _buf(got, "comp.bp_ts", np.int64),
-                                                 _buf(got, "comp.bp_before", np.float64),
-                                                 _buf(got, "comp.bp_start", np.int64), _buf(got, "comp.total", np.float64)),
-            "pid": t_pid, "tid": t_tid, "kinds": _buf(got, "comp.kinds", np.uint64).reshape(len(threads), 256),
+            "columns": done, "pid": t_pid, "tid": t_tid,
+            "kinds": _buf(got, "comp.kinds", np.uint64).reshape(len(threads), 256),
             "pause_ns": _buf(got, "comp.pause_ns", np.int64), "labels": KIND_LABELS.to_pylist(),
         }
 

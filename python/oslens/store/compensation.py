@@ -10,6 +10,10 @@ and a table `compensation`: per thread and record kind, how many records, what e
 measured pauses. The model is in oslens.calibrate.compensate; the calibration is the one stored
 for the trace's machine (oslens.calibrate.load, $OSLENS_CALIBRATION). Without one, only pauses
 are removed, and the `compensation` table says so.
+
+The importer's one native pass computes the same columns while it splits the records
+(app_tables.build_streamed with costs: cost_table), and extend then only completes the tables
+kept in memory from its figures; build over tables in memory is the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -83,7 +87,8 @@ def build(tables: dict, cal: dict | None, why: str = "", done: dict | None = Non
         return out
     if done is not None:
         per_kind = calibrate.record_costs(cal) if cal else {}
-        _amend(tables, out, done["costs"])
+        cols = done["columns"]
+        _amend(tables, out, lambda name, c, p, q, raw: cols[name][c])
         out[TABLE] = summary_of_counts(done["pid"], done["tid"], done["kinds"], done["pause_ns"], done["labels"],
                                        per_kind, cal, why)
         return out
@@ -116,20 +121,22 @@ def build(tables: dict, cal: dict | None, why: str = "", done: dict | None = Non
     else:
         ts_comp = ts_comp_o
     out["app_events"] = ev.append_column("ts_comp_ns", pa.array(ts_comp, pa.int64()))
-    _amend(tables, out, costs)
+    _amend(tables, out, lambda name, c, p, q, raw: costs.compensate(p, q, raw))
     out[TABLE] = summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why)
     return out
 
 
-def _amend(tables: dict, out: dict, costs: comp.ThreadCosts) -> None:
-    """The derived tables' compensated columns, into `out`."""
+def _amend(tables: dict, out: dict, compensated) -> None:
+    """The derived tables' compensated columns, into `out`: compensated(table, column, pid, tid,
+    its times with nulls as 0) gives a time column's compensated values. A table written while
+    it was built (app_tables.WrittenTable) got them then."""
 
     def add(name, cols, durations=None):
         t = tables.get(name)
         if t is None:
             return
-        if not isinstance(t, pa.Table):  # written while it was built (app_tables.WrittenTable)
-            t = t.read()
+        if not isinstance(t, pa.Table):  # written while it was built, with its compensated columns
+            return
         if t.num_rows == 0:
             for c in cols:
                 t = t.append_column(f"{c}_comp_ns", pa.array([], pa.int64()))
@@ -145,7 +152,7 @@ def _amend(tables: dict, out: dict, costs: comp.ThreadCosts) -> None:
                 arr = arr.combine_chunks()
             valid = ~arr.is_null().to_numpy(zero_copy_only=False)
             raw = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-            v = costs.compensate(p, q, raw)
+            v = np.asarray(compensated(name, c, p, q, raw), dtype=np.int64)
             done[c] = (v, valid)
             t = t.append_column(f"{c}_comp_ns", pa.array(v, pa.int64(), mask=~valid if not valid.all() else None))
         if durations:

@@ -457,6 +457,9 @@ COMPRESSION = "lz4"  # bench/import/compression.py compares the codecs (time and
 
 
 ROW_GROUP = 1 << 22
+# compensation's columns stored delta-encoded, as the times they compensate are
+# (schema.DELTA_COLUMNS; app_rows.rs COMP_DELTA: the native pass writes them so)
+COMPENSATED_DELTA = frozenset({"ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns"})
 
 
 def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, level: int | None = None,
@@ -471,11 +474,12 @@ def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, lev
         table = table.read()
     table = required_where_full(table)
     stats = {f.name for f in table.schema if pa.types.is_integer(_value_type(f.type)) and _prunes(f.name)}
-    if native and compression == COMPRESSION and native_parquet.write(path, table, schema.DELTA_COLUMNS, stats, ROW_GROUP):
+    delta_cols = schema.DELTA_COLUMNS | COMPENSATED_DELTA
+    if native and compression == COMPRESSION and native_parquet.write(path, table, delta_cols, stats, ROW_GROUP):
         return
     dict_cols = [c for c in table.column_names if c in schema.DICTIONARY_COLUMNS]
     delta = {c: "DELTA_BINARY_PACKED" for c in table.column_names
-             if c in schema.DELTA_COLUMNS and pa.types.is_integer(table.schema.field(c).type)}
+             if c in delta_cols and pa.types.is_integer(table.schema.field(c).type)}
     # min/max statistics where they prune row groups: times and thread ids (rows are ordered by
     # thread and time); computing them for string and binary columns costs as much as encoding
     # them, and for other numbers (values, ids, addresses) they prune nothing

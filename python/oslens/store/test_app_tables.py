@@ -217,9 +217,12 @@ def _nested_trace(path, seed: int, threads: int = 3, per_thread: int = 400):
     (path / "meta.json").write_text(json.dumps({"pid": 50, "end_ns": 10**6}))
 
 
-def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late_unnamed: bool = False):
+def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late_unnamed: bool = False,
+                  disordered: bool = False):
     """Application chunks with every kind the tables use, in random order: named and unnamed
-    ids, short and long event payloads, unclosed regions, locks never released or acquired."""
+    ids, short and long event payloads, unclosed regions, locks never released or acquired.
+    `disordered`: times that tie and step back within a thread (compensation looks times up
+    by the thread's running maximum)."""
     rng = np.random.default_rng(seed)
     (path / "raw").mkdir(parents=True)
     kinds = [raw.EVENT, raw.REGION_BEGIN, raw.REGION_END, raw.COUNTER, raw.TIMER_START, raw.TIMER_STOP, raw.PAUSE,
@@ -241,7 +244,8 @@ def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late
                     payloads[i] = bytes(rng.integers(0, 256, size, dtype=np.uint8))
                 else:
                     b = int.from_bytes(bytes(rng.integers(0, 256, size, dtype=np.uint8)), "little")
-            recs.append((1000 * t + 3 * i, ident, t % 2, kd, a, b))
+            ts = 1000 * t + 3 * i + (int(rng.integers(-7, 3)) if disordered else 0)
+            recs.append((max(ts, 0), ident, t % 2, kd, a, b))
         for seq, lo in enumerate(range(0, per_thread, 150)):
             part = recs[lo:lo + 150]
             _native.write_chunk(str(path / "raw" / f"app-50-{tid}-{seq}.osl"),
@@ -282,7 +286,7 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test", "machine
                                          ("raw", 0.7), ("preload_sync", 55.55))}}
 
 
-@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "nested", "odd", "synthetic"])
+@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "random-disordered", "nested", "odd", "synthetic"])
 @pytest.mark.parametrize("row_group", [1 << 22, 64])
 @pytest.mark.parametrize("compensation", ["off", "uncalibrated", "calibrated"])
 def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group, compensation):
@@ -307,7 +311,7 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
     elif case == "odd":
         _odd_trace(trace)
     else:
-        _random_trace(trace, seed=7, late_unnamed=case.endswith("late-unnamed"))
+        _random_trace(trace, seed=7, late_unnamed=case.endswith("late-unnamed"), disordered=case.endswith("disordered"))
     if compensation != "off":
         cal = tmp_path / "calibration.json"
         if compensation == "calibrated":
