@@ -326,6 +326,14 @@ def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):
     assert slots - 16 <= helper["ring_slots_copied"] + thread["ring_slots_self_copied"] <= slots
     if helper["ring_slots_copied"]:
         assert helper["cpu_ns"] > 0  # a helper that copied ran
+    # each time the thread copied slots out itself it recorded the pause (reason 4, copy out)
+    records = dump(trace)
+    copies = [r for r in records if r["kind"] == "pause" and r["b"] == 4]
+    assert len(copies) <= thread["ring_slots_self_copied"]
+    assert bool(copies) == (thread["ring_slots_self_copied"] > 0)
+    paused_ns = int(next(x for x in proc.stdout.split() if x.startswith("paused_ns=")).split("=")[1])
+    assert (paused_ns > 0) == bool(copies)
+    assert event_values(records, 3) == list(range(100_000))
     assert f"{helper['ring_slots_copied']} buffer slots copied to the trace" in proc.stderr
     assert f"{thread['ring_slots_self_copied']} copied by the program's threads while the helper was behind" in proc.stderr
 

@@ -105,6 +105,7 @@ static int mode_managers(void) {
 static int mode_flood(long n) {
     for (long i = 0; i < n; i++) osl_event(3, &i, sizeof i);
     printf("dropped=%llu\n", (unsigned long long)osl_dropped());
+    printf("paused_ns=%llu\n", (unsigned long long)osl_pause_ns());
     return 0;
 }
 

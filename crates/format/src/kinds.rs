@@ -96,6 +96,8 @@ pub const PAUSE_NEW_CHUNK: u64 = 1;
 pub const PAUSE_FLUSH: u64 = 2;
 /// The thread's whole buffer was prepared before its first event (OSLENS_PREPARE_BUFFERS=1).
 pub const PAUSE_PREPARE: u64 = 3;
+/// The thread copied staging slots out itself: the helper had fallen behind (a buffer dump).
+pub const PAUSE_COPY: u64 = 4;
 
 pub fn kind_name(kind: u8) -> &'static str {
     match kind {

@@ -60,6 +60,7 @@ int osl_enabled(void);          /* 1 when events are being recorded */
 void osl_flush(void);           /* record counters, write clock pairs, sync buffers to disk */
 void osl_thread_name(const char *name); /* name the calling thread in the trace */
 uint64_t osl_dropped(void);     /* events this thread dropped because its buffer was full */
+uint64_t osl_pause_ns(void);    /* ns this thread spent in the recorder's own pauses (recorded as pause events) */
 const char *osl_trace_dir(void); /* the trace directory, or NULL when not recording */
 
 /* The kernel adaptation call: switch the calling thread to the OS policy that the plan

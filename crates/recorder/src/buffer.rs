@@ -205,7 +205,8 @@ impl Chunk {
             self.limit = pos + slots;
             return true;
         }
-        let j = stage.take(self.next_slot);
+        let started = clock::now();
+        let (j, copied) = stage.take(self.next_slot);
         self.next_slot = (j + 1) % stage::SLOTS;
         if self.slots_used & (1 << j) == 0 {
             self.slots_used |= 1 << j;
@@ -218,6 +219,15 @@ impl Chunk {
         // Positions are the chunk's: the cursor's base is moved so that records[pos] lands in
         // the slot (only positions inside the slot are ever written through it).
         self.cursor().records = stage.slot(j).wrapping_sub(pos as usize);
+        if copied {
+            // A buffer dump on the program's thread: recorded as a pause (when the record and
+            // the caller's fit in the slot), so compensation removes it, as Kohr et al. did.
+            let end = clock::now();
+            crate::thread::add_pause(end - started);
+            if pos + 1 + slots <= self.limit {
+                self.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - started, kinds::PAUSE_COPY));
+            }
+        }
         true
     }
 

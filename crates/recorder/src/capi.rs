@@ -299,6 +299,11 @@ pub extern "C" fn osl_dropped() -> u64 {
 }
 
 #[no_mangle]
+pub extern "C" fn osl_pause_ns() -> u64 {
+    thread::paused_ns()
+}
+
+#[no_mangle]
 pub extern "C" fn osl_trace_dir() -> *const c_char {
     crate::init();
     crate::config().map_or(std::ptr::null(), |c| c.trace_dir.as_ptr())

@@ -233,18 +233,19 @@ impl Stage {
     /// A slot the writer may open, searching from `from`: a free one, else (the helper fell
     /// behind) one of the full ones it copies out itself, several at once as the helper does.
     /// Never one the helper is copying: the writer does not wait for the helper.
-    pub fn take(&self, from: u32) -> u32 {
+    /// Returns the slot and whether the writer copied slots out to get it.
+    pub fn take(&self, from: u32) -> (u32, bool) {
         let free = || (0..SLOTS).map(|i| (from + i) % SLOTS).find(|&j| self.descriptor(j).state.load(Acquire) == stage::FREE);
         if let Some(j) = free() {
-            return j;
+            return (j, false);
         }
         self.count_self_copies(self.copy_full_slots());
         if let Some(j) = free() {
-            return j;
+            return (j, true);
         }
         // Every other slot is being copied by the helper (cannot happen: it claims at most half).
         self.claim(from);
-        from
+        (from, true)
     }
 
     /// Waits until slot `j` is free, copying it out here when the helper has not yet: the

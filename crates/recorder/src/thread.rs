@@ -34,6 +34,8 @@ thread_local! {
     /// pointers stay valid through thread-exit destructors and in a fork()ed child; 64 bytes
     /// per thread the process ever ran.
     static WRITER: Cell<*mut Cursor> = const { Cell::new(std::ptr::null_mut()) };
+    /// Raw clock ticks this thread spent in the recorder's own pauses (osl_pause_ns).
+    static PAUSED: Cell<u64> = const { Cell::new(0) };
     /// Set while the recorder creates this thread's chunk or after the thread closed it, so
     /// instrumented code called from there (or from later destructors) does not recurse.
     static BUSY: Cell<bool> = const { Cell::new(false) };
@@ -50,6 +52,16 @@ pub fn writer() -> *mut Cursor {
         }
         w.get()
     })
+}
+
+/// Counts a pause the recorder caused on this thread (it also records it, where it can).
+pub fn add_pause(ticks: u64) {
+    PAUSED.with(|p| p.set(p.get() + ticks));
+}
+
+/// Nanoseconds this thread spent in the recorder's own pauses so far.
+pub fn paused_ns() -> u64 {
+    clock::ticks_to_ns(PAUSED.with(|p| p.get()))
 }
 
 /// The helper thread never records.
@@ -107,6 +119,7 @@ fn prepare(chunk: &mut Chunk) {
     let start = clock::now();
     chunk.prepare_all();
     let end = clock::now();
+    add_pause(end - start);
     if chunk.has_room(1) {
         chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_PREPARE));
     }
@@ -207,6 +220,7 @@ impl ThreadState {
         self.chunk.cursor().cpu_id = cpu_id;
         self.fast_limit = 0;
         let end = clock::now();
+        add_pause(end - start);
         self.chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_NEW_CHUNK));
         true
     }

@@ -528,7 +528,9 @@ def run_in_vivo(args) -> int:
             if instrumented:
                 w, c, status, meta = run_with(trace, command, options, quiet)
                 options["force"] = True
-                with_runs.append({"wall_s": w, "cpu_s": c, "records": sum(t["records"] for t in meta["threads"]),
+                # the program's records: the recorder's pauses vary from run to run
+                with_runs.append({"wall_s": w, "cpu_s": c,
+                                  "records": sum(t["records"] - t.get("recorder_pauses", 0) for t in meta["threads"]),
                                   "helper_s": helper_cpu_s(meta)})
             else:
                 w, c, status = run_without(command, quiet)

@@ -224,6 +224,8 @@ class Session:
                     "name": h["name"],
                     "chunk": c.path.name,
                     "records": int(len(c.records)),
+                    # the recorder's own pause records (a new chunk, a prepared buffer, slots copied out)
+                    "recorder_pauses": int((c.records["kind"] == raw.PAUSE).sum()) if len(c.records) else 0,
                     "dropped_events": h["dropped_events"],
                     "dropped_bytes": h["dropped_bytes"],
                     "suppressed_events": h["suppressed_events"],
