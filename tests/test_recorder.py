@@ -334,6 +334,9 @@ def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):
     paused_ns = int(next(x for x in proc.stdout.split() if x.startswith("paused_ns=")).split("=")[1])
     assert (paused_ns > 0) == bool(copies)
     assert event_values(records, 3) == list(range(100_000))
+    # the store names them in the pauses table
+    out = run_oslens("sql", trace, "SELECT count(*) FROM pauses WHERE reason = 'copy out'", "--format", "csv").stdout
+    assert out.split()[-1] == str(len(copies))
     assert f"{helper['ring_slots_copied']} buffer slots copied to the trace" in proc.stderr
     assert f"{thread['ring_slots_self_copied']} copied by the program's threads while the helper was behind" in proc.stderr
 
