@@ -1130,7 +1130,7 @@ fn derived_page(
 
 /// The compensated columns delta-encoded (oslens.store.compensation.DELTA_COLUMNS): those of
 /// the times that are (ts, begin_ns, start_ns, request_ns).
-const COMP_DELTA: [&str; 4] = ["ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns"];
+const COMP_DELTA: [&str; 8] = ["ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns", "end_comp_ns", "stop_comp_ns", "acquire_comp_ns", "release_comp_ns"];
 
 /// Table number 6: pauses (no name column).
 const N_PAUSES: usize = 6;
