@@ -103,28 +103,29 @@ fn map_clean(path: &str) -> std::io::Result<Option<(ChunkHeader, Records)>> {
     Ok(clean_slots(&map).map(|(h, n)| (h, Records::Mapped(map, HEADER_SIZE..HEADER_SIZE + n * RECORD_SIZE))))
 }
 
+/// Fills a Py_buffer with `data`, which `owner` (a frozen object) owns.
+///
+/// # Safety
+/// `view` is a valid Py_buffer to fill, and `data` lives as long as `owner`.
+unsafe fn export_bytes(owner: &Bound<'_, PyAny>, data: &[u8], view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+    // SAFETY: the buffer points into memory `owner` owns and never changes; PyBuffer_FillInfo
+    // takes a reference to `owner`, which keeps it alive while the view exists.
+    let rc = unsafe {
+        pyo3::ffi::PyBuffer_FillInfo(view, owner.as_ptr(), data.as_ptr() as *mut std::os::raw::c_void, data.len() as pyo3::ffi::Py_ssize_t, 1, flags)
+    };
+    if rc != 0 {
+        return Err(PyErr::fetch(owner.py()));
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl RecordBuffer {
     /// # Safety
     /// Called by Python with a valid Py_buffer to fill.
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
-        let data = slf.get().data.bytes();
-        // SAFETY: the buffer points into the Vec this object owns; PyBuffer_FillInfo takes a
-        // reference to the object, which keeps the Vec alive (frozen: it never changes).
-        let rc = unsafe {
-            pyo3::ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                data.as_ptr() as *mut std::os::raw::c_void,
-                data.len() as pyo3::ffi::Py_ssize_t,
-                1,
-                flags,
-            )
-        };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
+        // SAFETY: the records belong to this frozen object.
+        unsafe { export_bytes(slf.as_any(), slf.get().data.bytes(), view, flags) }
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
@@ -950,16 +951,8 @@ impl ColumnBuffer {
     /// # Safety
     /// Called by Python with a valid Py_buffer to fill.
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
-        let data = slf.get().data.bytes();
-        // SAFETY: the buffer points into the vector this (frozen) object owns; PyBuffer_FillInfo
-        // takes a reference to the object, which keeps it alive while the view exists.
-        let rc = unsafe {
-            pyo3::ffi::PyBuffer_FillInfo(view, slf.as_ptr(), data.as_ptr() as *mut std::os::raw::c_void, data.len() as pyo3::ffi::Py_ssize_t, 1, flags)
-        };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
+        // SAFETY: the column belongs to this frozen object.
+        unsafe { export_bytes(slf.as_any(), slf.get().data.bytes(), view, flags) }
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
