@@ -220,15 +220,20 @@ impl Chunk {
         // the slot (only positions inside the slot are ever written through it).
         self.cursor().records = stage.slot(j).wrapping_sub(pos as usize);
         if copied {
-            // A buffer dump on the program's thread: recorded as a pause (when the record and
-            // the caller's fit in the slot), so compensation removes it, as Kohr et al. did.
-            let end = clock::now();
-            crate::thread::add_pause(end - started);
-            if pos + 1 + slots <= self.limit {
-                self.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - started, kinds::PAUSE_COPY));
-            }
+            // A buffer dump on the program's thread, removed by compensation as Kohr et al. did.
+            self.record_pause(started, kinds::PAUSE_COPY, slots);
         }
         true
+    }
+
+    /// Records a pause the recorder caused on this thread since `started` (raw clock), when it
+    /// fits with `reserve` more slots after it, and counts it for osl_pause_ns either way.
+    pub fn record_pause(&mut self, started: u64, reason: u64, reserve: u64) {
+        let end = clock::now();
+        crate::thread::add_pause(end - started);
+        if self.has_room(1 + reserve) {
+            self.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - started, reason));
+        }
     }
 
     fn records(&self) -> *mut Record {

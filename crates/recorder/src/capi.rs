@@ -269,6 +269,7 @@ pub extern "C" fn osl_flush() {
         t.chunk.write_clock_pair();
         t.chunk.sync_to_disk();
         let end = clock::now();
+        thread::add_pause(end - start);
         record_at(end, kinds::PAUSE, 0, end - start, kinds::PAUSE_FLUSH);
     }
 }

@@ -7,7 +7,6 @@ use crate::buffer::{Chunk, Cursor};
 use crate::config::OnFull;
 use crate::{clock, config, instruments, names, INACTIVE, SLOTS_LEFT, TRIGGERED};
 use oslens_format::kinds;
-use oslens_format::record::Record;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Once;
@@ -118,11 +117,7 @@ fn create() -> Option<&'static mut ThreadState> {
 fn prepare(chunk: &mut Chunk) {
     let start = clock::now();
     chunk.prepare_all();
-    let end = clock::now();
-    add_pause(end - start);
-    if chunk.has_room(1) {
-        chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_PREPARE));
-    }
+    chunk.record_pause(start, kinds::PAUSE_PREPARE, 0);
 }
 
 fn thread_name() -> String {
@@ -219,9 +214,7 @@ impl ThreadState {
         self.chunk.adopt_cursor(writer());
         self.chunk.cursor().cpu_id = cpu_id;
         self.fast_limit = 0;
-        let end = clock::now();
-        add_pause(end - start);
-        self.chunk.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - start, kinds::PAUSE_NEW_CHUNK));
+        self.chunk.record_pause(start, kinds::PAUSE_NEW_CHUNK, 0);
         true
     }
 }
