@@ -247,6 +247,8 @@ struct PairEv {
 #[derive(Clone, Copy)]
 struct SyncEv {
     ts: i64,
+    /// ts less the cost of the thread's records before it (0 without compensation)
+    comp: i64,
     kind: u8,
     addr: u64,
     name: i32,
@@ -263,11 +265,18 @@ pub struct SyncPart {
     pub acquire_ok: Vec<u8>,
     pub release: Vec<i64>,
     pub release_ok: Vec<u8>,
-    /// compensated request, acquire and release (filled when the thread is done)
+    /// compensated request, acquire and release (filled as the records go by; rows paired
+    /// again when the thread is done get theirs then)
     pub comp: [Vec<i64>; 3],
 }
 
 impl SyncPart {
+    fn push_comp(&mut self, request: i64, acquire: i64, release: i64) {
+        self.comp[0].push(request);
+        self.comp[1].push(acquire);
+        self.comp[2].push(release);
+    }
+
     fn push(&mut self, g: i32, e: &SyncEv, request: i64, acquire: Option<i64>, release: Option<i64>) {
         self.g.push(g);
         self.name.push(e.name);
@@ -293,7 +302,8 @@ pub struct Nested {
     pub depth: Vec<i64>,
     pub complete: Vec<u8>,
     pub unmatched: u64,
-    /// compensated begin, end and duration (filled when the thread is done)
+    /// compensated begin, end and duration (filled as the records go by; rows paired again or
+    /// left open when the thread is done get theirs then)
     pub comp: [Vec<i64>; 3],
 }
 
@@ -480,8 +490,10 @@ struct Live {
     sync: [Vec<(usize, u64)>; 3],
     sync_bad: [bool; 3],
     sync_base: [usize; 3],
-    /// the thread's first rows of counters, timers and the four sync parts (compensation)
-    comp_base: [usize; 6],
+    /// whether rows get compensated times as they are written
+    comp: bool,
+    /// timer rows whose compensated start waits for the thread's later records
+    timers_pending: Vec<usize>,
 }
 
 impl Live {
@@ -495,14 +507,20 @@ impl Live {
         self.sync.iter_mut().for_each(|s| s.clear());
         self.sync_bad = [false; 3];
         self.sync_base = [0, 2, 3].map(|p| d.sync[p].g.len());
-        self.comp_base = [d.c_ts.len(), d.t_g.len(), d.sync[0].g.len(), d.sync[1].g.len(), d.sync[2].g.len(), d.sync[3].g.len()];
+        self.comp = d.comp.is_some();
+        self.timers_pending.clear();
     }
 
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn begin(&mut self, t: usize, out: &mut Nested, ts: i64, key: u64, name: i32, b: u64, keep_b: bool) {
+    fn begin(&mut self, t: usize, out: &mut Nested, (ts, comp): (i64, i64), key: u64, name: i32, b: u64, keep_b: bool) {
         if self.nest_bad[t] {
             return;
+        }
+        if self.comp {
+            out.comp[0].push(comp);
+            out.comp[1].push(comp);
+            out.comp[2].push(0);
         }
         let row = out.g.len();
         out.g.push(self.g);
@@ -520,7 +538,7 @@ impl Live {
     }
 
     #[inline(always)]
-    fn end(&mut self, t: usize, out: &mut Nested, ts: i64, key: u64) {
+    fn end(&mut self, t: usize, out: &mut Nested, (ts, comp): (i64, i64), key: u64) {
         if self.nest_bad[t] {
             return;
         }
@@ -529,6 +547,10 @@ impl Live {
                 out.end[row] = ts;
                 out.duration[row] = ts.wrapping_sub(out.begin[row]);
                 out.complete[row] = 1;
+                if self.comp {
+                    out.comp[1][row] = comp;
+                    out.comp[2][row] = comp.wrapping_sub(out.comp[0][row]);
+                }
             }
             _ => self.nest_bad[t] = true,
         }
@@ -541,11 +563,14 @@ impl Live {
         if let Some(p) = req {
             if !(e.kind == kinds::LOCK_ACQUIRE && p.addr == e.addr) {
                 d.sync[1].push(g, &p, p.ts, None, None);
+                if self.comp {
+                    d.sync[1].push_comp(p.comp, 0, 0);
+                }
             }
         }
-        let request = match req {
-            Some(p) if p.addr == e.addr => p.ts,
-            _ => e.ts,
+        let (request, request_comp) = match req {
+            Some(p) if p.addr == e.addr => (p.ts, p.comp),
+            _ => (e.ts, e.comp),
         };
         self.last = Some(e);
         let (t, begin) = match e.kind {
@@ -568,6 +593,12 @@ impl Live {
             } else {
                 out.push(g, &e, e.ts, None, None);
             }
+            if self.comp {
+                match t {
+                    0 => out.push_comp(request_comp, e.comp, 0),
+                    _ => out.push_comp(e.comp, 0, 0),
+                }
+            }
             self.sync[t].push((row, e.addr));
             return;
         }
@@ -580,6 +611,14 @@ impl Live {
                 if t != 0 {
                     out.acquire[row] = e.ts;
                     out.acquire_ok[row] = 1;
+                }
+                if self.comp {
+                    if t != 2 {
+                        out.comp[2][row] = e.comp;
+                    }
+                    if t != 0 {
+                        out.comp[1][row] = e.comp;
+                    }
                 }
             }
             _ => self.sync_bad[t] = true,
@@ -610,16 +649,7 @@ impl Derived {
         self.c_comp.clear();
     }
 
-    /// Takes away the first n counters and timers (written), keeping the rest in order.
-    fn drain_counters(&mut self, n: usize) {
-        self.c_ts.drain(..n);
-        self.c_g.drain(..n);
-        self.c_name.drain(..n);
-        self.c_value.drain(..n);
-        self.c_reason.drain(..n);
-        self.c_comp.drain(..n);
-    }
-
+    /// Takes away the first n timers (written), keeping the rest in order.
     fn drain_timers(&mut self, n: usize) {
         self.t_g.drain(..n);
         self.t_name.drain(..n);
@@ -905,42 +935,30 @@ impl Comp {
         self.bp_before.clear();
         self.run_cost = 0.0;
     }
-}
 
-/// Lookups by time in the current thread's breakpoints (compensate.ThreadCosts.at): the cost of
-/// the thread's records before the first whose running maximum reaches t, all of them where none
-/// does; `hint`: where the last lookup landed (lookups mostly move forward a little).
-struct Look<'a> {
-    ts: &'a [i64],
-    before: &'a [f64],
-    total: f64,
-    hint: usize,
-}
-
-impl Look<'_> {
-    #[inline]
-    fn at(&mut self, t: i64) -> f64 {
-        let (ts, h) = (self.ts, self.hint);
-        let ok = |i: usize| (i == 0 || ts[i - 1] < t) && (i == ts.len() || ts[i] >= t);
-        let i = if ok(h) {
-            h
-        } else if h < ts.len() && ts[h] < t {
-            let near = (h + 64).min(ts.len());
-            let i = h + ts[h..near].partition_point(|&x| x < t);
-            if i < near { i } else { near + ts[near..].partition_point(|&x| x < t) }
-        } else {
-            // ts[h - 1] >= t: the answer is at or before h - 1
-            let near = h.saturating_sub(64);
-            if near == 0 || ts[near - 1] < t { near + ts[near..h].partition_point(|&x| x < t) } else { ts[..near].partition_point(|&x| x < t) }
-        };
-        self.hint = i;
-        if i < ts.len() { self.before[i] } else { self.total }
+    /// The cost of the thread's records before time t (compensate.ThreadCosts.at): before the
+    /// first record whose running maximum reaches t, all of them where none does. Searched back
+    /// from the latest breakpoint, where the times looked up lie (a record's own time, a timer's
+    /// start): the breakpoints seen so far always hold the answer for a time no later than them.
+    fn before(&self, t: i64) -> f64 {
+        let ts = &self.bp_ts;
+        let n = ts.len();
+        if n == 0 || ts[n - 1] < t {
+            return self.run_cost;
+        }
+        // gallop back to a breakpoint before t, then search the stretch after it
+        let (mut lo, mut step) = (n - 1, 1);
+        while lo > 0 && ts[lo] >= t {
+            lo = lo.saturating_sub(step);
+            step *= 2;
+        }
+        let i = if ts[lo] >= t { lo } else { lo + 1 + ts[lo + 1..n].partition_point(|&x| x < t) };
+        self.bp_before[i]
     }
 
     /// t less the cost before it, rounded as numpy's rint
-    #[inline]
-    fn comp(&mut self, t: i64) -> i64 {
-        t.wrapping_sub(rint(self.at(t)) as i64)
+    fn comp(&self, t: i64) -> i64 {
+        t.wrapping_sub(rint(self.before(t)) as i64)
     }
 }
 
@@ -1352,12 +1370,28 @@ fn pass(
             }
             grp.offsets[row + 1] = grp.data.len() as u64;
             grp.len = row + 1;
+            // the record's time in the derived tables' compensated columns (a lookup by time:
+            // its own cost-before where it raises the thread's running maximum)
+            let mut at = (ts, 0i64);
+            let mut timer_start = (ts.wrapping_sub(value), 0i64);
             if let (Some(costs), Some(cp)) = (costs.as_ref(), d.comp.as_mut()) {
                 // ts minus the cost of the thread's earlier records (np.rint, then to int64)
                 grp.ts_comp[row] = ts.wrapping_sub(rint(cp.run_cost) as i64);
-                if cp.bp_ts.last().is_none_or(|&m| ts > m) {
+                at.1 = if cp.bp_ts.last().is_none_or(|&m| ts > m) {
                     cp.bp_ts.push(ts);
                     cp.bp_before.push(cp.run_cost);
+                    grp.ts_comp[row]
+                } else {
+                    cp.comp(ts)
+                };
+                if k == kinds::TIMER_STOP {
+                    if cp.bp_ts.last().is_some_and(|&m| timer_start.0 <= m) {
+                        timer_start.1 = cp.comp(timer_start.0);
+                    } else {
+                        // a start after every record so far (a negative elapsed time): its
+                        // cost is known when the thread's records are all seen
+                        live.timers_pending.push(d.t_g.len());
+                    }
                 }
                 let cost = if k == kinds::PAUSE {
                     let v = value.max(0);
@@ -1371,19 +1405,21 @@ fn pass(
             }
             // the derived tables
             match k {
-                kinds::REGION_BEGIN => live.begin(0, &mut d.regions, ts, w1 as u32 as u64, name, 0, false),
-                kinds::REGION_END => live.end(0, &mut d.regions, ts, w1 as u32 as u64),
-                kinds::FUNC_ENTRY => live.begin(1, &mut d.functions, ts, a, name, b, true),
-                kinds::FUNC_EXIT => live.end(1, &mut d.functions, ts, a),
-                kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => live.sync_event(&mut d, SyncEv { ts, kind: k, addr: a, name }),
+                kinds::REGION_BEGIN => live.begin(0, &mut d.regions, at, w1 as u32 as u64, name, 0, false),
+                kinds::REGION_END => live.end(0, &mut d.regions, at, w1 as u32 as u64),
+                kinds::FUNC_ENTRY => live.begin(1, &mut d.functions, at, a, name, b, true),
+                kinds::FUNC_EXIT => live.end(1, &mut d.functions, at, a),
+                kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => live.sync_event(&mut d, SyncEv { ts, comp: at.1, kind: k, addr: a, name }),
                 kinds::COUNTER => {
                     d.c_ts.push(ts);
                     d.c_g.push(g);
                     d.c_name.push(name);
                     d.c_value.push(value);
                     d.c_reason.push(if st.counters.is_some() { st.counter_reasons.index(b) } else { b });
-                    // (compensated: written when the thread is done, see thread_done)
-                    if !comp_on && st.counters.as_ref().is_some_and(|s| d.c_ts.len() == s.cap()) {
+                    if comp_on {
+                        d.c_comp.push(at.1);
+                    }
+                    if st.counters.as_ref().is_some_and(|s| d.c_ts.len() == s.cap()) {
                         drain_pages(N_COUNTERS, &d, d.c_ts.len(), false, dicts, st, flags, &mut sc)?;
                         d.clear_counters();
                     }
@@ -1391,10 +1427,16 @@ fn pass(
                 kinds::TIMER_STOP => {
                     d.t_g.push(g);
                     d.t_name.push(name);
-                    d.t_start.push(ts.wrapping_sub(value));
+                    d.t_start.push(timer_start.0);
                     d.t_stop.push(ts);
                     d.t_elapsed.push(value);
-                    if !comp_on && st.timers.as_ref().is_some_and(|s| d.t_g.len() == s.cap()) {
+                    if comp_on {
+                        d.t_comp[0].push(timer_start.1);
+                        d.t_comp[1].push(at.1);
+                        d.t_comp[2].push(at.1.wrapping_sub(timer_start.1));
+                    }
+                    // (rows waiting for their compensated start are written when the thread is done)
+                    if live.timers_pending.is_empty() && st.timers.as_ref().is_some_and(|s| d.t_g.len() == s.cap()) {
                         drain_pages(N_TIMERS, &d, d.t_g.len(), false, dicts, st, flags, &mut sc)?;
                         d.clear_timers();
                     }
@@ -1535,7 +1577,7 @@ fn thread_done(
                         th.regions.push(PairEv { ts, key: w1 as u32 as u64, name, b: 0, begin: k == kinds::REGION_BEGIN })
                     }
                     kinds::FUNC_ENTRY | kinds::FUNC_EXIT => th.functions.push(PairEv { ts, key: a, name, b, begin: k == kinds::FUNC_ENTRY }),
-                    _ => th.sync.push(SyncEv { ts, kind: k, addr: a, name }),
+                    _ => th.sync.push(SyncEv { ts, comp: 0, kind: k, addr: a, name }),
                 }
             }
         }
@@ -1556,18 +1598,11 @@ fn thread_done(
             }
         }
     }
-    if d.comp.is_some() {
-        compensate_thread(live, d);
-        // counters and timers are written from here when compensated (their rows need the
-        // thread's whole cost history)
-        if st.counters.is_some() {
-            let done = drain_pages(N_COUNTERS, d, d.c_ts.len(), false, dicts, st, flags, sc)?;
-            d.drain_counters(done);
-        }
-        if st.timers.is_some() {
-            let done = drain_pages(N_TIMERS, d, d.t_g.len(), false, dicts, st, flags, sc)?;
-            d.drain_timers(done);
-        }
+    let timers_held = !live.timers_pending.is_empty();
+    compensate_thread(live, d);
+    if timers_held && st.timers.is_some() {
+        let done = drain_pages(N_TIMERS, d, d.t_g.len(), false, dicts, st, flags, sc)?;
+        d.drain_timers(done);
     }
     if st.regions.is_some() {
         let done = drain_pages(N_REGIONS, d, d.regions.g.len(), false, dicts, st, flags, sc)?;
@@ -1576,47 +1611,38 @@ fn thread_done(
     Ok(())
 }
 
-/// The compensated times of the thread's rows of regions, functions, counters, timers and sync
-/// (compensation.build: each time less the cost of the thread's records before it).
-fn compensate_thread(live: &Live, d: &mut Derived) {
+/// The compensated times of the thread's rows that could not have theirs as their records went
+/// by (compensation.build: each time less the cost of the thread's records before it): rows of
+/// regions, functions and sync paired again (Thread::redo), the ends of regions and functions
+/// left open (the thread's end), and timers whose start lay after every record before their stop.
+fn compensate_thread(live: &mut Live, d: &mut Derived) {
     let Some(cp) = d.comp.as_ref() else { return };
-    let look = || Look { ts: &cp.bp_ts, before: &cp.bp_before, total: cp.run_cost, hint: 0 };
     for (n, base) in [(&mut d.regions, live.nest_base[0]), (&mut d.functions, live.nest_base[1])] {
-        let len = n.g.len();
-        let (mut lb, mut le) = (look(), look());
-        n.comp.iter_mut().for_each(|c| c.resize(len, 0));
-        for r in base.min(len)..len {
-            let (b, e) = (lb.comp(n.begin[r]), le.comp(n.end[r]));
-            n.comp[0][r] = b;
-            n.comp[1][r] = e;
-            n.comp[2][r] = e.wrapping_sub(b);
+        let (len, from) = (n.g.len(), n.comp[0].len());
+        for r in base.min(from)..from {
+            if n.complete[r] == 0 {
+                let e = cp.comp(n.end[r]);
+                n.comp[1][r] = e;
+                n.comp[2][r] = e.wrapping_sub(n.comp[0][r]);
+            }
+        }
+        for r in from..len {
+            let (b, e) = (cp.comp(n.begin[r]), cp.comp(n.end[r]));
+            n.comp[0].push(b);
+            n.comp[1].push(e);
+            n.comp[2].push(e.wrapping_sub(b));
         }
     }
-    let [cb, tb, s0, s1, s2, s3] = live.comp_base;
-    let len = d.c_ts.len();
-    d.c_comp.resize(len, 0);
-    let mut l = look();
-    for r in cb.min(len)..len {
-        d.c_comp[r] = l.comp(d.c_ts[r]);
-    }
-    let len = d.t_g.len();
-    d.t_comp.iter_mut().for_each(|c| c.resize(len, 0));
-    let (mut ls, mut le) = (look(), look());
-    for r in tb.min(len)..len {
-        let (a, b) = (ls.comp(d.t_start[r]), le.comp(d.t_stop[r]));
-        d.t_comp[0][r] = a;
-        d.t_comp[1][r] = b;
-        d.t_comp[2][r] = b.wrapping_sub(a);
-    }
-    for (part, base) in d.sync.iter_mut().zip([s0, s1, s2, s3]) {
-        let len = part.g.len();
-        part.comp.iter_mut().for_each(|c| c.resize(len, 0));
-        let (mut l0, mut l1, mut l2) = (look(), look(), look());
-        for r in base.min(len)..len {
-            part.comp[0][r] = l0.comp(part.request[r]);
-            part.comp[1][r] = if part.acquire_ok[r] != 0 { l1.comp(part.acquire[r]) } else { 0 };
-            part.comp[2][r] = if part.release_ok[r] != 0 { l2.comp(part.release[r]) } else { 0 };
+    for part in &mut d.sync {
+        for r in part.comp[0].len()..part.g.len() {
+            let acquire = if part.acquire_ok[r] != 0 { cp.comp(part.acquire[r]) } else { 0 };
+            let release = if part.release_ok[r] != 0 { cp.comp(part.release[r]) } else { 0 };
+            part.push_comp(cp.comp(part.request[r]), acquire, release);
         }
+    }
+    for r in live.timers_pending.drain(..) {
+        d.t_comp[0][r] = cp.comp(d.t_start[r]);
+        d.t_comp[2][r] = d.t_comp[1][r].wrapping_sub(d.t_comp[0][r]);
     }
 }
 

@@ -222,7 +222,7 @@ def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late
     """Application chunks with every kind the tables use, in random order: named and unnamed
     ids, short and long event payloads, unclosed regions, locks never released or acquired.
     `disordered`: times that tie and step back within a thread (compensation looks times up
-    by the thread's running maximum)."""
+    by the thread's running maximum), and timers that stop before they start."""
     rng = np.random.default_rng(seed)
     (path / "raw").mkdir(parents=True)
     kinds = [raw.EVENT, raw.REGION_BEGIN, raw.REGION_END, raw.COUNTER, raw.TIMER_START, raw.TIMER_STOP, raw.PAUSE,
@@ -245,6 +245,8 @@ def _random_trace(path, seed: int, threads: int = 3, per_thread: int = 400, late
                 else:
                     b = int.from_bytes(bytes(rng.integers(0, 256, size, dtype=np.uint8)), "little")
             ts = 1000 * t + 3 * i + (int(rng.integers(-7, 3)) if disordered else 0)
+            if disordered and kd == raw.TIMER_STOP and rng.random() < 0.5:
+                a = (1 << 64) - int(rng.integers(1, 12))  # a negative elapsed time: a start after the stop
             recs.append((max(ts, 0), ident, t % 2, kd, a, b))
         for seq, lo in enumerate(range(0, per_thread, 150)):
             part = recs[lo:lo + 150]
