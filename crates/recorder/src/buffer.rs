@@ -156,14 +156,15 @@ impl Chunk {
     }
 
     #[inline(always)]
-    pub fn cursor(&self) -> &mut Cursor {
+    pub fn cursor(&mut self) -> &mut Cursor {
         // SAFETY: one writer per chunk (see the type's comment); the cursor outlives the chunk.
         unsafe { &mut *self.cursor }
     }
 
     #[inline(always)]
     pub fn pos(&self) -> u64 {
-        self.cursor().pos
+        // SAFETY: as in `cursor`; only the writer changes it.
+        unsafe { (*self.cursor).pos }
     }
 
     fn header_u64(&self, off: usize) -> &AtomicU64 {
@@ -320,7 +321,8 @@ impl Chunk {
             }
         }
         c.pos = start + 1 + payload.len().div_ceil(oslens_format::record::CONT_PAYLOAD) as u64;
-        self.header_u64(offset::COMMITTED).store(c.pos, Ordering::Release);
+        let pos = c.pos;
+        self.header_u64(offset::COMMITTED).store(pos, Ordering::Release);
     }
 
     pub fn count_drop(&self, slots: u64) {

@@ -204,7 +204,7 @@ impl ThreadState {
         if cfg.prepare_buffers {
             next.prepare_all();
         }
-        let old = std::mem::replace(&mut self.chunk, next);
+        let mut old = std::mem::replace(&mut self.chunk, next);
         // the trigger budget left carries over to the new chunk's positions
         if self.budget_end != u64::MAX {
             self.budget_end = self.budget_end.saturating_sub(old.pos()) + self.chunk.pos();
