@@ -78,10 +78,10 @@ CAL_REPS = int(os.environ.get("COMPENSATION_CAL_REPS", "41"))
 ESTIMATOR = os.environ.get("COMPENSATION_ESTIMATOR", "lower_quartile")
 
 
-def build(out: Path, source: Path, std: str) -> Path:
+def build(out: Path, source: Path, std: str, *defines: str) -> Path:
     """The program with cpu_split.c linked in, flags as its own Makefile's (-O2, the installed header
     and liboslens: the inline fast path, when the header has one, is compiled in)."""
-    subprocess.run(["gcc", "-O2", "-g", f"-std={std}", "-pthread", "-o", str(out), str(source), str(HERE / "cpu_split.c"),
+    subprocess.run(["gcc", "-O2", "-g", f"-std={std}", "-pthread", *defines, "-o", str(out), str(source), str(HERE / "cpu_split.c"),
                     f"-I{paths.include_dir()}", f"-L{paths.library_dir()}", f"-Wl,-rpath,{paths.library_dir()}",
                     "-loslens", "-lm", "-lpthread"], check=True)
     return out
@@ -331,7 +331,12 @@ STEP_END = """        osl_region_end("STEP");
     osl_region_end("MDMAIN");"""
 
 
-def build_toggle(out: Path) -> Path | None:
+# The inline path's clock read (oslens.h) replaced by a constant: what water's records cost its
+# thread without it. Every record of such a run has the same time: a diagnostic, not a trace.
+NO_CLOCK_READ = "-D__builtin_ia32_rdtsc()=0x5eedull"
+
+
+def build_toggle(out: Path, *defines: str) -> Path | None:
     """water with recording switched off and on by pairs of time steps (osl_disable/osl_enable) and
     each step's thread CPU time written to $COMPENSATION_STEPCPU: one process, so load, caches and
     the helper thread are shared by both kinds of step. None when water.c no longer has the
@@ -364,48 +369,57 @@ def build_toggle(out: Path) -> Path | None:
     osl_region_end("MDMAIN");""")
     patched = out.with_suffix(".c")
     patched.write_text(src)
-    return build(out, patched, "gnu11")
+    return build(out, patched, "gnu11", *defines)
 
 
 def toggle_diagnostic(workdir: Path, cal: dict, progress, runs: int = 3, steps: int = 2000) -> dict | None:
     """What water's records cost its recording thread in water's own code: per pair of time steps
     recording on or off, thread CPU per step; (lower quartile on - lower quartile off) / records per
     recording step, with a bootstrap interval over steps, per run. Beside it the in-vitro calls for
-    the same records, from the empty loop and in context (the variant's calls)."""
+    the same records, from the empty loop and in context (the variant's calls). And, run by run
+    alternately, the same with the inline path's clock read (rdtsc) replaced by a constant: the
+    share of a record's cost that is the clock read in water's code."""
     prog = build_toggle(workdir / "water-toggle")
-    if prog is None:
+    no_clock = build_toggle(workdir / "water-toggle-no-clock", NO_CLOCK_READ)
+    if prog is None or no_clock is None:
         return None
     args = ["--threads", "1", "--molecules", "64", "--warm-input", "--quiet"]
-    profiles, per_record = {}, []
+    profiles, per_record = {}, {prog: [], no_clock: []}
     for which, n in (("empty", 0), ("full", steps)):
         trace = workdir / f"trace-toggle-{which}"
         stepfile = workdir / "stepcpu.txt"
         os.environ["COMPENSATION_STEPCPU"] = str(stepfile)
-        for i in range(runs if which == "full" else 1):
-            command = [str(prog), "--steps", str(n), *args]
+        for p in [prog, no_clock] * runs if which == "full" else [prog]:
+            command = [str(p), "--steps", str(n), *args]
             with stdout_to(workdir / "out-toggle.txt"):
                 _, _, status, meta = in_vivo.run_with(trace, command, {"force": True, "no_kernel": True, "preload": False,
                                                                        "command": command}, quiet=False)
             if status != 0:
                 os.environ.pop("COMPENSATION_STEPCPU", None)
                 return None
-            profiles[which] = in_vivo.trace_profile(trace, meta)
+            if p == prog:
+                profiles[which] = in_vivo.trace_profile(trace, meta)
             if which == "full":
                 off, on = ([float(x) for x in line.split()] for line in stepfile.read_text().splitlines()[:2])
-                per_record.append((np.array(off), np.array(on)))
+                per_record[p].append((np.array(off), np.array(on)))
         os.environ.pop("COMPENSATION_STEPCPU", None)
     events = {w: sum(n for k, n in p["counts"].items() if k not in in_vivo.UNCHARGED) for w, p in profiles.items()}
-    recording_steps = len(per_record[0][1])
+    recording_steps = len(per_record[prog][0][1])
     per_step = (events["full"] - events["empty"]) / recording_steps
     extra = {k: profiles["full"]["counts"].get(k, 0) - profiles["empty"]["counts"].get(k, 0) for k in profiles["full"]["counts"]}
     vitro = in_vivo.in_vitro_cost(extra, cal, region_name_bytes=profiles["full"]["region_name_bytes"]
                                   - profiles["empty"]["region_name_bytes"], records_per_s=0.47e6)
-    out_runs = []
-    for off, on in per_record:
-        c = in_vivo.contrast([on, off], [1, -1])  # lower quartiles, bootstrap over steps
-        out_runs.append({"ns_per_record": _r(c["estimate"] / per_step),
-                         "ci": [_r(x / per_step) for x in c["ci"]], "steps_each_way": int(min(len(on), len(off)))})
-    progress(f"water, recording toggled per pair of steps: {[x['ns_per_record'] for x in out_runs]} ns per record")
+    def per_run(p):
+        out = []
+        for off, on in per_record[p]:
+            c = in_vivo.contrast([on, off], [1, -1])  # lower quartiles, bootstrap over steps
+            out.append({"ns_per_record": _r(c["estimate"] / per_step),
+                        "ci": [_r(x / per_step) for x in c["ci"]], "steps_each_way": int(min(len(on), len(off)))})
+        return out
+
+    out_runs, no_clock_runs = per_run(prog), per_run(no_clock)
+    progress(f"water, recording toggled per pair of steps: {[x['ns_per_record'] for x in out_runs]} ns per record, "
+             f"{[x['ns_per_record'] for x in no_clock_runs]} without the clock read")
     return {
         "what": "water (1 thread, no preload) with recording switched off and on by pairs of time steps in one process; "
                 "thread CPU per step, (lower quartile on - off) / records per recording step, bootstrap 95% interval "
@@ -413,6 +427,7 @@ def toggle_diagnostic(workdir: Path, cal: dict, progress, runs: int = 3, steps: 
                 "context (the variant's calls, at water's pace)",
         "records_per_recording_step": _r(per_step, 1),
         "runs": out_runs,
+        "runs_without_clock_read": no_clock_runs,
         "in_vitro_calls_ns_per_record": _r(vitro["cost_ns"] / max(1, vitro["events"])),
         "in_vitro_calls_in_context_ns_per_record": _r(vitro["paced_cost_ns"] / max(1, vitro["events"])),
     }
