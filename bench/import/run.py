@@ -12,16 +12,17 @@ compares Parquet codecs on it.
 The headline figure ("import") is the import as `oslens import` runs it: with the importer's
 extensions (compensation, symbol names) and a calibration (a fixed one written next to the
 trace unless $OSLENS_CALIBRATION names one), which is the one native pass
-(oslens.store.importer.one_pass): app_events, regions, counters, timers, pauses and adapt, with
-compensation's columns, written to Parquet a page at a time while the records are split, never
-held whole in memory; sync and functions built from the rows the pass gathered, their
+(oslens.store.importer.one_pass): app_events, regions, counters, timers, pauses, adapt and sync,
+with compensation's columns, written to Parquet a page at a time by the pass, never held whole
+in memory (sync's rows as their threads end: the bench's lock is named, so its object dictionary
+is known before the first page); functions built from the rows the pass gathered, their
 compensated times computed in the pass too; the `compensation` table from its per-thread
 counts. Its build_tables phase includes the extensions and the tables written in the pass;
 write_parquet writes the rest and moves the files in place.
 
-"core" is the same trace imported without the extensions (the one pass also writing regions,
-counters and timers). With --reference the import with extensions is also timed on the
-in-memory path (every table laid out whole first, compensation over app_events in memory: what
+"core" is the same trace imported without the extensions (the one pass writing the same
+tables, without compensation's columns). With --reference the import with extensions is also
+timed on the in-memory path (every table laid out whole first, compensation over app_events in memory: what
 `oslens import` did before the pass computed the compensation), on a tenth of the records.
 
 Usage: python bench/import/run.py [--records N] [--keep] [--reference]

@@ -6,7 +6,8 @@
 //! this was measured on, every fresh 4 KiB page costs a page fault of 1-2 us on first touch,
 //! and the whole table's columns were 150 k of them. The derived tables (regions, functions,
 //! counters, timers, pauses, adapt, sync) are gathered while splitting: their rows, not the
-//! records they come from, paired per thread as oslens.store.pairing pairs them.
+//! records they come from, paired per thread as oslens.store.pairing pairs them; those streamed
+//! (Streams) are written a page at a time as their rows are complete.
 
 use crate::parquet::{self, Column, Dictionary};
 use crate::NameMap;
@@ -345,6 +346,10 @@ pub struct Derived {
     pub functions: Nested,
     /// sync parts: mutex acquisitions, mutex requests never acquired, barrier waits, cond waits
     pub sync: [SyncPart; 4],
+    /// rows of sync written by the pass (its parts are then empty)
+    pub sync_rows: usize,
+    /// a sync record of an object not named was seen (sync is then written when the pass is done)
+    sync_unnamed: bool,
     pub comp: Option<Comp>,
 }
 
@@ -559,6 +564,7 @@ impl Live {
     #[inline(always)]
     fn sync_event(&mut self, d: &mut Derived, e: SyncEv) {
         let g = self.g;
+        d.sync_unnamed |= e.name < 0;
         let req = self.last.filter(|p| p.kind == kinds::LOCK_REQUEST);
         if let Some(p) = req {
             if !(e.kind == kinds::LOCK_ACQUIRE && p.addr == e.addr) {
@@ -818,14 +824,18 @@ impl Thread {
 }
 
 /// Columns that may hold nulls, each written as nullable when its table's first page holds one:
-/// app_events' instrument and payload, the names of regions, counters, timers and adapt.
-pub const NULLABLE: usize = 6;
+/// app_events' instrument and payload, the names of regions, counters, timers and adapt, sync's
+/// acquire and release; and whether sync's object dictionary holds objects not named.
+pub const NULLABLE: usize = 9;
 const N_INSTRUMENT: usize = 0;
 const N_PAYLOAD: usize = 1;
 const N_REGIONS: usize = 2;
 const N_COUNTERS: usize = 3;
 const N_TIMERS: usize = 4;
 const N_ADAPT: usize = 5;
+const N_SYNC_ACQUIRE: usize = 6;
+const N_SYNC_RELEASE: usize = 7;
+const N_SYNC_UNNAMED: usize = 8;
 
 /// The pass is run again when a later page holds a null in a column the first page wrote as
 /// required: with that column nullable (the others that were nullable stay so, the rest are
@@ -904,6 +914,7 @@ pub struct Streams {
     pub timers: Option<Sink>,
     pub pauses: Option<Sink>,
     pub adapt: Option<Sink>,
+    pub sync: Option<Sink>,
     pub counter_reasons: Reasons,
     pub pause_reasons: Reasons,
     /// per thread: the latest closing calibration time of its chunks, and the program's exit
@@ -968,6 +979,9 @@ struct Scratch {
     valid: Vec<u8>,
     bits: Vec<u8>,
     ids: Vec<u32>,
+    sync: SyncPage,
+    /// sync's dictionaries while its pages are written as threads end (every object named)
+    sync_dicts: Option<SyncDicts>,
 }
 
 /// The validity bitmap of a page of name indices (-1: no name); returns the nulls.
@@ -1150,8 +1164,8 @@ fn derived_page(
 /// the times that are (ts, begin_ns, start_ns, request_ns).
 const COMP_DELTA: [&str; 8] = ["ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns", "end_comp_ns", "stop_comp_ns", "acquire_comp_ns", "release_comp_ns"];
 
-/// Table number 6: pauses (no name column).
-const N_PAUSES: usize = 6;
+/// The table number of pauses (no name column: no slot in the flags).
+const N_PAUSES: usize = NULLABLE;
 
 #[inline(always)]
 fn word(r: &[u8], o: usize) -> u64 {
@@ -1244,6 +1258,18 @@ fn pass(
         cpu_top = cpu_top.max(top);
     }
     d.reserve();
+    if st.sync.is_some() {
+        // nulls the records' kinds promise: condition waits are never released, and requests
+        // beyond the acquisitions are never acquired (no retry when a later page holds them)
+        let n = |k: u8| d.counts[k as usize];
+        let unacquired = n(kinds::LOCK_REQUEST) > n(kinds::LOCK_ACQUIRE);
+        if unacquired {
+            flags[N_SYNC_ACQUIRE].get_or_insert(true);
+        }
+        if unacquired || n(kinds::COND_WAIT_ENTER) > 0 {
+            flags[N_SYNC_RELEASE].get_or_insert(true);
+        }
+    }
     let mut writer = file.map(parquet::Writer::new).transpose()?;
     let mut sc = Scratch::default();
     let group_rows = group_rows.max(1);
@@ -1514,6 +1540,7 @@ fn pass(
             _ => d.clear_pauses(),
         }
     }
+    write_sync(&mut d, dicts, st, flags, &mut sc.sync)?;
     Ok(d)
 }
 
@@ -1608,7 +1635,7 @@ fn thread_done(
         let done = drain_pages(N_REGIONS, d, d.regions.g.len(), false, dicts, st, flags, sc)?;
         d.regions.drain_front(done);
     }
-    Ok(())
+    sync_thread_done(d, dicts, st, flags, sc)
 }
 
 /// The compensated times of the thread's rows that could not have theirs as their records went
@@ -1644,6 +1671,271 @@ fn compensate_thread(live: &mut Live, d: &mut Derived) {
         d.t_comp[0][r] = cp.comp(d.t_start[r]);
         d.t_comp[2][r] = d.t_comp[1][r].wrapping_sub(d.t_comp[0][r]);
     }
+}
+
+/// The sync table's labels of its parts, in their order (app_tables.SYNC_LABELS).
+const SYNC_LABELS: [&str; 4] = ["mutex", "mutex", "barrier", "cond"];
+
+/// Parquet's converted type of unsigned 64-bit integers (the address column).
+const UINT_64: i32 = 14;
+
+/// The sync table's dictionaries, as app_tables._sync_table makes them over all its rows: the
+/// kinds present (known from the records' kinds: a part has rows where its begin records are,
+/// the requests never acquired are mutex rows too), and the names then the addresses of the
+/// objects not named, sorted.
+struct SyncDicts {
+    kinds: Vec<u8>,
+    n_kinds: usize,
+    part_kind: [u32; 4],
+    objects: Vec<u8>,
+    n_names: usize,
+    unnamed: Vec<u64>,
+}
+
+/// PLAIN byte arrays: each value's length, then its bytes.
+fn plain_strings<S: AsRef<str>>(out: &mut Vec<u8>, values: impl IntoIterator<Item = S>) {
+    for v in values {
+        out.extend_from_slice(&(v.as_ref().len() as u32).to_le_bytes());
+        out.extend_from_slice(v.as_ref().as_bytes());
+    }
+}
+
+impl SyncDicts {
+    fn new(counts: &[u64], names: (usize, &[u8]), unnamed: Vec<u64>) -> SyncDicts {
+        let n = |k: u8| counts[k as usize];
+        let has = [n(kinds::LOCK_ACQUIRE) + n(kinds::LOCK_REQUEST), 0, n(kinds::BARRIER_ENTER), n(kinds::COND_WAIT_ENTER)];
+        let (mut labels, mut part_kind) = (Vec::new(), [0u32; 4]);
+        for (i, label) in SYNC_LABELS.into_iter().enumerate() {
+            if has[i] > 0 && !labels.contains(&label) {
+                labels.push(label);
+            }
+            part_kind[i] = labels.iter().position(|&l| l == label).unwrap_or(0) as u32;
+        }
+        let mut objects = names.1.to_vec();
+        plain_strings(&mut objects, unnamed.iter().map(|a| format!("0x{a:x}")));
+        let mut kinds = Vec::new();
+        plain_strings(&mut kinds, &labels);
+        SyncDicts { kinds, n_kinds: labels.len(), part_kind, objects, n_names: names.0, unnamed }
+    }
+}
+
+/// The addresses of the objects not named in the sync rows, sorted.
+fn unnamed_objects(parts: &[SyncPart; 4]) -> Vec<u64> {
+    // few, each in long runs of rows
+    let (mut seen, mut last) = (std::collections::HashSet::new(), None);
+    for p in parts {
+        for (&n, &a) in p.name.iter().zip(&p.addr) {
+            if n < 0 && last != Some(a) {
+                seen.insert(a);
+                last = Some(a);
+            }
+        }
+    }
+    let mut unnamed: Vec<u64> = seen.into_iter().collect();
+    unnamed.sort_unstable();
+    unnamed
+}
+
+/// Where each part's rows start when the parts are laid end to end.
+fn part_starts(parts: &[SyncPart; 4]) -> [usize; 5] {
+    let mut starts = [0; 5];
+    for (i, p) in parts.iter().enumerate() {
+        starts[i + 1] = starts[i] + p.g.len();
+    }
+    starts
+}
+
+impl SyncPart {
+    /// Appends rows a..b of `o`.
+    fn extend_from(&mut self, o: &SyncPart, a: usize, b: usize) {
+        self.g.extend_from_slice(&o.g[a..b]);
+        self.name.extend_from_slice(&o.name[a..b]);
+        self.addr.extend_from_slice(&o.addr[a..b]);
+        self.request.extend_from_slice(&o.request[a..b]);
+        self.acquire.extend_from_slice(&o.acquire[a..b]);
+        self.acquire_ok.extend_from_slice(&o.acquire_ok[a..b]);
+        self.release.extend_from_slice(&o.release[a..b]);
+        self.release_ok.extend_from_slice(&o.release_ok[a..b]);
+        for (c, oc) in self.comp.iter_mut().zip(&o.comp) {
+            if !oc.is_empty() {
+                c.extend_from_slice(&oc[a..b]);
+            }
+        }
+    }
+
+    /// Takes away the first n rows (written), keeping the rest in order.
+    fn drain_front(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.g.drain(..n);
+        self.name.drain(..n);
+        self.addr.drain(..n);
+        self.request.drain(..n);
+        self.acquire.drain(..n);
+        self.acquire_ok.drain(..n);
+        self.release.drain(..n);
+        self.release_ok.drain(..n);
+        for c in &mut self.comp {
+            c.drain(..n.min(c.len()));
+        }
+    }
+}
+
+/// Rows lo..hi of the sync parts laid end to end: (the part holding them, the row of its first),
+/// or copied into `tmp` where they straddle parts.
+fn sync_rows<'a>(parts: &'a [SyncPart; 4], starts: &[usize; 5], lo: usize, hi: usize, tmp: &'a mut SyncPart) -> (&'a SyncPart, usize) {
+    if let Some(i) = (0..4).find(|&i| starts[i] <= lo && hi <= starts[i + 1]) {
+        return (&parts[i], starts[i]);
+    }
+    tmp.truncate(0);
+    for (i, p) in parts.iter().enumerate() {
+        let (a, b) = (lo.clamp(starts[i], starts[i + 1]), hi.clamp(starts[i], starts[i + 1]));
+        tmp.extend_from(p, a - starts[i], b - starts[i]);
+    }
+    (tmp, lo)
+}
+
+/// What writing sync pages reuses: a page's kind and object indices and validity bitmaps
+/// (acquire, release), rows copied where a page straddles parts; and the rows written.
+#[derive(Default)]
+struct SyncPage {
+    written: usize,
+    kind: Vec<u32>,
+    object: Vec<u32>,
+    valid: [Vec<u8>; 2],
+    tmp: SyncPart,
+}
+
+impl SyncPage {
+    /// For rows lo..hi of the parts laid end to end (`starts`), rows a.. of `p`: the kind
+    /// indices, and the object indices where some object is not named (the names' are the
+    /// rows' own).
+    fn fill(&mut self, sd: &SyncDicts, starts: &[usize; 5], p: &SyncPart, a: usize, lo: usize, hi: usize) {
+        let b = a + hi - lo;
+        self.kind.clear();
+        for i in 0..4 {
+            let n = hi.clamp(starts[i], starts[i + 1]) - lo.clamp(starts[i], starts[i + 1]);
+            self.kind.extend(std::iter::repeat_n(sd.part_kind[i], n));
+        }
+        self.object.clear();
+        if !sd.unnamed.is_empty() {
+            self.object.extend(p.name[a..b].iter().zip(&p.addr[a..b]).map(|(&n, addr)| {
+                if n >= 0 {
+                    n as u32
+                } else {
+                    (sd.n_names + sd.unnamed.binary_search(addr).unwrap()) as u32
+                }
+            }));
+        }
+    }
+
+    /// The validity bitmaps of rows a..b of `p` (acquire, release) where `nullable`.
+    fn validity(&mut self, p: &SyncPart, a: usize, b: usize, nullable: [bool; 2]) {
+        for ((bits, ok), n) in self.valid.iter_mut().zip([&p.acquire_ok, &p.release_ok]).zip(nullable) {
+            bits.clear();
+            if n {
+                bits.resize((b - a).div_ceil(8), 0);
+                for (i, &v) in ok[a..b].iter().enumerate() {
+                    bits[i >> 3] |= (v & 1) << (i & 7);
+                }
+            }
+        }
+    }
+}
+
+/// The rows of ok[a..b] that are not (nulls).
+fn zeros(ok: &[u8], a: usize, b: usize) -> usize {
+    ok[a..b].iter().filter(|&&v| v == 0).count()
+}
+
+/// The sync table's columns over rows a..b of `p` (`pg` filled for them; `nullable`: acquire,
+/// release), with compensation's after its own (oslens.store.compensation).
+#[allow(clippy::too_many_arguments)]
+fn sync_columns<'a>(p: &'a SyncPart, a: usize, b: usize, sd: &'a SyncDicts, dicts: &'a Dicts, pg: &'a SyncPage, nullable: [bool; 2], comp: bool) -> Vec<Column<'a>> {
+    let validity = |i: usize| nullable[i].then_some(&pg.valid[i][..]);
+    let [pid, tid] = who(&p.g[a..b], dicts);
+    let objects = if sd.unnamed.is_empty() { bytes_of(&p.name[a..b]) } else { bytes_of(&pg.object) };
+    let mut cols = vec![
+        dict_col("kind", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&pg.kind), 4, (sd.n_kinds, &sd.kinds), false),
+        dict_col("object", parquet::BYTE_ARRAY, Some(parquet::UTF8), objects, 4, (sd.n_names + sd.unnamed.len(), &sd.objects), false),
+        pid,
+        tid,
+        i64_col("request_ns", &p.request[a..b], true, true),
+        Column { validity: validity(0), ..i64_col("acquire_ns", &p.acquire[a..b], false, true) },
+        Column { validity: validity(1), ..i64_col("release_ns", &p.release[a..b], false, true) },
+        plain_col("address", parquet::INT64, Some(UINT_64), bytes_of(&p.addr[a..b]), 8),
+    ];
+    if comp {
+        for (j, name) in ["request_comp_ns", "acquire_comp_ns", "release_comp_ns"].into_iter().enumerate() {
+            let validity = if j == 0 { None } else { validity(j - 1) };
+            cols.push(Column { validity, ..i64_col(name, &p.comp[j][a..b], true, true) });
+        }
+    }
+    cols
+}
+
+/// The first `upto` rows of the sync parts laid end to end written a page at a time while a
+/// whole page is there (all of them with `last`); returns the rows written. The object column's
+/// dictionary is decided by the first page (names only, or names and the objects not named):
+/// a later page that needs another makes the pass run again with the objects held to its end.
+#[allow(clippy::too_many_arguments)]
+fn sync_pages(d: &Derived, sd: &SyncDicts, upto: usize, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], pg: &mut SyncPage) -> Result<usize, PassErr> {
+    let starts = part_starts(&d.sync);
+    let comp = st.costs.is_some();
+    let mut lo = 0;
+    while let Some(sink) = st.sync.as_mut() {
+        let n = sink.cap().min(upto - lo);
+        if n == 0 || (n < sink.cap() && !last) {
+            break;
+        }
+        decide(flags, N_SYNC_UNNAMED, sd.unnamed.len())?;
+        let mut tmp = std::mem::take(&mut pg.tmp);
+        let (p, first) = sync_rows(&d.sync, &starts, lo, lo + n, &mut tmp);
+        let a = lo - first;
+        pg.fill(sd, &starts, p, a, lo, lo + n);
+        let nullable = [decide(flags, N_SYNC_ACQUIRE, zeros(&p.acquire_ok, a, a + n))?, decide(flags, N_SYNC_RELEASE, zeros(&p.release_ok, a, a + n))?];
+        pg.validity(p, a, a + n, nullable);
+        sink.page(&sync_columns(p, a, a + n, sd, dicts, pg, nullable, comp), n)?;
+        pg.tmp = tmp;
+        pg.written += n;
+        lo += n;
+    }
+    Ok(lo)
+}
+
+/// A thread is done: the mutex acquisitions' whole pages written while every object so far
+/// has its name (the dictionary then is the names: known before the first page).
+fn sync_thread_done(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], sc: &mut Scratch) -> Result<(), PassErr> {
+    if st.sync.is_none() || d.sync_unnamed || flags[N_SYNC_UNNAMED] == Some(true) {
+        return Ok(());
+    }
+    let sd = sc.sync_dicts.get_or_insert_with(|| SyncDicts::new(&d.counts, dicts.instrument, Vec::new()));
+    let done = sync_pages(d, sd, d.sync[0].g.len(), false, dicts, st, flags, &mut sc.sync)?;
+    d.sync[0].drain_front(done);
+    Ok(())
+}
+
+/// The sync rows still held (the mutex acquisitions not yet written, then the requests never
+/// acquired, the barrier and the condition waits), and the file's footer, where sync is
+/// streamed: when the pass is done, every object is known.
+fn write_sync(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], pg: &mut SyncPage) -> Result<(), PassErr> {
+    if st.sync.is_none() {
+        return Ok(());
+    }
+    let sd = SyncDicts::new(&d.counts, dicts.instrument, unnamed_objects(&d.sync));
+    let total = part_starts(&d.sync)[4];
+    sync_pages(d, &sd, total, true, dicts, st, flags, pg)?;
+    let nullable = [flags[N_SYNC_ACQUIRE] == Some(true), flags[N_SYNC_RELEASE] == Some(true)];
+    let tmp = std::mem::take(&mut pg.tmp);
+    pg.fill(&sd, &[0; 5], &tmp, 0, 0, 0);
+    pg.validity(&tmp, 0, 0, nullable);
+    if let Some(sink) = st.sync.take() {
+        sink.w.finish(&sync_columns(&tmp, 0, 0, &sd, dicts, pg, nullable, st.costs.is_some()))?;
+    }
+    d.sync = Default::default();
+    d.sync_rows = pg.written;
+    Ok(())
 }
 
 /// app_events' columns over one group's buffers, as oslens.store.native_parquet describes the

@@ -996,7 +996,8 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 /// buffers (numpy views them), keyed "table.column".
 ///
 /// streams: {table: path} of the derived tables written while the pass runs, a page at a time
-/// (regions, counters, timers, pauses, adapt; their columns are then not returned); reasons:
+/// (regions, counters, timers, pauses, adapt, sync; their columns are then not returned, and
+/// "sync.rows" says how many rows sync got); reasons:
 /// ((codes, count, PLAIN labels) of counters' reasons, the same of pauses'), the sorted codes
 /// the streamed tables hold; thread_end: per thread (latest closing calibration time, program
 /// exit where its chunk was never closed), i64 min for none: when an unclosed region ends.
@@ -1025,7 +1026,7 @@ fn app_pass<'py>(
         return Err(PyValueError::new_err("app_pass: costs must give one figure per record kind (256)"));
     }
     let streams = streams.unwrap_or_default();
-    if let Some(bad) = streams.keys().find(|k| !["regions", "counters", "timers", "pauses", "adapt"].contains(&k.as_str())) {
+    if let Some(bad) = streams.keys().find(|k| !["regions", "counters", "timers", "pauses", "adapt", "sync"].contains(&k.as_str())) {
         return Err(PyValueError::new_err(format!("app_pass: {bad} cannot be streamed")));
     }
     if streams.keys().any(|k| k == "counters" || k == "pauses") && reasons.is_none() {
@@ -1083,6 +1084,7 @@ fn app_pass<'py>(
                     timers: sink("timers")?,
                     pauses: sink("pauses")?,
                     adapt: sink("adapt")?,
+                    sync: sink("sync")?,
                     counter_reasons: app_rows::Reasons { codes: cc.clone(), count: cn, plain: cp.clone() },
                     pause_reasons: app_rows::Reasons { codes: pc.clone(), count: pn, plain: pp.clone() },
                     thread_end: thread_end.clone(),
@@ -1117,6 +1119,7 @@ fn app_pass<'py>(
     let put = |k: &str, c: Col| -> PyResult<()> { out.set_item(k, Bound::new(py, ColumnBuffer { data: c })?) };
     out.set_item("counts", d.counts)?;
     out.set_item("rows", d.rows)?;
+    out.set_item("sync.rows", d.sync_rows)?;
     put("extent.min", Col::I64(d.extent_min))?;
     put("extent.max", Col::I64(d.extent_max))?;
     put("counters.ts", Col::I64(d.c_ts))?;

@@ -532,38 +532,55 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.
         return schema.empty("sync")
     parts = []
 
-    def part(label, rec, request, acquire, acquire_ok, release, release_ok):
-        gg, addr, nrows = take(col.g, rec), take(col.a, rec), len(rec)
-        parts.append(pa.table({
-            "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nrows, np.int32)), pa.array([label])),
-            "object": _object_names(take(name_idx, rec), addr, dictionary),
-            "pid": _indexed(gg, t_pid), "tid": _indexed(gg, t_tid), "request_ns": request,
-            "acquire_ns": pa.nulls(nrows, pa.int64()) if acquire is None else _masked(acquire, acquire_ok),
-            "release_ns": pa.nulls(nrows, pa.int64()) if release is None else _masked(release, release_ok),
-            "address": addr,
-        }))
-
     def paired(begin_kind, end_kind):
-        """Rows of the `begin_kind` records, the row of their end or -1, and the end's time."""
+        """Rows of the `begin_kind` records, whether their end came, and the end's time."""
         begins, ends, _depth, _lost = pairing.pair_kinds(kind, col.g, col.a, begin_kind, end_kind, int(counts[begin_kind]))
         return begins, ends >= 0, take(col.ts, np.maximum(ends, 0))
+
+    def part(i, rec, request, acquire, acquire_ok, release, release_ok):
+        none, no = np.zeros(len(rec), np.int64), np.zeros(len(rec), bool)
+        parts.append((i, take(col.g, rec), take(name_idx, rec), take(col.a, rec), request,
+                      none if acquire is None else acquire, no if acquire_ok is None else acquire_ok,
+                      none if release is None else release, no if release_ok is None else release_ok))
 
     if counts[LOCK_ACQUIRE] or counts[LOCK_REQUEST]:
         request, stuck = pairing.lock_requests(kind, col.g, col.a, col.ts, int(counts[LOCK_ACQUIRE]),
                                                int(counts[LOCK_REQUEST]))
         acq, released, release = paired(LOCK_ACQUIRE, LOCK_RELEASE)
-        if len(acq):
-            part("mutex", acq, request, take(col.ts, acq), None, release, released)
-        if len(stuck):
-            part("mutex", stuck, take(col.ts, stuck), None, None, None, None)
-    for enter, exit_, label in ((BARRIER_ENTER, BARRIER_EXIT, "barrier"), (COND_WAIT_ENTER, COND_WAIT_EXIT, "cond")):
-        if not counts[enter]:
-            continue
-        begins, done, left = paired(enter, exit_)
-        part(label, begins, take(col.ts, begins), left, done, *((left, done) if label == "barrier" else (None, None)))
+        part(0, acq, request, take(col.ts, acq), np.ones(len(acq), bool), release, released)
+        part(1, stuck, take(col.ts, stuck), None, None, None, None)
+    for i, (enter, exit_) in ((2, (BARRIER_ENTER, BARRIER_EXIT)), (3, (COND_WAIT_ENTER, COND_WAIT_EXIT))):
+        if counts[enter]:
+            begins, done, left = paired(enter, exit_)
+            part(i, begins, take(col.ts, begins), left, done, *((left, done) if i == 2 else (None, None)))
+    return _sync_table(parts, t_pid, t_tid, dictionary)
+
+
+SYNC_LABELS = ("mutex", "mutex", "barrier", "cond")  # the kind of each part of the sync table
+
+
+def _sync_table(parts: list, t_pid, t_tid, dictionary) -> pa.Table:
+    """The sync table from its parts, in order: (part number (SYNC_LABELS), thread indices, name
+    indices, addresses, request, acquire, acquire valid, release, release valid). One piece
+    with one dictionary per column over all its rows (kind: the labels present; object: the
+    names, then the unnamed objects' addresses sorted), as the importer's pass writes it
+    (app_rows.rs write_sync), whatever parts hold rows."""
+    parts = [p for p in parts if len(p[1])]
     if not parts:
         return schema.empty("sync")
-    return pa.concat_tables(parts, promote_options="permissive")
+    labels = list(dict.fromkeys(SYNC_LABELS[p[0]] for p in parts))
+    kinds = np.concatenate([np.full(len(p[1]), labels.index(SYNC_LABELS[p[0]]), np.int32) for p in parts])
+
+    def cat(j):
+        return np.concatenate([p[j] for p in parts])
+
+    g, addr = cat(1), cat(3)
+    return pa.table({
+        "kind": pa.DictionaryArray.from_arrays(pa.array(kinds), pa.array(labels, pa.string())),
+        "object": _object_names(cat(2), addr, dictionary), "pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid),
+        "request_ns": cat(4), "acquire_ns": _masked(cat(5), cat(6)), "release_ns": _masked(cat(7), cat(8)),
+        "address": addr,
+    })
 
 
 def _masked(values: np.ndarray, ok: np.ndarray | None) -> pa.Array:
@@ -649,14 +666,16 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     (a WrittenTable stands in for it), the other tables are built from the rows the pass
     gathered. The same tables, rows and values as build; raises OSError when the file cannot
     be written. `scans`: {chunk path: _native.scan_records(its records)} where the readers took
-    it; with every chunk's, regions, counters, timers, pauses and adapt are written in the pass
-    too (next to events_path), a page at a time, and stand in the result as WrittenTables.
+    it; with every chunk's, regions, counters, timers, pauses, adapt and sync are written in the
+    pass too (next to events_path), a page at a time, and stand in the result as WrittenTables
+    (sync's rows as threads end where every sync object is named, else when the pass is done:
+    its object dictionary holds the objects not named).
 
     `costs`: per record kind, what one record cost (ns; oslens.store.compensation.cost_table):
-    app_events, regions, counters and timers then get compensation's columns in the pass (each
-    time less the cost of its thread's earlier records), and the result's "compensation" holds
-    what that extension needs for the rest: the compensated times of the tables built in memory
-    (sync, functions, and those not streamed), each thread's records per kind and pauses' sum."""
+    app_events, regions, counters, timers and sync then get compensation's columns in the pass
+    (each time less the cost of its thread's earlier records), and the result's "compensation"
+    holds what that extension needs for the rest: the compensated times of the tables built in
+    memory (functions, and those not streamed), each thread's records per kind and pauses' sum."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)
@@ -699,6 +718,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                     and not (table == "pauses" and pause_codes is None):
                 streams[table] = str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
                 rows[table] = int(total[kind])
+        if total[[LOCK_REQUEST, LOCK_ACQUIRE, BARRIER_ENTER, COND_WAIT_ENTER]].any():  # sync has rows
+            streams["sync"] = str(Path(events_path).with_name(Path(events_path).name.replace("app_events", "sync")))
         reasons = (_reasons(sorted(counter_codes or ()), COUNTER_REASONS), _reasons(sorted(pause_codes or ()), PAUSE_REASONS))
     end_ns = meta.get("end_ns")
     low = int(np.iinfo(np.int64).min)
@@ -727,16 +748,18 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     _chunk_extent(threads, extent_start, extent_end, meta)
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
-    out.update({table: WrittenTable(p, rows[table]) for table, p in streams.items()})
+    out.update({table: WrittenTable(p, rows[table] if table != "sync" else got["sync.rows"])
+                for table, p in streams.items()})
     if costs is not None:
         # the compensated times of the tables built here, keyed by the time they compensate
         done = {table: dict(zip(times, (_buf(got, f"{table}.comp{i}", np.int64) for i in range(len(times)))))
                 for table, times in (("regions", ("begin_ns", "end_ns")), ("functions", ("begin_ns", "end_ns")),
                                      ("counters", ("ts",)), ("timers", ("start_ns", "stop_ns")))
                 if table not in streams}
-        sync = [i for i in range(4) if len(_buf(got, f"sync{i}.g", np.int32))]
-        done["sync"] = {c: np.concatenate([_buf(got, f"sync{i}.comp{j}", np.int64) for i in sync] or [np.zeros(0, np.int64)])
-                        for j, c in enumerate(("request_ns", "acquire_ns", "release_ns"))}
+        if "sync" not in streams:
+            sync = [i for i in range(4) if len(_buf(got, f"sync{i}.g", np.int32))]
+            done["sync"] = {c: np.concatenate([_buf(got, f"sync{i}.comp{j}", np.int64) for i in sync] or [np.zeros(0, np.int64)])
+                            for j, c in enumerate(("request_ns", "acquire_ns", "release_ns"))}
         out["compensation"] = {
             "columns": done, "pid": t_pid, "tid": t_tid,
             "kinds": _buf(got, "comp.kinds", np.uint64).reshape(len(threads), 256),
@@ -796,23 +819,10 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
         "error": col("adapt", "error"), "policy": col("adapt", "policy"),
     })
 
-    parts = []
-    for i, label in enumerate(("mutex", "mutex", "barrier", "cond")):
-        part = f"sync{i}"
-        g = col(part, "g", np.int32)
-        n = len(g)
-        if not n:
-            continue
-        addr = col(part, "address", np.uint64)
-        acquire, acquire_ok = col(part, "acquire_ns"), col(part, "acquire_ok", np.uint8).view(bool)
-        release, release_ok = col(part, "release_ns"), col(part, "release_ok", np.uint8).view(bool)
-        parts.append(pa.table({
-            "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([label])),
-            "object": _object_names(col(part, "name", np.int32), addr, dictionary),
-            **who(g), "request_ns": col(part, "request_ns"),
-            "acquire_ns": pa.nulls(n, pa.int64()) if i == 1 else _masked(acquire, acquire_ok),
-            "release_ns": pa.nulls(n, pa.int64()) if i in (1, 3) else _masked(release, release_ok),
-            "address": addr,
-        }))
-    out["sync"] = pa.concat_tables(parts, promote_options="permissive") if parts else schema.empty("sync")
+    if "sync" not in out:
+        out["sync"] = _sync_table([(i, col(f"sync{i}", "g", np.int32), col(f"sync{i}", "name", np.int32),
+                                    col(f"sync{i}", "address", np.uint64), col(f"sync{i}", "request_ns"),
+                                    col(f"sync{i}", "acquire_ns"), col(f"sync{i}", "acquire_ok", np.uint8).view(bool),
+                                    col(f"sync{i}", "release_ns"), col(f"sync{i}", "release_ok", np.uint8).view(bool))
+                                   for i in range(4)], t_pid, t_tid, dictionary)
     return out
