@@ -16,7 +16,7 @@
 
 use std::io::{Result, Write};
 
-pub const PAGE_ROWS: usize = 1 << 20;
+pub const PAGE_ROWS: usize = 1 << 16;
 
 // Thrift compact protocol field types
 const T_I32: u8 = 5;
