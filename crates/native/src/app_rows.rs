@@ -26,6 +26,9 @@ pub struct Chunk<'a> {
     /// The chunk's records per kind and their largest CPU number where known (scan_records),
     /// else counted here.
     pub counts: Option<(&'a [u64], u16)>,
+    /// The (name key, address) pairs of its sync records that begin a row (Scan::sync, laid
+    /// flat) where known: with every chunk's, sync's object dictionary is known before the pass.
+    pub sync_keys: Option<&'a [u64]>,
 }
 
 /// Records per kind of 32-byte records (added to `counts`), and their largest CPU number.
@@ -45,7 +48,97 @@ pub struct Scan {
     pub cpu_max: u16,
     /// the distinct `b` words of COUNTER and of PAUSE records
     pub reasons: [Distinct; 2],
+    /// the distinct (name key, address) of the sync records a sync row comes from
+    pub sync: SyncKeys,
 }
+
+/// The key a record's name is looked up by (NameMap): its kind and id.
+const NAME_KEY: u64 = 0x00FF_0000_FFFF_FFFF;
+
+/// The distinct (name key, address) pairs of the sync records a row of sync comes from (lock
+/// requests and acquisitions, barrier and condition wait entries): few objects, each in long
+/// runs (past SyncKeys::MOST it only notes that there are more). The last pair of each kind is
+/// kept (a request and its acquisition differ in their keys' kind), the set hashed with Fx.
+#[derive(Default)]
+pub struct SyncKeys {
+    seen: std::collections::HashSet<(u64, u64), std::hash::BuildHasherDefault<Fx>>,
+    last: [(u64, u64); 4],
+    many: bool,
+}
+
+/// rustc's FxHasher: a multiply and a rotate per word (the std SipHash costs ~20 ns a pair).
+#[derive(Default)]
+pub struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+
+    #[inline(always)]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl SyncKeys {
+    const MOST: usize = 1 << 20;
+
+    #[inline(always)]
+    fn add(&mut self, kind: u8, key: u64, addr: u64) {
+        // LOCK_REQUEST, LOCK_ACQUIRE, BARRIER_ENTER, COND_WAIT_ENTER: 32, 33, 35, 37 -> 0..4
+        let slot = ((kind - kinds::LOCK_REQUEST) as usize).div_ceil(2) & 3;
+        // the key holds the kind (never 0): a zeroed slot never matches
+        if self.last[slot] == (key, addr) || self.many {
+            return;
+        }
+        self.last[slot] = (key, addr);
+        if self.seen.len() == Self::MOST {
+            self.many = !self.seen.contains(&(key, addr));
+            return;
+        }
+        self.seen.insert((key, addr));
+    }
+
+    /// The pairs sorted and laid flat (key, address, key, ...), None where there were too many.
+    pub fn take_if_few(&mut self) -> Option<Vec<u64>> {
+        if self.many {
+            return None;
+        }
+        let mut v: Vec<(u64, u64)> = std::mem::take(&mut self.seen).into_iter().collect();
+        v.sort_unstable();
+        Some(v.into_iter().flat_map(|(k, a)| [k, a]).collect())
+    }
+}
+
+/// The kinds Scan::special looks at: clock pairs, counters and pauses (their reasons), and the
+/// sync records a row comes from.
+const SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let ks = [
+        kinds::CLOCK_PAIR,
+        kinds::COUNTER,
+        kinds::PAUSE,
+        kinds::LOCK_REQUEST,
+        kinds::LOCK_ACQUIRE,
+        kinds::BARRIER_ENTER,
+        kinds::COND_WAIT_ENTER,
+    ];
+    let mut i = 0;
+    while i < ks.len() {
+        t[ks[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 /// A small sorted set of distinct values (at most 256; past that it only notes so).
 #[derive(Default)]
@@ -79,8 +172,8 @@ impl Distinct {
 /// Counts the kinds of 32-byte records, their largest CPU number, the CLOCK_PAIR records'
 /// (ts, a) and the reasons of COUNTER and PAUSE records, in one pass.
 pub fn scan(records: &[u8]) -> Scan {
-    let mut sc = Scan { counts: vec![0; 256], pairs: Vec::new(), cpu_max: 0, reasons: Default::default() };
-    let special = |k: u8| k == kinds::CLOCK_PAIR || k == kinds::COUNTER || k == kinds::PAUSE;
+    let mut sc = Scan { counts: vec![0; 256], pairs: Vec::new(), cpu_max: 0, reasons: Default::default(), sync: Default::default() };
+    let special = |k: u8| SPECIAL[k as usize];
     // blocks of 2^30 records, so that their u32 counts cannot wrap
     for block in records.chunks(32 << 30) {
         // four histograms, so that records of one kind in a row do not wait on each other's
@@ -122,6 +215,9 @@ impl Scan {
             kinds::CLOCK_PAIR => self.pairs.push((word(r, 0), word(r, 16))),
             kinds::COUNTER => self.reasons[0].add(word(r, 24)),
             kinds::PAUSE => self.reasons[1].add(word(r, 24)),
+            kinds::LOCK_REQUEST | kinds::LOCK_ACQUIRE | kinds::BARRIER_ENTER | kinds::COND_WAIT_ENTER => {
+                self.sync.add(r[14], word(r, 8) & NAME_KEY, word(r, 16))
+            }
             _ => {}
         }
     }
@@ -348,8 +444,11 @@ pub struct Derived {
     pub sync: [SyncPart; 4],
     /// rows of sync written by the pass (its parts are then empty)
     pub sync_rows: usize,
-    /// a sync record of an object not named was seen (sync is then written when the pass is done)
+    /// a sync record of an object not named was seen (sync is then written when the pass is done,
+    /// unless its dictionary was known from the scans)
     sync_unnamed: bool,
+    /// the most sync rows held at once where sync is streamed
+    pub sync_peak: usize,
     pub comp: Option<Comp>,
 }
 
@@ -825,8 +924,10 @@ impl Thread {
 
 /// Columns that may hold nulls, each written as nullable when its table's first page holds one:
 /// app_events' instrument and payload, the names of regions, counters, timers and adapt, sync's
-/// acquire and release; and whether sync's object dictionary holds objects not named.
-pub const NULLABLE: usize = 9;
+/// acquire and release; and whether sync's object dictionary holds objects not named. The last
+/// slot is not a column: Some(true) where the objects not named the scans promised (Chunk::
+/// sync_keys) were not those of the rows (the pass then holds sync as without the scans).
+pub const NULLABLE: usize = 10;
 const N_INSTRUMENT: usize = 0;
 const N_PAYLOAD: usize = 1;
 const N_REGIONS: usize = 2;
@@ -836,6 +937,7 @@ const N_ADAPT: usize = 5;
 const N_SYNC_ACQUIRE: usize = 6;
 const N_SYNC_RELEASE: usize = 7;
 const N_SYNC_UNNAMED: usize = 8;
+const N_SYNC_HELD: usize = 9;
 
 /// The pass is run again when a later page holds a null in a column the first page wrote as
 /// required: with that column nullable (the others that were nullable stay so, the rest are
@@ -980,8 +1082,11 @@ struct Scratch {
     bits: Vec<u8>,
     ids: Vec<u32>,
     sync: SyncPage,
-    /// sync's dictionaries while its pages are written as threads end (every object named)
+    /// sync's dictionaries while its pages are written as threads end (every object named, or
+    /// the objects not named known from the scans)
     sync_dicts: Option<SyncDicts>,
+    /// sync_dicts came from the scans: sync's pages are written as threads end whatever the names
+    sync_known: bool,
 }
 
 /// The validity bitmap of a page of name indices (-1: no name); returns the nulls.
@@ -1272,6 +1377,12 @@ fn pass(
     }
     let mut writer = file.map(parquet::Writer::new).transpose()?;
     let mut sc = Scratch::default();
+    if st.sync.is_some() && flags[N_SYNC_HELD] != Some(true) {
+        if let Some(unnamed) = scanned_unnamed(chunks) {
+            sc.sync_dicts = Some(SyncDicts::new(&d.counts, dicts.instrument, unnamed));
+            sc.sync_known = true;
+        }
+    }
     let group_rows = group_rows.max(1);
     // app_events is written a page at a time (PAGE_ROWS rows: the pages a row group of
     // group_rows gets), from buffers of one page's rows
@@ -1362,7 +1473,7 @@ fn pass(
             if k == kinds::NAME || k == kinds::CONT || k == kinds::EMPTY {
                 continue;
             }
-            let name = if c.has_names { c.names.get(w1 & 0x00FF_0000_FFFF_FFFF) } else { -1 };
+            let name = if c.has_names { c.names.get(w1 & NAME_KEY) } else { -1 };
             let b = word(r, 24);
             // app_events
             let row = grp.len;
@@ -1540,7 +1651,7 @@ fn pass(
             _ => d.clear_pauses(),
         }
     }
-    write_sync(&mut d, dicts, st, flags, &mut sc.sync)?;
+    write_sync(&mut d, dicts, st, flags, &mut sc)?;
     Ok(d)
 }
 
@@ -1598,7 +1709,7 @@ fn thread_done(
                 } else {
                     word(r, 0) as i64
                 };
-                let name = if c.has_names { c.names.get(w1 & 0x00FF_0000_FFFF_FFFF) } else { -1 };
+                let name = if c.has_names { c.names.get(w1 & NAME_KEY) } else { -1 };
                 match k {
                     kinds::REGION_BEGIN | kinds::REGION_END => {
                         th.regions.push(PairEv { ts, key: w1 as u32 as u64, name, b: 0, begin: k == kinds::REGION_BEGIN })
@@ -1736,6 +1847,23 @@ fn unnamed_objects(parts: &[SyncPart; 4]) -> Vec<u64> {
     unnamed
 }
 
+/// The addresses of the objects not named that the sync rows will hold, sorted, from every
+/// chunk's scan (None where one has none): the addresses of the scanned (name key, address)
+/// pairs whose key has no name, as the pass names the records.
+fn scanned_unnamed(chunks: &[Chunk]) -> Option<Vec<u64>> {
+    let mut unnamed = Vec::new();
+    for c in chunks {
+        for ka in c.sync_keys?.chunks_exact(2) {
+            if !c.has_names || c.names.get(ka[0]) < 0 {
+                unnamed.push(ka[1]);
+            }
+        }
+    }
+    unnamed.sort_unstable();
+    unnamed.dedup();
+    Some(unnamed)
+}
+
 /// Where each part's rows start when the parts are laid end to end.
 fn part_starts(parts: &[SyncPart; 4]) -> [usize; 5] {
     let mut starts = [0; 5];
@@ -1801,6 +1929,8 @@ fn sync_rows<'a>(parts: &'a [SyncPart; 4], starts: &[usize; 5], lo: usize, hi: u
 #[derive(Default)]
 struct SyncPage {
     written: usize,
+    /// per object not named (SyncDicts::unnamed): whether a row written holds it
+    used: Vec<bool>,
     kind: Vec<u32>,
     object: Vec<u32>,
     valid: [Vec<u8>; 2],
@@ -1810,8 +1940,8 @@ struct SyncPage {
 impl SyncPage {
     /// For rows lo..hi of the parts laid end to end (`starts`), rows a.. of `p`: the kind
     /// indices, and the object indices where some object is not named (the names' are the
-    /// rows' own).
-    fn fill(&mut self, sd: &SyncDicts, starts: &[usize; 5], p: &SyncPart, a: usize, lo: usize, hi: usize) {
+    /// rows' own); false where a row's object not named is not in the dictionary.
+    fn fill(&mut self, sd: &SyncDicts, starts: &[usize; 5], p: &SyncPart, a: usize, lo: usize, hi: usize) -> bool {
         let b = a + hi - lo;
         self.kind.clear();
         for i in 0..4 {
@@ -1819,15 +1949,36 @@ impl SyncPage {
             self.kind.extend(std::iter::repeat_n(sd.part_kind[i], n));
         }
         self.object.clear();
+        self.used.resize(sd.unnamed.len(), false);
+        let mut found = true;
         if !sd.unnamed.is_empty() {
-            self.object.extend(p.name[a..b].iter().zip(&p.addr[a..b]).map(|(&n, addr)| {
+            // the objects in long runs: the last one's index kept
+            let mut last: Option<(u64, usize)> = None;
+            for (&n, &addr) in p.name[a..b].iter().zip(&p.addr[a..b]) {
                 if n >= 0 {
-                    n as u32
-                } else {
-                    (sd.n_names + sd.unnamed.binary_search(addr).unwrap()) as u32
+                    self.object.push(n as u32);
+                    continue;
                 }
-            }));
+                let i = match last {
+                    Some((l, i)) if l == addr => i,
+                    _ => match sd.unnamed.binary_search(&addr) {
+                        Ok(i) => {
+                            self.used[i] = true;
+                            last = Some((addr, i));
+                            i
+                        }
+                        Err(_) => {
+                            found = false;
+                            0
+                        }
+                    },
+                };
+                self.object.push((sd.n_names + i) as u32);
+            }
+        } else {
+            found = p.name[a..b].iter().all(|&n| n >= 0);
         }
+        found
     }
 
     /// The validity bitmaps of rows a..b of `p` (acquire, release) where `nullable`.
@@ -1893,7 +2044,10 @@ fn sync_pages(d: &Derived, sd: &SyncDicts, upto: usize, last: bool, dicts: &Dict
         let mut tmp = std::mem::take(&mut pg.tmp);
         let (p, first) = sync_rows(&d.sync, &starts, lo, lo + n, &mut tmp);
         let a = lo - first;
-        pg.fill(sd, &starts, p, a, lo, lo + n);
+        if !pg.fill(sd, &starts, p, a, lo, lo + n) {
+            // the dictionary from the scans lacks an object: written again, held to the end
+            return Err(PassErr::Retry(N_SYNC_HELD));
+        }
         let nullable = [decide(flags, N_SYNC_ACQUIRE, zeros(&p.acquire_ok, a, a + n))?, decide(flags, N_SYNC_RELEASE, zeros(&p.release_ok, a, a + n))?];
         pg.validity(p, a, a + n, nullable);
         sink.page(&sync_columns(p, a, a + n, sd, dicts, pg, nullable, comp), n)?;
@@ -1904,10 +2058,15 @@ fn sync_pages(d: &Derived, sd: &SyncDicts, upto: usize, last: bool, dicts: &Dict
     Ok(lo)
 }
 
-/// A thread is done: the mutex acquisitions' whole pages written while every object so far
-/// has its name (the dictionary then is the names: known before the first page).
+/// A thread is done: the mutex acquisitions' whole pages written where the object dictionary
+/// is known before the first page: from the scans (the names, then the objects not named), or
+/// while every object so far has its name (the names).
 fn sync_thread_done(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], sc: &mut Scratch) -> Result<(), PassErr> {
-    if st.sync.is_none() || d.sync_unnamed || flags[N_SYNC_UNNAMED] == Some(true) {
+    if st.sync.is_none() {
+        return Ok(());
+    }
+    d.sync_peak = d.sync_peak.max(part_starts(&d.sync)[4]);
+    if !sc.sync_known && (d.sync_unnamed || flags[N_SYNC_UNNAMED] == Some(true)) {
         return Ok(());
     }
     let sd = sc.sync_dicts.get_or_insert_with(|| SyncDicts::new(&d.counts, dicts.instrument, Vec::new()));
@@ -1918,17 +2077,26 @@ fn sync_thread_done(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mu
 
 /// The sync rows still held (the mutex acquisitions not yet written, then the requests never
 /// acquired, the barrier and the condition waits), and the file's footer, where sync is
-/// streamed: when the pass is done, every object is known.
-fn write_sync(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], pg: &mut SyncPage) -> Result<(), PassErr> {
+/// streamed: when the pass is done, every object is known (the scans' dictionary, where it was
+/// used, must then be that of the rows: no object in it that no row holds).
+fn write_sync(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Option<bool>; NULLABLE], sc: &mut Scratch) -> Result<(), PassErr> {
     if st.sync.is_none() {
         return Ok(());
     }
-    let sd = SyncDicts::new(&d.counts, dicts.instrument, unnamed_objects(&d.sync));
     let total = part_starts(&d.sync)[4];
+    d.sync_peak = d.sync_peak.max(total);
+    let sd = match sc.sync_dicts.take() {
+        Some(sd) if sc.sync_known => sd,
+        _ => SyncDicts::new(&d.counts, dicts.instrument, unnamed_objects(&d.sync)),
+    };
+    let pg = &mut sc.sync;
     sync_pages(d, &sd, total, true, dicts, st, flags, pg)?;
+    if sc.sync_known && pg.used.iter().any(|&u| !u) {
+        return Err(PassErr::Retry(N_SYNC_HELD));
+    }
     let nullable = [flags[N_SYNC_ACQUIRE] == Some(true), flags[N_SYNC_RELEASE] == Some(true)];
     let tmp = std::mem::take(&mut pg.tmp);
-    pg.fill(&sd, &[0; 5], &tmp, 0, 0, 0);
+    let _ = pg.fill(&sd, &[0; 5], &tmp, 0, 0, 0);
     pg.validity(&tmp, 0, 0, nullable);
     if let Some(sink) = st.sync.take() {
         sink.w.finish(&sync_columns(&tmp, 0, 0, &sd, dicts, pg, nullable, st.costs.is_some()))?;

@@ -962,16 +962,19 @@ impl ColumnBuffer {
     }
 }
 
-type AppChunkIn = (PyBuffer<u8>, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>, Option<(Vec<u64>, u16)>);
+type AppChunkIn = (PyBuffer<u8>, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>, Option<(Vec<u64>, u16, Option<Vec<u64>>)>);
 
-/// scan_records(records) -> (counts, clock_pairs, cpu_max, reasons): one pass over a chunk's
-/// 32-byte records (best right after reading it, while they are in cache): the records per
-/// kind (256 counts), the (ts, a) of its CLOCK_PAIR records in order (raw.clock_for's pairs),
-/// the largest CPU number, and the distinct `b` words (reasons) of its COUNTER and of its
-/// PAUSE records, sorted (None where there are more than 256).
+/// scan_records(records) -> (counts, clock_pairs, cpu_max, reasons, sync_keys): one pass over a
+/// chunk's 32-byte records (best right after reading it, while they are in cache): the records
+/// per kind (256 counts), the (ts, a) of its CLOCK_PAIR records in order (raw.clock_for's
+/// pairs), the largest CPU number, the distinct `b` words (reasons) of its COUNTER and of its
+/// PAUSE records, sorted (None where there are more than 256), and the distinct (name key,
+/// address) pairs of the sync records a sync row comes from (lock requests and acquisitions,
+/// barrier and condition wait entries), sorted and laid flat (None where there are very many):
+/// app_pass decides from them which objects are not named before it starts.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Vec<(u64, u64)>, u16, (Option<Vec<u64>>, Option<Vec<u64>>))> {
+fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Vec<(u64, u64)>, u16, (Option<Vec<u64>>, Option<Vec<u64>>), Option<Vec<u64>>)> {
     if records.len_bytes() % 32 != 0 || !records.is_c_contiguous() {
         return Err(PyValueError::new_err("scan_records: records must be a contiguous buffer of 32-byte records"));
     }
@@ -980,14 +983,14 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
         // SAFETY: checked contiguous above; `records` holds the buffer for the call.
         let rec = unsafe { std::slice::from_raw_parts(p as *const u8, n) };
         let mut sc = app_rows::scan(rec);
-        (sc.counts, sc.pairs, sc.cpu_max, (sc.reasons[0].take_if_few(), sc.reasons[1].take_if_few()))
+        (sc.counts, sc.pairs, sc.cpu_max, (sc.reasons[0].take_if_few(), sc.reasons[1].take_if_few()), sc.sync.take_if_few())
     }))
 }
 
 /// app_pass(chunks, threads, clock, dicts, path, group_rows) -> dict: the application tables
 /// in one pass over the records (see app_rows.rs). chunks: (records, thread index, tsc,
 /// name_keys uint64, name_values int32, {record index: payload}, (counts per kind, largest
-/// CPU number) from scan_records or None) in
+/// CPU number, sync keys or None) from scan_records or None) in
 /// the order the threads'
 /// records are laid end to end (threads contiguous); clock: (r0, n0, slope, intercept);
 /// dicts: (count, PLAIN bytes) of app_events' pid, tid, instrument and kind dictionaries;
@@ -997,7 +1000,10 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 ///
 /// streams: {table: path} of the derived tables written while the pass runs, a page at a time
 /// (regions, counters, timers, pauses, adapt, sync; their columns are then not returned, and
-/// "sync.rows" says how many rows sync got); reasons:
+/// "sync.rows" says how many rows sync got, "sync.peak" the most it held at once); with every
+/// chunk's sync keys sync's rows are written as threads end whatever the objects' names;
+/// "passes": the times the pass ran (more than once where a column's nullability or sync's
+/// dictionary was not what its first page decided); reasons:
 /// ((codes, count, PLAIN labels) of counters' reasons, the same of pauses'), the sorted codes
 /// the streamed tables hold; thread_end: per thread (latest closing calibration time, program
 /// exit where its chunk was never closed), i64 min for none: when an unclosed region ends.
@@ -1048,7 +1054,7 @@ fn app_pass<'py>(
     }
     let (r0, n0, slope, intercept) = clock;
     let clock = app_rows::Clock { r0, n0, slope, intercept };
-    let result = py.allow_threads(|| -> std::io::Result<Result<app_rows::Derived, String>> {
+    let result = py.allow_threads(|| -> std::io::Result<Result<(app_rows::Derived, usize), String>> {
         // SAFETY: the record buffers are held by `chunks` for the whole call.
         let input: Vec<app_rows::Chunk> = chunks
             .iter()
@@ -1061,12 +1067,14 @@ fn app_pass<'py>(
                 names: map,
                 has_names: *has,
                 payloads,
-                counts: counts.as_ref().map(|(c, top)| (&c[..], *top)),
+                counts: counts.as_ref().map(|(c, top, _)| (&c[..], *top)),
+                sync_keys: counts.as_ref().and_then(|(_, _, k)| k.as_deref()),
             })
             .collect();
         let d = |i: usize| (dicts[i].0, &dicts[i].1[..]);
         let dd = app_rows::Dicts { pid: d(0), tid: d(1), instrument: d(2), kind: d(3) };
         let mut nullable = [None; app_rows::NULLABLE];
+        let mut passes = 0usize;
         let remove = || {
             for p in path.iter().chain(streams.values()) {
                 let _ = std::fs::remove_file(p);
@@ -1098,8 +1106,9 @@ fn app_pass<'py>(
                     return Err(e);
                 }
             };
+            passes += 1;
             match app_rows::run(&input, threads, clock, &dd, file, group_rows, nullable, &mut st) {
-                Ok(Ok(out)) => return Ok(Ok(out)),
+                Ok(Ok(out)) => return Ok(Ok((out, passes))),
                 Ok(Err(app_rows::Retry(n))) => nullable = n,
                 Err(e) => {
                     remove();
@@ -1110,7 +1119,7 @@ fn app_pass<'py>(
         remove();
         Ok(Err("app_pass: the columns' nullability did not settle".to_string()))
     });
-    let d = match result {
+    let (d, passes) = match result {
         Ok(Ok(d)) => d,
         Ok(Err(msg)) => return Err(PyValueError::new_err(msg)),
         Err(e) => return Err(PyOSError::new_err(format!("{}: {e}", path.unwrap_or_default()))),
@@ -1120,6 +1129,8 @@ fn app_pass<'py>(
     out.set_item("counts", d.counts)?;
     out.set_item("rows", d.rows)?;
     out.set_item("sync.rows", d.sync_rows)?;
+    out.set_item("sync.peak", d.sync_peak)?;
+    out.set_item("passes", passes)?;
     put("extent.min", Col::I64(d.extent_min))?;
     put("extent.max", Col::I64(d.extent_max))?;
     put("counters.ts", Col::I64(d.c_ts))?;

@@ -609,12 +609,13 @@ class WrittenTable:
     rows as an Arrow table for a consumer that needs them in memory. The file is removed when
     the object goes away unless it was moved."""
 
-    def __init__(self, path, num_rows: int):
+    def __init__(self, path, num_rows: int, peak_rows: int | None = None):
         import weakref
         from pathlib import Path
 
         self.path = Path(path)
         self.num_rows = int(num_rows)
+        self.peak_rows = num_rows if peak_rows is None else int(peak_rows)  # the most rows the pass held at once
         self._cleanup = weakref.finalize(self, _remove, str(self.path))
 
     def move_to(self, dest) -> None:
@@ -659,6 +660,13 @@ def _reasons(codes: list, labels: dict) -> tuple:
     return [int(c) for c in codes], len(codes), native_parquet._plain_dictionary(names)[2]
 
 
+def _sync_keys(scan):
+    """A scan's sync keys (importer.ChunkScan.sync, or scan_records' fifth item), else None."""
+    if len(scan) > 4:
+        return scan[4]
+    return getattr(scan, "sync", None)
+
+
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
                    row_group: int, scans: dict | None = None, costs: list | None = None) -> dict:
     """build's result from one native pass over the records (oslens._native.app_pass):
@@ -667,9 +675,12 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     gathered. The same tables, rows and values as build; raises OSError when the file cannot
     be written. `scans`: {chunk path: _native.scan_records(its records)} where the readers took
     it; with every chunk's, regions, counters, timers, pauses, adapt and sync are written in the
-    pass too (next to events_path), a page at a time, and stand in the result as WrittenTables
-    (sync's rows as threads end where every sync object is named, else when the pass is done:
-    its object dictionary holds the objects not named).
+    pass too (next to events_path), a page at a time, and stand in the result as WrittenTables.
+    Sync's mutex acquisitions are written as threads end where its object dictionary is known
+    before the pass: where every scan has its sync keys (the (name key, address) pairs of its
+    sync records: the pass finds the objects not named from them, as it names the records),
+    or while every sync object is named; else when the pass is done. The result's
+    "passes" says how many times the pass ran.
 
     `costs`: per record kind, what one record cost (ns; oslens.store.compensation.cost_table):
     app_events, regions, counters, timers and sync then get compensation's columns in the pass
@@ -694,7 +705,7 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
             scan = (scans or {}).get(c.path)
             ins.append((c.records.view(np.uint8), i, bool(tsc), *tables[t.pid],
-                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2])))
+                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], _sync_keys(scan))))
     # the derived tables written in the pass: those with rows, where every chunk was scanned
     # (their row counts and reasons are known before it)
     streams, reasons, rows = {}, None, {}
@@ -748,8 +759,9 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     _chunk_extent(threads, extent_start, extent_end, meta)
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
-    out.update({table: WrittenTable(p, rows[table] if table != "sync" else got["sync.rows"])
-                for table, p in streams.items()})
+    out.update({table: WrittenTable(p, rows[table]) if table != "sync" else
+                WrittenTable(p, got["sync.rows"], got["sync.peak"]) for table, p in streams.items()})
+    out["passes"] = int(got["passes"])
     if costs is not None:
         # the compensated times of the tables built here, keyed by the time they compensate
         done = {table: dict(zip(times, (_buf(got, f"{table}.comp{i}", np.int64) for i in range(len(times)))))

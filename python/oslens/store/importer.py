@@ -199,16 +199,28 @@ def read_chunk(path: Path) -> raw.ChunkData:
     )
 
 
+class ChunkScan(tuple):
+    """A chunk's scan: (records per kind, CLOCK_PAIR (ts, a) pairs, largest CPU number,
+    (counter reasons, pause reasons)), and `sync`: the (name key, address) pairs of its sync
+    records laid flat, or None (app_tables.build_streamed)."""
+
+    sync = None
+
+
 def _try_read_chunk(path: Path):
-    """(path, chunk or OSError, scan): scan is (records per kind, CLOCK_PAIR (ts, a) pairs,
-    largest CPU number, (counter reasons, pause reasons)) from _native.scan_records, taken here
-    while the records are in cache (None without it)."""
+    """(path, chunk or OSError, scan): scan is a ChunkScan from _native.scan_records, taken
+    here while the records are in cache (None without it)."""
     try:
         chunk = read_chunk(path)
     except OSError as err:
         return path, err, None
     scan = getattr(_native, "scan_records", None)
-    return path, chunk, scan(chunk.records.view(np.uint8)) if scan is not None and len(chunk.records) else None
+    if scan is None or not len(chunk.records):
+        return path, chunk, None
+    got = scan(chunk.records.view(np.uint8))
+    out = ChunkScan(got[:4])
+    out.sync = got[4] if len(got) > 4 else None
+    return path, chunk, out
 
 
 def clock_for(chunks: list[raw.ChunkData], meta: dict, scans: dict) -> raw.ClockConverter:

@@ -43,8 +43,10 @@ def tsc(ns):
     return (np.asarray(ns, dtype=np.float64) - NS0) * TSC_PER_NS + TSC0
 
 
-def thread_records(t: int, iterations: int, start_ns: int) -> np.ndarray:
-    """The records of thread number t as a structured array (ts, id, cpu, kind, a, b)."""
+def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool = False) -> np.ndarray:
+    """The records of thread number t as a structured array (ts, id, cpu, kind, a, b).
+    `unnamed_locks`: the lock records as the preload library's pthread wrappers write them:
+    id 0 (no name), each thread taking one of three locks (LOCK_ADDR + 0x40 * (t % 3))."""
     k = len(PATTERN)
     n = iterations * k
     rec = np.zeros(n, dtype=[("ts", "<u8"), ("id", "<u4"), ("cpu", "<u2"), ("kind", "u1"), ("a", "<u8"), ("b", "<u8")])
@@ -60,6 +62,10 @@ def thread_records(t: int, iterations: int, start_ns: int) -> np.ndarray:
     a[counter_pos::k] = np.arange(iterations, dtype=np.uint64)
     rec["a"] = a
     rec["b"] = np.tile(np.array([p[4] for p in PATTERN], dtype=np.uint64), iterations)
+    if unnamed_locks:
+        lock = np.isin(rec["kind"], (32, 33, 34))
+        rec["id"][lock] = 0
+        rec["a"][lock] = LOCK_ADDR + 0x40 * (t % 3)
     return rec
 
 
@@ -69,8 +75,9 @@ def ns_of(t: int, iteration: int, offset: int, start_ns: int) -> int:
 
 
 def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int = 1 << 20, pid: int = 1000,
-                meta_extra: dict | None = None) -> dict:
-    """Writes a trace directory; returns what the importer must find."""
+                meta_extra: dict | None = None, unnamed_locks: bool = False) -> dict:
+    """Writes a trace directory; returns what the importer must find. `unnamed_locks`: see
+    thread_records."""
     path = Path(path)
     (path / "raw").mkdir(parents=True, exist_ok=True)
     starts = {}
@@ -81,7 +88,7 @@ def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int
         tid = pid + t
         start_ns = NS0 + 1000 + t * 7
         starts[tid] = start_ns
-        rec = thread_records(t, iterations, start_ns)
+        rec = thread_records(t, iterations, start_ns, unnamed_locks)
         seq = 0
         for s in range(0, max(len(rec), 1), chunk_records):
             part = rec[s:s + chunk_records]

@@ -288,7 +288,8 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test", "machine
                                          ("raw", 0.7), ("preload_sync", 55.55))}}
 
 
-@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "random-disordered", "nested", "odd", "synthetic"])
+@pytest.mark.parametrize("case", ["random", "random-late-unnamed", "random-disordered", "nested", "odd", "synthetic",
+                                  "unnamed-locks", "unnamed-locks-unscanned"])
 @pytest.mark.parametrize("row_group", [1 << 22, 64])
 @pytest.mark.parametrize("compensation", ["off", "uncalibrated", "calibrated"])
 def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group, compensation):
@@ -308,6 +309,18 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
     trace = tmp_path / "t"
     if case == "synthetic":
         synthetic.write_trace(trace, threads=3, iterations=50, chunk_records=70)
+    elif case.startswith("unnamed-locks"):  # as the preload library records locks: id 0, no name
+        synthetic.write_trace(trace, threads=4, iterations=200, chunk_records=700, unnamed_locks=True)
+        if case.endswith("unscanned"):  # scans without their sync keys: sync held to the pass's end
+            read = importer._try_read_chunk
+
+            def unscanned(p):
+                path, chunk, scan = read(p)
+                if scan is not None:
+                    scan.sync = None
+                return path, chunk, scan
+
+            monkeypatch.setattr(importer, "_try_read_chunk", unscanned)
     elif case == "nested":
         _nested_trace(trace, seed=3)
     elif case == "odd":
@@ -325,6 +338,15 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
         assert isinstance(tables["app_events"], app_tables.WrittenTable) == stream
         if case != "odd":  # sync too, where it has rows
             assert isinstance(tables["sync"], app_tables.WrittenTable) == stream
+        if stream and case.startswith("unnamed-locks"):
+            sync = tables["sync"]
+            assert sync.num_rows == 4 * 200
+            if case == "unnamed-locks" and row_group == 64:
+                # written a page at a time as each thread ended (one run of the pass): at most a
+                # thread's 200 rows and less than a page before them held at once
+                assert sync.peak_rows < 200 + 64
+            else:  # held to the pass's end (unscanned), or pages of 64 Ki rows
+                assert sync.peak_rows == sync.num_rows
         assert not any(k.startswith("store.extension_error") for k in tables["meta"].column("key").to_pylist())
         if compensation != "off":
             assert "compensation" in tables and tables["compensation"].num_rows
