@@ -661,10 +661,8 @@ def _reasons(codes: list, labels: dict) -> tuple:
 
 
 def _sync_keys(scan):
-    """A scan's sync keys (importer.ChunkScan.sync, or scan_records' fifth item), else None."""
-    if len(scan) > 4:
-        return scan[4]
-    return getattr(scan, "sync", None)
+    """A scan's sync keys (scan_records' fifth item), else None."""
+    return scan[4] if len(scan) > 4 else None
 
 
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,

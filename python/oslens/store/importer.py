@@ -199,17 +199,11 @@ def read_chunk(path: Path) -> raw.ChunkData:
     )
 
 
-class ChunkScan(tuple):
-    """A chunk's scan: (records per kind, CLOCK_PAIR (ts, a) pairs, largest CPU number,
-    (counter reasons, pause reasons)), and `sync`: the (name key, address) pairs of its sync
-    records laid flat, or None (app_tables.build_streamed)."""
-
-    sync = None
-
-
 def _try_read_chunk(path: Path):
-    """(path, chunk or OSError, scan): scan is a ChunkScan from _native.scan_records, taken
-    here while the records are in cache (None without it)."""
+    """(path, chunk or OSError, scan): scan is _native.scan_records' (records per kind,
+    CLOCK_PAIR (ts, a) pairs, largest CPU number, (counter reasons, pause reasons), the
+    (name key, address) pairs of its sync records laid flat or None), taken here while the
+    records are in cache (None without it)."""
     try:
         chunk = read_chunk(path)
     except OSError as err:
@@ -217,10 +211,7 @@ def _try_read_chunk(path: Path):
     scan = getattr(_native, "scan_records", None)
     if scan is None or not len(chunk.records):
         return path, chunk, None
-    got = scan(chunk.records.view(np.uint8))
-    out = ChunkScan(got[:4])
-    out.sync = got[4] if len(got) > 4 else None
-    return path, chunk, out
+    return path, chunk, scan(chunk.records.view(np.uint8))
 
 
 def clock_for(chunks: list[raw.ChunkData], meta: dict, scans: dict) -> raw.ClockConverter:

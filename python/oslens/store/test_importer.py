@@ -80,7 +80,7 @@ def test_scan_gives_the_kind_counts_and_clock_pairs_of_raw_clock_for(tmp_path):
     chunks = [c for _, c, _ in got]
     scans = {c.path: s for _, c, s in got}
     for c in chunks:
-        counts, pairs, cpu_max, (counter_reasons, pause_reasons) = scans[c.path]
+        counts, pairs, cpu_max, (counter_reasons, pause_reasons), _sync = scans[c.path]
         assert counts == np.bincount(c.records["kind"], minlength=256).tolist()
         assert cpu_max == int(c.records["cpu"].max())
         assert counter_reasons == sorted(set(c.records["b"][c.records["kind"] == raw.COUNTER].tolist()))
