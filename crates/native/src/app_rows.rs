@@ -2156,3 +2156,49 @@ fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a 
     }
     cols
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// compensate.ThreadCosts.at by its definition: the cost before the first record whose
+    /// running maximum reaches t, the whole cost where none does.
+    fn cost_before_reference(ts: &[i64], costs: &[f64], t: i64) -> f64 {
+        let mut max = i64::MIN;
+        let mut before = 0.0;
+        for (&x, &c) in ts.iter().zip(costs) {
+            max = max.max(x);
+            if max >= t {
+                return before;
+            }
+            before += c;
+        }
+        before
+    }
+
+    #[test]
+    fn cost_before_follows_the_running_maximum_at_every_prefix() {
+        // times that tie and step back, as records of one thread on several CPUs can
+        let ts: Vec<i64> = (0..400i64).map(|i| 3 * i + (i * 7919 % 11) - 7).collect();
+        let costs: Vec<f64> = (0..400).map(|i| 1.0 + (i % 5) as f64 * 0.25).collect();
+        let mut cp = Comp::default();
+        for (i, (&t, &c)) in ts.iter().zip(&costs).enumerate() {
+            if cp.bp_ts.last().is_none_or(|&m| t > m) {
+                cp.bp_ts.push(t);
+                cp.bp_before.push(cp.run_cost);
+            }
+            // what the pass asks as the records go by: times up to the running maximum
+            let max = *cp.bp_ts.last().unwrap();
+            for q in [t, t - 1, t - 9, max, ts[0] - 1, ts[i / 2]] {
+                if q <= max {
+                    assert_eq!(cp.before(q), cost_before_reference(&ts, &costs, q), "t {q} after record {i}");
+                }
+            }
+            cp.run_cost += c;
+        }
+        // at the thread's end every time is answerable, past the last one too
+        for q in ts[0] - 5..ts[399] + 5 {
+            assert_eq!(cp.before(q), cost_before_reference(&ts, &costs, q), "t {q} at the end");
+        }
+    }
+}
