@@ -1787,9 +1787,6 @@ fn compensate_thread(live: &mut Live, d: &mut Derived) {
 /// The sync table's labels of its parts, in their order (app_tables.SYNC_LABELS).
 const SYNC_LABELS: [&str; 4] = ["mutex", "mutex", "barrier", "cond"];
 
-/// Parquet's converted type of unsigned 64-bit integers (the address column).
-const UINT_64: i32 = 14;
-
 /// The sync table's dictionaries, as app_tables._sync_table makes them over all its rows: the
 /// kinds present (known from the records' kinds: a part has rows where its begin records are,
 /// the requests never acquired are mutex rows too), and the names then the addresses of the
@@ -2015,7 +2012,7 @@ fn sync_columns<'a>(p: &'a SyncPart, a: usize, b: usize, sd: &'a SyncDicts, dict
         i64_col("request_ns", &p.request[a..b], true, true),
         Column { validity: validity(0), ..i64_col("acquire_ns", &p.acquire[a..b], false, true) },
         Column { validity: validity(1), ..i64_col("release_ns", &p.release[a..b], false, true) },
-        plain_col("address", parquet::INT64, Some(UINT_64), bytes_of(&p.addr[a..b]), 8),
+        plain_col("address", parquet::INT64, Some(parquet::UINT_64), bytes_of(&p.addr[a..b]), 8),
     ];
     if comp {
         for (j, name) in ["request_comp_ns", "acquire_comp_ns", "release_comp_ns"].into_iter().enumerate() {

@@ -30,6 +30,7 @@ pub const INT64: i32 = 2;
 pub const INT32: i32 = 1;
 pub const UTF8: i32 = 0;
 pub const UINT_32: i32 = 13;
+pub const UINT_64: i32 = 14;
 pub const BOOLEAN: i32 = 0;
 pub const BYTE_ARRAY: i32 = 6;
 const PLAIN: i32 = 0;
