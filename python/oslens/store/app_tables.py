@@ -722,13 +722,16 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                 counter_codes = None
             if sc[3][1] is None:
                 pause_codes = None
+        def beside(table):  # the table's file next to app_events'
+            return str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
+
         for table, kind in STREAMED:
             if total[kind] and not (table == "counters" and counter_codes is None) \
                     and not (table == "pauses" and pause_codes is None):
-                streams[table] = str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
+                streams[table] = beside(table)
                 rows[table] = int(total[kind])
         if total[[LOCK_REQUEST, LOCK_ACQUIRE, BARRIER_ENTER, COND_WAIT_ENTER]].any():  # sync has rows
-            streams["sync"] = str(Path(events_path).with_name(Path(events_path).name.replace("app_events", "sync")))
+            streams["sync"] = beside("sync")
         reasons = (_reasons(sorted(counter_codes or ()), COUNTER_REASONS), _reasons(sorted(pause_codes or ()), PAUSE_REASONS))
     end_ns = meta.get("end_ns")
     low = int(np.iinfo(np.int64).min)
