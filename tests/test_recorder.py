@@ -310,6 +310,19 @@ def test_prepared_buffers_pause_once_per_thread_and_lose_nothing(tmp_path, cases
     for tid in workers:
         assert kinds_of(records, tid=tid)["event"] == 300
     assert all(t["dropped_events"] == 0 for t in meta(trace)["threads"])
+    # written in place: no staging ring, so no helper and no slots copied
+    assert all(ring_slots == 0 and size == 4096 + capacity * 32 for capacity, ring_slots, size in app_chunks(trace))
+    assert all(h["cpu_ns"] == 0 and h["ring_slots_copied"] == 0 for h in meta(trace)["recorder_helpers"])
+
+
+def test_prepared_buffer_killed_keeps_every_committed_event(tmp_path, cases):
+    """A prepared buffer has no staging ring: the records are in the file's pages as they are
+    written, so SIGKILL loses none."""
+    trace, proc = record(tmp_path, cases, "die", 5000, int(signal.SIGKILL), check=False, extra=("--prepare-buffers", "--buffer-mb", "4"))
+    assert proc.returncode == 128 + signal.SIGKILL
+    assert event_values(dump(trace), 4) == list(range(5000))
+    [(capacity, ring_slots, size)] = app_chunks(trace)
+    assert ring_slots == 0 and size == 4096 + capacity * 32
 
 
 def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):

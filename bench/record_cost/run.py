@@ -12,7 +12,8 @@ includes the slots it copies out itself when the helper falls behind) but is in
 included). `slots_copied_by_threads` is the share of staging slots the recording threads had to
 copy out themselves because the helper was behind (their CPU for it is in the per-event figure). Rows marked
 "(library call)" are built with -DOSLENS_NO_INLINE; rows marked "(prepared buffer)" are
-recorded with --prepare-buffers, every page of the file ready before the timed loop."""
+recorded with --prepare-buffers: every page of the file ready before the timed loop and the
+records written in place, without the staging ring."""
 
 import json
 import os
@@ -30,7 +31,8 @@ KINDS = ["bare-hot", "bare-fresh", "counter", "timer", "event", "region", "off"]
 # with oslens.h's inline fast path (not part of the target).
 LIBRARY_KINDS = ["timer", "event", "region"]
 # The same calls recorded with --prepare-buffers: every trace page is prepared before the timed
-# loop, so the figure is the record itself without page supply (the helper's or the writer's).
+# loop and records go straight to it, so the figure is the record itself without page supply or
+# copy-out.
 PREPARED_KINDS = ["timer", "event", "region"]
 ITERATIONS = int(os.environ.get("RECORD_COST_ITERATIONS", "2000000"))
 REPS = int(os.environ.get("RECORD_COST_REPS", "5"))

@@ -93,7 +93,9 @@ fn create() -> Option<&'static mut ThreadState> {
     // SAFETY: no preconditions.
     let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
     let name = thread_name();
-    let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, cfg.buffer_records, pid, tid, &name, true);
+    // A prepared buffer is written in place: the staging ring exists to supply pages while the
+    // program runs, and a prepared one needs none (see Chunk::prepare_all).
+    let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, cfg.buffer_records, pid, tid, &name, !cfg.prepare_buffers);
     let result = chunk.map(|mut chunk| {
         chunk.adopt_cursor(writer());
         chunk.cursor().cpu_id = clock::cpu_id_ptr();
@@ -108,7 +110,10 @@ fn create() -> Option<&'static mut ThreadState> {
         // SAFETY: just created, owned by this thread.
         unsafe { &mut *state }
     });
-    crate::helper::start();
+    // Prepared buffers have no ring to copy out.
+    if !cfg.prepare_buffers {
+        crate::helper::start();
+    }
     BUSY.with(|b| b.set(false));
     result
 }
@@ -197,7 +202,7 @@ impl ThreadState {
         };
         let start = clock::now();
         let stem = format!("app-{}-{}", self.chunk.pid, self.chunk.tid);
-        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), true) {
+        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), !cfg.prepare_buffers) {
             Some(c) => c,
             None => return false,
         };

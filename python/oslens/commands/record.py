@@ -20,7 +20,7 @@ def add_arguments(parser):
     parser.add_argument("--no-import", action="store_true", help="do not import the trace into tables afterwards")
     parser.add_argument("--buffer-mb", type=int, help="per-thread buffer size in MiB (default 64)")
     parser.add_argument("--on-full", choices=["drop", "block"], help="when a buffer fills: drop and count (default) or pause to open another")
-    parser.add_argument("--prepare-buffers", action="store_true", help="prepare each thread's whole buffer before its first event, so no trace page is prepared during the run (costs the buffer's memory and a pause per thread up front, recorded)")
+    parser.add_argument("--prepare-buffers", action="store_true", help="prepare each thread's whole buffer before its first event and write records in place, so no trace page is prepared or copied during the run: the cheapest way to record dense events (costs the buffer's memory and a pause per thread up front, recorded)")
     parser.add_argument("--limit-events", type=int, help="stop recording after this many events")
     parser.add_argument("--limit-bytes", type=int, help="stop recording after this many bytes of records")
     parser.add_argument("--disabled", action="store_true", help="start with recording off (the program calls osl_enable)")
