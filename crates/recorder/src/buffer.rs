@@ -61,6 +61,9 @@ pub struct Chunk {
     next_slot: u32,
     /// Slots finished since the helper was last woken.
     unannounced: u32,
+    /// Every page populated up front (OSLENS_PREPARE_BUFFERS): the unused ones are given back
+    /// at the end.
+    prepared: bool,
     /// Ring slots used at least once (bit per slot): the others' pages are not prepared yet.
     slots_used: u32,
     path: CString,
@@ -140,7 +143,7 @@ impl Chunk {
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, slots_used: 0, path, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -295,7 +298,22 @@ impl Chunk {
         debug_assert!(self.stage.is_none(), "a prepared chunk writes in place");
         // SAFETY: inside our own mapping.
         unsafe { libc::madvise(self.base.add(HEADER_SIZE) as *mut libc::c_void, self.map_len - HEADER_SIZE, helper::MADV_POPULATE_WRITE) };
+        self.prepared = true;
         self.grow_window(1);
+    }
+
+    /// Gives back the prepared pages past the last record (a hole in the file, which reads as
+    /// empty records), so a prepared buffer costs the disk and the page cache only what was
+    /// recorded. Records written later fault their pages in again.
+    pub fn release_unused(&mut self) {
+        if !self.prepared {
+            return;
+        }
+        let used = (HEADER_SIZE + self.pos() as usize * RECORD_SIZE).next_multiple_of(4096);
+        if used < self.map_len {
+            // SAFETY: a page-aligned range inside our own shared file mapping.
+            unsafe { libc::madvise(self.base.add(used) as *mut libc::c_void, self.map_len - used, libc::MADV_REMOVE) };
+        }
     }
 
     /// Writes one record; the caller checked `has_room`.
@@ -375,6 +393,7 @@ impl Chunk {
     pub fn close(mut self) {
         self.write_clock_pair();
         self.unstage();
+        self.release_unused();
         // SAFETY: CLOSED lies inside the header.
         unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
         self.cursor().detach();

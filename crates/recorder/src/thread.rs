@@ -248,6 +248,7 @@ extern "C" fn on_process_exit() {
         // The exiting thread's chunk is left complete without its ring; what later exit
         // handlers record goes straight to it.
         t.unstage();
+        t.chunk.release_unused();
         t.chunk.sync_to_disk();
     }
     names::close_for_exit();
