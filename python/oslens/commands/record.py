@@ -87,6 +87,9 @@ def _summarise(trace: Path, meta: dict) -> None:
               f"in the helper ({copied} buffer slots copied to the trace; {self_copied} copied by the program's threads "
               "while the helper was behind)",
               file=sys.stderr)
+    hint = _copy_out_hint(copied, self_copied)
+    if hint:
+        print(hint, file=sys.stderr)
     kernel = meta.get("kernel") or {}
     if kernel.get("tier"):
         print(f"oslens: kernel events: {kernel['tier']}" + (f" ({kernel['reason']})" if kernel.get("reason") else ""), file=sys.stderr)
@@ -95,6 +98,22 @@ def _summarise(trace: Path, meta: dict) -> None:
         print(f"oslens: the program was killed by {exit_info['signal_name']}; events committed before are kept", file=sys.stderr)
     for d in meta["damage"]:
         print(f"oslens: warning: {d['file']}: {d['reason']}", file=sys.stderr)
+
+
+# Above this share of slots copied by the program's own threads, the copy-out is a visible part
+# of what recording cost them (docs/recorder.md: on two busy threads it is ~40%).
+SELF_COPY_HINT_SHARE = 0.1
+
+
+def _copy_out_hint(copied: int, self_copied: int) -> str | None:
+    """A hint when the program's threads copied many staging slots out themselves: the
+    helper could not keep up, and prepared buffers avoid the copy-out altogether."""
+    total = copied + self_copied
+    if not total or self_copied / total < SELF_COPY_HINT_SHARE:
+        return None
+    return (f"oslens: hint: the program's threads copied {100 * self_copied / total:.0f}% of the buffer slots themselves "
+            "(recorded as pauses); --prepare-buffers writes records in place with no copy-out, "
+            "at the cost of each thread's buffer memory up front")
 
 
 def _import(trace: Path) -> None:
