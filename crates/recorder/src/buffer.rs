@@ -296,10 +296,41 @@ impl Chunk {
     /// busy threads it cost ~20% per record, the threads copying 40% of the slots themselves).
     pub fn prepare_all(&mut self) {
         debug_assert!(self.stage.is_none(), "a prepared chunk writes in place");
+        self.write_zeros();
+        // Maps the pages (now in the page cache) so the writer takes no fault.
         // SAFETY: inside our own mapping.
         unsafe { libc::madvise(self.base.add(HEADER_SIZE) as *mut libc::c_void, self.map_len - HEADER_SIZE, helper::MADV_POPULATE_WRITE) };
         self.prepared = true;
         self.grow_window(1);
+    }
+
+    /// Gives the records' pages to the file with 1 MiB writes of zeros: whole pages written are
+    /// not zero-filled first, as pages faulted in are (measured for 64 MiB: 17-18 ms with this
+    /// and the populate after it, 22-38 ms populating alone). Best effort: populating alone
+    /// still prepares the pages.
+    fn write_zeros(&self) {
+        // SAFETY: valid C string; plain open/pwritev/close on our own chunk file.
+        let fd = unsafe { libc::open(self.path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return;
+        }
+        let zeros = &stage::ZEROS;
+        let iov = [libc::iovec { iov_base: zeros.as_ptr() as *mut libc::c_void, iov_len: zeros.len() }; 32];
+        let (mut at, end) = (HEADER_SIZE, self.map_len);
+        while at < end {
+            let n = ((end - at).div_ceil(zeros.len())).min(iov.len());
+            let last = (end - at).min(n * zeros.len());
+            let mut v = iov;
+            v[n - 1].iov_len = last - (n - 1) * zeros.len();
+            // SAFETY: the iovecs point at a static buffer of their length.
+            let written = unsafe { libc::pwritev(fd, v.as_ptr(), n as libc::c_int, at as libc::off_t) };
+            if written <= 0 {
+                break;
+            }
+            at += written as usize;
+        }
+        // SAFETY: ours.
+        unsafe { libc::close(fd) };
     }
 
     /// Gives back the prepared pages past the last record (a hole in the file, which reads as

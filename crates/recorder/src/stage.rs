@@ -19,7 +19,7 @@ pub const SLOT_RECORDS: u64 = 1024;
 /// writer ~1 µs when the helper sleeps), so the helper copies several per wake.
 pub const WAKE_EVERY: u32 = 8;
 const SLOT_BYTES: usize = SLOT_RECORDS as usize * RECORD_SIZE;
-static ZEROS: [u8; SLOT_BYTES] = [0; SLOT_BYTES];
+pub static ZEROS: [u8; SLOT_BYTES] = [0; SLOT_BYTES];
 
 #[repr(C)]
 struct Descriptor {
