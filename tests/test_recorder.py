@@ -134,14 +134,21 @@ def test_full_buffer_drops_and_counts_exactly(tmp_path, cases):
     assert "150 events lost" in proc.stderr
 
 
-def test_blocking_mode_opens_more_chunks_and_loses_nothing(tmp_path, cases):
+@pytest.mark.parametrize("prepared", [False, True])
+def test_blocking_mode_opens_more_chunks_and_loses_nothing(tmp_path, cases, prepared):
     env = dict(os.environ, OSLENS_BUFFER_RECORDS="100")
-    trace, proc = record(tmp_path, cases, "flood", 250, env=env, extra=("--on-full", "block"))
+    extra = ("--on-full", "block") + (("--prepare-buffers",) if prepared else ())
+    trace, proc = record(tmp_path, cases, "flood", 250, env=env, extra=extra)
     assert "dropped=0" in proc.stdout
     records = dump(trace)
     payloads = [int.from_bytes(bytes.fromhex(r["payload"]), "little") for r in records if r["kind"] == "event"]
     assert payloads == list(range(250))
-    assert kinds_of(records, kind="pause")["pause"] == 2
+    pauses = collections.Counter(r["b"] for r in records if r["kind"] == "pause")
+    # two further chunks opened (reason 1); a prepared thread also paused once to prepare its
+    # first buffer (reason 3: the further chunks are prepared inside their pause)
+    assert pauses == ({1: 2, 3: 1} if prepared else {1: 2})
+    if prepared:
+        assert all(ring_slots == 0 for _, ring_slots, _ in app_chunks(trace))
 
 
 def app_chunks(trace):
