@@ -2108,19 +2108,7 @@ fn write_sync(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Opt
 /// min/max statistics for ts, pid, tid and cpu).
 fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a [u8], comp: bool) -> Vec<Column<'a>> {
     let n = grp.len;
-    let col = |name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize| Column {
-        name: name.to_string(),
-        physical,
-        converted,
-        validity: None,
-        offset: 0,
-        values,
-        width,
-        data: None,
-        dict: None,
-        delta: false,
-        stats: false,
-    };
+    let col = plain_col;
     let dict = |(count, plain): (usize, &'a [u8])| Some(Dictionary { count, plain });
     let cpu = if grp.cpu_top < 1 << 15 {
         let top = grp.cpu_top as usize;
