@@ -5,7 +5,6 @@ results and the direction of corrections, never wall times."""
 import json
 import os
 import shutil
-import statistics
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,8 @@ import pytest
 
 from conftest import ROOT, run_oslens
 
-from oslens import _native, calibrate
+from oslens import _native
+from oslens.store import calibration
 from oslens.capture import raw
 from oslens.store import open_trace
 from oslens.store import synthetic as syn
@@ -52,7 +52,7 @@ def dense(tmp_path_factory):
 
 def test_calibrate_output_schema(measured):
     cal, path = measured
-    assert cal["schema"] == calibrate.SCHEMA
+    assert cal["schema"] == calibration.SCHEMA
     assert cal["machine"]["hostname"] and cal["repetitions"] >= 6 and cal["iterations"] == 5000
     for kind in ("rdtsc", "clock_gettime", "counter", "counter_record", "timer_start", "timer_stop", "event",
                  "region_begin", "region_end", "region_name1", "region_name32", "raw", "off"):
@@ -85,7 +85,7 @@ def test_calibrate_output_schema(measured):
     assert stored["costs"].keys() == cal["costs"].keys()
     shown = run_oslens("calibrate", "--show", "--json", "-o", path)
     assert json.loads(shown.stdout)["measured_at"] == cal["measured_at"]
-    assert calibrate.load(path=path)["costs"]["event"]["ns"] == cal["costs"]["event"]["ns"]
+    assert calibration.load(path=path)["costs"]["event"]["ns"] == cal["costs"]["event"]["ns"]
 
 
 def test_calibrate_errors(tmp_path):
@@ -153,10 +153,10 @@ def write_perturbed(path: Path, iterations: int = 20, threads: int = 2, pid: int
 
 
 def test_synthetic_trace_is_compensated_exactly(tmp_path):
-    cal = {"schema": calibrate.SCHEMA, "machine": {"hostname": "synthetic-host"},
+    cal = {"schema": calibration.SCHEMA, "machine": {"hostname": "synthetic-host"},
            "costs": {k: {"ns": float(v), "ci_low": v - 0.5, "ci_high": v + 0.5} for k, v in COSTS.items()}}
     cal_path = tmp_path / "cal.json"
-    calibrate.save(cal, cal_path)
+    calibration.save(cal, cal_path)
     trace = tmp_path / "trace"
     iterations = 20
     truth = write_perturbed(trace, iterations)
@@ -207,39 +207,29 @@ def test_without_calibration_only_pauses_are_removed(tmp_path):
 # ---------------------------------------------------------------- a real program with a known number of events
 
 
-def test_compensated_time_is_closer_to_the_uninstrumented_run(measured, dense, tmp_path):
+def test_compensation_removes_exactly_what_it_charges_on_a_real_program(measured, dense, tmp_path):
     _, cal_path = measured
     iterations, work = 100_000, 20
     ticks = (iterations + 63) // 64
-    plain, raw_cpu, comp_cpu = [], [], []
-    for i in range(3):
-        out = subprocess.run([dense, str(iterations), str(work)], capture_output=True, text=True, check=True,
-                             env=env_with()).stdout.split()
-        plain.append(int(out[1]))
-        trace = tmp_path / f"t{i}"
-        proc = run_oslens("record", "--no-kernel", "--no-preload", "-o", trace, "--", dense, iterations, work,
-                          env=env_with(OSLENS_CALIBRATION=cal_path))
-        out = proc.stdout.split()
-        assert int(out[3]) == 2 * iterations + ticks + 3  # and the event before the loop
-        loop_cpu = int(out[1])
-        con = open_trace(trace, quiet=True)
-        steps, dur, dur_comp = con.execute(
-            "SELECT count(*), sum(duration_ns), sum(duration_comp_ns) FROM regions WHERE name = 'dense-step'").fetchone()
-        assert steps == iterations
-        counts = dict(con.execute("SELECT kind, sum(records) FROM compensation GROUP BY 1").fetchall())
-        assert counts["region_begin"] == counts["region_end"] == iterations + 1
-        assert counts["event"] == ticks + 1  # and the event before the loop
-        loop, loop_comp = con.execute(
-            "SELECT duration_ns, duration_comp_ns FROM regions WHERE name = 'dense-loop'").fetchone()
-        # the correction goes the right way, and removes exactly what the calibration charges
-        assert 0 < dur_comp < dur and 0 < loop_comp < loop
-        charged = con.execute("SELECT sum(cost_ns) FROM compensation").fetchone()[0]
-        assert loop - loop_comp <= charged + 1
-        raw_cpu.append(loop_cpu)
-        comp_cpu.append(loop_cpu - (loop - loop_comp))
-    t0, t_raw, t_comp = statistics.median(plain), statistics.median(raw_cpu), statistics.median(comp_cpu)
-    assert t_raw > t0
-    assert abs(t_comp - t0) < abs(t_raw - t0), (t0, t_raw, t_comp)
+    trace = tmp_path / "t"
+    proc = run_oslens("record", "--no-kernel", "--no-preload", "-o", trace, "--", dense, iterations, work,
+                      env=env_with(OSLENS_CALIBRATION=cal_path))
+    assert int(proc.stdout.split()[3]) == 2 * iterations + ticks + 3  # and the event before the loop
+    con = open_trace(trace, quiet=True)
+    steps, dur, dur_comp = con.execute(
+        "SELECT count(*), sum(duration_ns), sum(duration_comp_ns) FROM regions WHERE name = 'dense-step'").fetchone()
+    assert steps == iterations
+    counts = dict(con.execute("SELECT kind, sum(records) FROM compensation GROUP BY 1").fetchall())
+    assert counts["region_begin"] == counts["region_end"] == iterations + 1
+    assert counts["event"] == ticks + 1  # and the event before the loop
+    loop, loop_comp = con.execute(
+        "SELECT duration_ns, duration_comp_ns FROM regions WHERE name = 'dense-loop'").fetchone()
+    # the correction goes the right way, and removes exactly what the calibration charges
+    assert 0 < dur_comp < dur and 0 < loop_comp < loop
+    charged = con.execute("SELECT sum(cost_ns) FROM compensation").fetchone()[0]
+    assert loop - loop_comp <= charged + 1
+    # Whether the compensated time lands nearer the uninstrumented run is a timing question that
+    # host load decides: bench/compensation measures it (docs/calibration.md), never a test.
 
 
 def test_in_vivo_reports_cost_per_event(measured, dense, tmp_path):

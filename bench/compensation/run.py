@@ -63,6 +63,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 
 from oslens import calibrate, paths  # noqa: E402
+from oslens.store import calibration  # noqa: E402
 from oslens.calibrate import in_vivo  # noqa: E402
 
 RUNS_MIN = int(os.environ.get("COMPENSATION_RUNS_MIN", os.environ.get("COMPENSATION_RUNS", "11")))
@@ -262,7 +263,7 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
                 x["exit_s"] = x["cpu_s"] - x["process_s"]
         parts = {k: _ns_per_event(_contrast(runs, k), d_events) for k in ("thread_s", "other_s", "exit_s")}
         faults = {k: _contrast(runs, k)["estimate"] for k in ("thread_minflt", "process_minflt")}
-        _, _, outside = calibrate.outside_costs(cal)
+        _, _, outside = calibration.outside_costs(cal)
         result["split"] = {
             "what": "the marginal in-vivo CPU per event, by where it was spent: the recording thread (its calls, in "
                     "the program's context), the other threads (the helper thread) and exit; in vitro beside each",
@@ -445,12 +446,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="oslens-bench-compensation-") as tmp:
         tmp = Path(tmp)
         if cal_path:
-            cal = calibrate.load(path=Path(cal_path))
+            cal = calibration.load(path=Path(cal_path))
         else:
             progress(f"calibrating (oslens calibrate, {CAL_REPS} repetitions)")
             cal = calibrate.measure(repetitions=CAL_REPS)
             cal["path"] = None
-        os.environ["OSLENS_CALIBRATION"] = str(calibrate.save(cal, tmp / "calibration.json"))
+        os.environ["OSLENS_CALIBRATION"] = str(calibration.save(cal, tmp / "calibration.json"))
         dense = build(tmp / "dense", HERE / "dense.c", "gnu11")
         water = build(tmp / "water", WATER_SRC, "gnu11")
         w_args = ["--molecules", "64", "--warm-input", "--quiet"]

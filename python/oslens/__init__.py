@@ -3,7 +3,7 @@
 Layers (data flows one way): capture -> store -> analysis -> control -> presentation.
 """
 
-__version__ = "0.1.0"
+from oslens.version import __version__  # noqa: F401 - oslens.__version__
 
 # The Python recorder API: regions, counters, events and function tracing into the same trace.
 from oslens.instrument import counter, enabled, event, flush, region, stop_tracing, trace_calls, traced  # noqa: E402,F401

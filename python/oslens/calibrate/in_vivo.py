@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from oslens import calibrate
 from oslens.capture import raw
 from oslens.errors import OslensError
+from oslens.store import calibration
 
 UNCHARGED = {"name", "cont", "clock_pair", "pause", "adapt", "unknown"}
 REGION_NAME_CLASS = 5  # crates/format/src/kinds.rs NAME_REGION
@@ -206,8 +206,8 @@ def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool 
     share at that pace (rate_matched_outside), rather than the empty loop's figures."""
     if not cal:
         return None
-    per = calibrate.record_costs(cal)
-    _, _, outside = calibrate.outside_costs(cal)
+    per = calibration.record_costs(cal)
+    _, _, outside = calibration.outside_costs(cal)
     off = max(float((cal["costs"].get("off") or {}).get("ns", 0.0)), 0.0) if baseline_noop else 0.0
     events = total = low = high = 0.0
     uncharged = {}
@@ -217,7 +217,7 @@ def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool 
         events += n
         if kind in per:
             ns, lo, hi, _ = per[kind]
-            if kind not in calibrate.SYNC_RECORD_KINDS:
+            if kind not in calibration.SYNC_RECORD_KINDS:
                 ns, lo, hi = max(ns - off, 0.0), max(lo - off, 0.0), max(hi - off, 0.0)
             total += n * ns
             low += n * lo
@@ -406,7 +406,7 @@ def analyse(with_runs: list[dict], without_runs: list[dict], counts: dict, pause
     cpu_without = statistics.median(r["cpu_s"] for r in without_runs) if without_runs else 0.0
     rate = sum(counts.values()) / cpu_without if cpu_without > 0 else None
     vitro = in_vitro_cost(counts, cal, region_name_bytes=profile.get("region_name_bytes"), records_per_s=rate)
-    startup_cpu, startup_wall, _ = calibrate.outside_costs(cal)
+    startup_cpu, startup_wall, _ = calibration.outside_costs(cal)
     st = (cal or {}).get("startup") or {}
     preload = bool(profile.get("preload"))
     if preload and (st.get("cpu_preload") or {}).get("ns") is not None:
@@ -514,7 +514,7 @@ def run_in_vivo(args) -> int:
     for name in ("func_filter", "func_min_ns"):  # auto-instrumentation options, where record has them
         if getattr(args, name, None) is not None:
             options[name] = getattr(args, name)
-    host_cal = calibrate.load()
+    host_cal = calibration.load()
     quiet = True
     print(f"oslens: in vivo: {n} runs with and {n} without instrumentation, alternating "
           "(kernel events off; the program's output is discarded)", file=sys.stderr)

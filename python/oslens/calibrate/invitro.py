@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from oslens import __version__, paths
+from oslens import paths
+from oslens.version import __version__
 from oslens.errors import OslensError
 from oslens.osbench.stats import summarize
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oslens.calibrate import SYNC_RECORD_KINDS
+from oslens.store.calibration import SYNC_RECORD_KINDS
 
 GROUPS = {
     "sync": SYNC_RECORD_KINDS,

@@ -13,7 +13,8 @@ import socket
 import time
 from pathlib import Path
 
-from oslens import __version__, _native
+from oslens import _native
+from oslens.version import __version__
 from oslens.capture import raw
 from oslens.errors import OslensError
 

@@ -21,11 +21,12 @@ def add_arguments(parser):
 
 def run(args):
     from oslens import calibrate
+    from oslens.store import calibration
 
     if args.show:
-        cal = calibrate.load(path=args.output) if args.output else calibrate.load()
+        cal = calibration.load(path=args.output) if args.output else calibration.load()
         if cal is None:
-            raise OslensError(f"no calibration stored at {args.output or calibrate.calibration_path()}; run 'oslens calibrate'", 1)
+            raise OslensError(f"no calibration stored at {args.output or calibration.calibration_path()}; run 'oslens calibrate'", 1)
         path = cal.get("path")
     else:
         for name in ("iterations", "repetitions"):
@@ -37,7 +38,7 @@ def run(args):
             progress = lambda what: print(f"oslens: calibrating {what}...", file=sys.stderr)  # noqa: E731
         cal = calibrate.measure(quick=args.quick, iterations=args.iterations, repetitions=args.repetitions,
                                 progress=progress)
-        path = None if args.no_save else str(calibrate.save(cal, args.output))
+        path = None if args.no_save else str(calibration.save(cal, args.output))
         cal["path"] = path
     if args.json:
         json.dump(cal, sys.stdout, indent=2, sort_keys=True)

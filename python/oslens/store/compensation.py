@@ -7,8 +7,8 @@ Adds, at the end of existing tables (no schema version change):
     sync: request_comp_ns, acquire_comp_ns, release_comp_ns
 and a table `compensation`: per thread and record kind, how many records, what each cost
 (in-vitro figure and its 95% interval) and in total; `pause` rows carry the recorder's own
-measured pauses. The model is in oslens.calibrate.compensate; the calibration is the one stored
-for the trace's machine (oslens.calibrate.load, $OSLENS_CALIBRATION). Without one, only pauses
+measured pauses. The model is in oslens.store.compensate; the calibration is the one stored
+for the trace's machine (oslens.store.calibration.load, $OSLENS_CALIBRATION). Without one, only pauses
 are removed, and the `compensation` table says so.
 
 The importer's one native pass computes the same columns while it splits the records
@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from oslens import calibrate
-from oslens.calibrate import compensate as comp
 from oslens.errors import OslensError
+from oslens.store import calibration
+from oslens.store import compensate as comp
 
 TABLE = "compensation"
 COLUMNS = {
@@ -60,11 +60,11 @@ def find_calibration(meta: dict) -> tuple[dict | None, str]:
     """(calibration or None, why none)."""
     host = _hostname(meta)
     try:
-        cal = calibrate.load(hostname=host)
+        cal = calibration.load(hostname=host)
     except OslensError as err:
         return None, str(err)
     if cal is None:
-        where = calibrate.calibration_path(host)
+        where = calibration.calibration_path(host)
         return None, (f"no calibration for {host or 'this machine'} at {where}: run 'oslens calibrate' there, "
                       "then 'oslens import --force'")
     return cal, ""
@@ -73,7 +73,7 @@ def find_calibration(meta: dict) -> tuple[dict | None, str]:
 def cost_table(cal: dict | None, labels: list[str]) -> list[float]:
     """Per record kind (labels[k] names kind k): what one record costs (ns), 0 where the
     calibration says nothing; a pause is charged its measured duration instead (not here)."""
-    per_kind = calibrate.record_costs(cal) if cal else {}
+    per_kind = calibration.record_costs(cal) if cal else {}
     return [float(per_kind[name][0]) if name in per_kind else 0.0 for name in labels]
 
 
@@ -86,7 +86,7 @@ def build(tables: dict, cal: dict | None, why: str = "", done: dict | None = Non
     if ev is None:
         return out
     if done is not None:
-        per_kind = calibrate.record_costs(cal) if cal else {}
+        per_kind = calibration.record_costs(cal) if cal else {}
         cols = done["columns"]
         _amend(tables, out, lambda name, c, p, q, raw: cols[name][c])
         out[TABLE] = summary_of_counts(done["pid"], done["tid"], done["kinds"], done["pause_ns"], done["labels"],
@@ -96,7 +96,7 @@ def build(tables: dict, cal: dict | None, why: str = "", done: dict | None = Non
     ts = _np(ev.column("ts"))
     value = _np(ev.column("value"))
     codes, labels = _kind_codes(ev.column("kind"))
-    per_kind = calibrate.record_costs(cal) if cal else {}
+    per_kind = calibration.record_costs(cal) if cal else {}
     lut = np.zeros(max(len(labels), 1), dtype=np.float64)
     for i, name in enumerate(labels):
         if name in per_kind:
@@ -225,7 +225,7 @@ def _summary_rows(merged: dict, labels, per_kind, cal, why) -> pa.Table:
                 ns, lo, hi, measured = per_kind[name]
                 src = f"in vitro: {measured}"
             else:
-                if name in calibrate.RECORD_KIND_SOURCES and not cal:
+                if name in calibration.RECORD_KIND_SOURCES and not cal:
                     src = f"not charged: {why}"
                 else:
                     src = "not charged: recorder bookkeeping, not instrumentation"

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oslens import __version__, _native
+from oslens import _native
+from oslens.version import __version__
 from oslens.capture import raw
 from oslens.errors import OslensError
 from oslens.store import app_tables, native_parquet, salvage, schema, threads

@@ -4,9 +4,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from oslens import calibrate
-from oslens.calibrate import compensate, order
 from oslens.errors import OslensError
+from oslens.store import calibration, compensate
 
 
 def test_cumulative_is_exclusive_and_per_thread():
@@ -32,9 +31,9 @@ def test_thread_order_detects_interleaving():
 
 
 def test_record_costs_mapping():
-    cal = {"schema": calibrate.SCHEMA, "costs": {"event": {"ns": 20.0, "ci_low": 19, "ci_high": 21},
+    cal = {"schema": calibration.SCHEMA, "costs": {"event": {"ns": 20.0, "ci_low": 19, "ci_high": 21},
                                                  "raw": {"ns": -1.0}, "region_begin": {"ns": 30}}}
-    rc = calibrate.record_costs(cal)
+    rc = calibration.record_costs(cal)
     assert rc["event"] == (20.0, 19.0, 21.0, "event")
     assert rc["lock_request"][0] == 0.0 and rc["lock_request"][3] == "raw"  # negative -> 0, fallback
     assert "timer_start" not in rc and "pause" not in rc
@@ -42,19 +41,19 @@ def test_record_costs_mapping():
 
 def test_load_and_validate(tmp_path, monkeypatch):
     monkeypatch.setenv("OSLENS_CALIBRATION", str(tmp_path / "c.json"))
-    assert calibrate.load() is None
+    assert calibration.load() is None
     (tmp_path / "c.json").write_text("{not json")
     with pytest.raises(OslensError):
-        calibrate.load()
+        calibration.load()
     (tmp_path / "c.json").write_text(json.dumps({"schema": "other"}))
     with pytest.raises(OslensError):
-        calibrate.load()
-    cal = {"schema": calibrate.SCHEMA, "machine": {"hostname": "h"}, "costs": {"event": {"ns": 1.0}}}
-    assert calibrate.save(cal) == tmp_path / "c.json"
-    assert calibrate.load()["costs"]["event"]["ns"] == 1.0
+        calibration.load()
+    cal = {"schema": calibration.SCHEMA, "machine": {"hostname": "h"}, "costs": {"event": {"ns": 1.0}}}
+    assert calibration.save(cal) == tmp_path / "c.json"
+    assert calibration.load()["costs"]["event"]["ns"] == 1.0
     monkeypatch.delenv("OSLENS_CALIBRATION")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    assert calibrate.calibration_path("box") == tmp_path / "cache" / "oslens" / "calibration-box.json"
+    assert calibration.calibration_path("box") == tmp_path / "cache" / "oslens" / "calibration-box.json"
 
 
 def test_store_build_adds_columns_and_summary():
@@ -66,7 +65,7 @@ def test_store_build_adds_columns_and_summary():
                    "kind": kinds, "value": pa.array([0, 0, 500, 0, 0], pa.int64())})
     regions = pa.table({"pid": [1, 1], "tid": [1, 1], "begin_ns": pa.array([0, 1300], pa.int64()),
                         "end_ns": pa.array([100, 5000], pa.int64()), "duration_ns": pa.array([100, 3700], pa.int64())})
-    cal = {"schema": calibrate.SCHEMA, "costs": {"region_begin": {"ns": 10.0}, "region_end": {"ns": 20.0}}}
+    cal = {"schema": calibration.SCHEMA, "costs": {"region_begin": {"ns": 10.0}, "region_end": {"ns": 20.0}}}
     out = compensation.build({"app_events": ev, "regions": regions}, cal)
     assert out["app_events"].column("ts_comp_ns").to_pylist() == [0, 90, 970, 670, 750]
     r = out["regions"]
@@ -82,54 +81,3 @@ def test_store_build_adds_columns_and_summary():
     assert out["app_events"].column("ts_comp_ns").to_pylist() == [0, 100, 1000, 700, 800]
     s = {row["kind"]: row for row in out["compensation"].to_pylist()}
     assert s["region_begin"]["cost_ns"] == 0 and "no calibration" in s["region_begin"]["source"]
-
-
-def test_order_compare_and_thread_keys():
-    keys = order.thread_keys([(10, 11, "w", 5), (10, 10, "main", 1), (20, 21, "w", 9), (10, 12, "w", 7)])
-    assert keys[(10, 10)] == "process 0 thread 'main'"
-    assert keys[(10, 11)] == "process 0 thread 'w'" and keys[(10, 12)] == "process 0 thread 'w' #1"
-    assert keys[(20, 21)] == "process 1 thread 'w'"
-    S = order.Step
-    a = {"t": [S("lock_acquire", "#0", 1), S("lock_release", "#0", 2)], "u": [S("barrier_enter", "#0", 1)]}
-    b = {"t": [S("lock_acquire", "#0", 5), S("lock_release", "#0", 6)], "u": [S("barrier_enter", "#0", 1)]}
-    assert order.compare(a, b) == []
-    b["t"][1] = S("lock_acquire", "#1", 6)
-    b["v"] = []
-    d = order.compare(a, b)
-    assert [(x.thread, x.index) for x in d] == [("t", 1), ("v", -1)]
-    assert "A has lock_release #0, B has lock_acquire #1" in d[0].describe()
-    assert d[1].describe() == "v: only in B"
-
-
-def test_summary_tables():
-    import duckdb
-
-    from oslens.calibrate import summary
-
-    con = duckdb.connect()
-    assert summary.instrumentation(con).num_rows == 0 and summary.regions(con).num_rows == 0
-    con.execute("CREATE TABLE compensation AS SELECT * FROM (VALUES (1, 1, 'event', 10, 200.0), "
-                "(1, 1, 'pause', 1, 500.0)) t(pid, tid, kind, records, cost_ns)")
-    con.execute("CREATE TABLE app_events AS SELECT * FROM (VALUES (1, 1, 0, 0), (1, 1, 7000, 6300)) "
-                "t(pid, tid, ts, ts_comp_ns)")
-    con.execute("CREATE TABLE threads AS SELECT 1 AS pid, 1 AS tid, 'main' AS name")
-    con.execute("CREATE TABLE regions AS SELECT 'r' AS name, 7000 AS duration_ns, 6300 AS duration_comp_ns")
-    row = summary.instrumentation(con).to_pylist()[0]
-    assert (row["records"], row["instrumentation_ns"], row["pause_ns"], row["span_comp_ns"]) == (10, 200.0, 500.0, 6300)
-    assert abs(row["instrumentation_pct"] - 10.0) < 1e-9
-    r = summary.regions(con).to_pylist()[0]
-    assert (r["count"], r["total_ns"], r["total_comp_ns"]) == (1, 7000, 6300) and abs(r["instrumentation_pct"] - 10) < 1e-9
-
-
-def test_quantile_interval_and_summary():
-    import numpy as np
-
-    from oslens.calibrate.invitro import _summary, quantile_ci
-
-    x = np.array([27.3, 27.9, 28.0, 28.1, 28.4, 28.5, 28.6, 28.8, 29.1, 29.1, 29.2, 29.2, 29.3, 29.3, 29.4,
-                  29.9, 30.4, 36.1, 36.5, 38.2, 45.5])
-    lo, hi, cov = quantile_ci(x, 0.25)
-    assert lo <= np.quantile(x, 0.25) <= hi and cov >= 0.95
-    s = _summary(x)
-    assert s["ns"] == 28.5 and s["ci_low"] <= s["ns"] <= s["ci_high"] and s["median"] == 29.2
-    assert quantile_ci(x[:1], 0.25) == (27.3, 27.3, 0.0)

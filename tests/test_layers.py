@@ -1,0 +1,140 @@
+"""The tree's shape (docs/architecture.md): no import cycle among the Python modules, nor among the
+modules of a Rust crate, so that data flows one way and a newcomer can read a layer bottom-up."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from conftest import ROOT
+
+PY_ROOT = ROOT / "python"
+# Rust module cycles that existed when this test was written; each must go (issue 17), and the test
+# fails when one is gone so that the list only ever shrinks.
+KNOWN_RUST_CYCLES = {
+    frozenset({"recorder/buffer", "recorder/helper", "recorder/instruments", "recorder/names", "recorder/stage",
+               "recorder/thread"}),
+}
+
+
+def _python_modules() -> dict[str, Path]:
+    mods = {}
+    for p in PY_ROOT.rglob("*.py"):
+        parts = list(p.relative_to(PY_ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+    return mods
+
+
+def _python_edges(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (at any depth of its code, lazy imports included).
+    `from pkg import name` imports pkg.name when that is a module, else pkg itself."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, path in mods.items():
+        if mod.rsplit(".", 1)[-1].startswith("test_"):
+            continue
+        package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                graph[mod].update(a.name for a in node.names if a.name in mods)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for a in node.names:
+                    if a.name == "_native":  # the compiled extension: a leaf
+                        continue
+                    target = f"{base}.{a.name}"
+                    if target in mods:
+                        graph[mod].add(target)
+                    elif base in mods:
+                        graph[mod].add(base)
+        graph[mod].discard(mod)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components with more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    nodes = set(graph) | {w for ws in graph.values() for w in ws}
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(comp)
+    return found
+
+
+def _rust_edges(src: Path) -> dict[str, set[str]]:
+    """A crate's file modules -> the sibling modules its code names (crate::m, super::m, or m::
+    for a module declared at the crate root)."""
+    files = {p.stem if p.name not in ("mod.rs",) else p.parent.name: p for p in src.glob("*.rs")}
+    files.update({p.parent.name: p for p in src.glob("*/mod.rs")})
+    roots = {"lib", "main"}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, path in files.items():
+        if mod in roots:
+            continue
+        text = re.sub(r"(?s)#\[cfg\(test\)\]\s*mod \w+\s*\{.*", "", path.read_text())  # tests come last
+        text = re.sub(r"//.*", "", text)
+        for other in files:
+            if other == mod or other in roots:
+                continue
+            if re.search(rf"\b(crate|super)::{other}\b|(?<![:\w]){other}::", text):
+                graph[mod].add(other)
+    return graph
+
+
+def test_python_modules_import_no_cycle():
+    cycles = _cycles(_python_edges(_python_modules()))
+    assert cycles == [], "import cycles among Python modules: " + "; ".join(" <-> ".join(sorted(c)) for c in cycles)
+
+
+def test_rust_crate_modules_have_no_new_cycle():
+    seen = set()
+    for src in sorted((ROOT / "crates").glob("*/src")):
+        for comp in _cycles(_rust_edges(src)):
+            seen.add(frozenset(f"{src.parent.name}/{m}" for m in comp))
+    assert seen - KNOWN_RUST_CYCLES == set(), f"new module cycles: {sorted(map(sorted, seen - KNOWN_RUST_CYCLES))}"
+    assert KNOWN_RUST_CYCLES - seen == set(), (
+        f"cycles that are gone: remove them from KNOWN_RUST_CYCLES: {sorted(map(sorted, KNOWN_RUST_CYCLES - seen))}")
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
