@@ -311,7 +311,23 @@ def _pair(key_a: np.ndarray, key_b: np.ndarray, ts: np.ndarray, is_end: np.ndarr
     return order, np.nonzero(ok)[0]
 
 
+# x86-64 numbers of the calls that need care when pairing entries with exits
+NR_CLONE, NR_FORK, NR_VFORK, NR_EXIT, NR_EXIT_GROUP, NR_CLONE3 = 56, 57, 58, 60, 231, 435
+FORK_CALLS = (NR_CLONE, NR_FORK, NR_VFORK, NR_CLONE3)
+NO_RETURN_CALLS = (NR_EXIT, NR_EXIT_GROUP)
+
+
 def _syscalls(R, pid_of):
+    """One row per system call, from each thread's enter and exit records in time order.
+
+    An exit closes the enter just before it in the same thread when the numbers agree, or when
+    the exit carries nr -1: rt_sigreturn restores the registers of the interrupted code, so its
+    exit no longer knows its own number. The child's first return from clone/clone3/fork/vfork
+    (ret 0 in a thread that never entered the call) is not a call and makes no row. A call still
+    open when its thread exits (exit, exit_group, or a thread killed inside a call) ends at the
+    kernel's exit record with ret NULL. An interrupted call that the kernel restarts is two rows:
+    the first returns -512..-516 (ERESTART*), the second is the restart.
+    """
     en, ex = R.kind(SYS_ENTER), R.kind(SYS_EXIT)
     tid = np.concatenate([_i64(en["id"]), _i64(ex["id"])])
     nr = np.concatenate([_i32(en["a"]), _i32(ex["a"])])
@@ -324,27 +340,38 @@ def _syscalls(R, pid_of):
     t, n, s, e, p, v = tid[order], nr[order], ts[order], is_end[order], pid[order], val[order]
     paired_start = np.zeros(len(t), bool)
     if len(t) > 1:
-        paired_start[:-1] = (~e[:-1]) & e[1:] & (t[:-1] == t[1:]) & (n[:-1] == n[1:])
+        same_call = (n[:-1] == n[1:]) | (n[1:] == -1)
+        paired_start[:-1] = (~e[:-1]) & e[1:] & (t[:-1] == t[1:]) & same_call
     paired_end = np.zeros(len(t), bool)
     paired_end[1:] = paired_start[:-1]
     i = np.nonzero(paired_start)[0]
-    lone_enter = np.nonzero(~e & ~paired_start)[0]  # still running at the end, or exit_group/execve failure paths
-    lone_exit = np.nonzero(e & ~paired_end)[0]  # entered before the collector attached
+    lone_enter = np.nonzero(~e & ~paired_start)[0]
+    # a lone exit is a call entered before the collector attached, or a fork child's first return
+    child_return = np.isin(n, FORK_CALLS) & (v == 0)
+    lone_exit = np.nonzero(e & ~paired_end & ~child_return)[0]
+    # lone enters that are their thread's last syscall record end at the thread's exit, if seen
+    x = R.kind(EXIT)
+    exit_at = dict(zip(_i64(x["id"]).tolist(), _i64(x["ts"]).tolist()))
+    last_of_thread = np.ones(len(t), bool)
+    last_of_thread[:-1] = t[:-1] != t[1:]
+    died_in = np.array([bool(last_of_thread[j]) and exit_at.get(int(t[j]), -1) >= s[j] for j in lone_enter], bool)
+    died_end = np.array([exit_at.get(int(t[j]), 0) if d else 0 for j, d in zip(lone_enter, died_in)], np.int64)
     rows_tid = np.concatenate([t[i], t[lone_enter], t[lone_exit]])
     rows_pid = np.concatenate([p[i], p[lone_enter], p[lone_exit]])
     rows_nr = np.concatenate([n[i], n[lone_enter], n[lone_exit]])
     start = np.concatenate([s[i], s[lone_enter], np.zeros(len(lone_exit), np.int64)])
     start_ok = np.concatenate([np.ones(len(i), bool), np.ones(len(lone_enter), bool), np.zeros(len(lone_exit), bool)])
-    end = np.concatenate([s[i + 1], np.zeros(len(lone_enter), np.int64), s[lone_exit]])
-    end_ok = np.concatenate([np.ones(len(i), bool), np.zeros(len(lone_enter), bool), np.ones(len(lone_exit), bool)])
+    end = np.concatenate([s[i + 1], died_end, s[lone_exit]])
+    end_ok = np.concatenate([np.ones(len(i), bool), died_in, np.ones(len(lone_exit), bool)])
     ret = np.concatenate([v[i + 1], np.zeros(len(lone_enter), np.int64), v[lone_exit]])
+    ret_ok = np.concatenate([np.ones(len(i), bool), np.zeros(len(lone_enter), bool), np.ones(len(lone_exit), bool)])
     srt = np.argsort(np.where(start_ok, start, end), kind="stable")
     missing_pid = rows_pid <= 0
     rows_pid[missing_pid] = pid_of(rows_tid[missing_pid])
     return _table({
         "pid": rows_pid[srt], "tid": rows_tid[srt], "nr": rows_nr[srt], "name": _syscall_names(rows_nr[srt]),
         "start_ns": _nullable(start[srt], start_ok[srt]), "end_ns": _nullable(end[srt], end_ok[srt]),
-        "ret": _nullable(ret[srt], end_ok[srt]),
+        "ret": _nullable(ret[srt], ret_ok[srt]),
     })
 
 

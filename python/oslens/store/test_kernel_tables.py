@@ -83,6 +83,70 @@ def test_syscalls_pair_per_thread_and_keep_unmatched(tmp_path):
     assert kt.syscall_name(100000) == "syscall_100000"
 
 
+def _calls(tmp_path, recs):
+    return [(r["tid"], r["name"], r["start_ns"], r["end_ns"], r["ret"]) for r in build([chunk(tmp_path, 0, recs)])["syscalls"].to_pylist()]
+
+
+NEG = 2**64 - 1
+
+
+def test_rt_sigreturn_exit_with_nr_minus_one_closes_its_enter(tmp_path):
+    P = 60
+    calls = _calls(tmp_path, [
+        (10, P, kt.SYS_ENTER, 62 | hi(P), 0), (12, P, kt.SYS_EXIT, 62 | hi(P), 0),  # kill(self)
+        (20, P, kt.SYS_ENTER, 15 | hi(P), 0), (21, P, kt.SYS_EXIT, (-1 & 0xFFFFFFFF) | hi(P), 7),  # rt_sigreturn
+        (30, P, kt.SYS_ENTER, 39 | hi(P), 0), (31, P, kt.SYS_EXIT, 39 | hi(P), P),
+    ])
+    assert calls == [(P, "kill", 10, 12, 0), (P, "rt_sigreturn", 20, 21, 7), (P, "getpid", 30, 31, P)]
+
+
+def test_clone_returns_once_in_the_parent_and_the_child_makes_no_row(tmp_path):
+    P, C, T = 70, 71, 72
+    calls = _calls(tmp_path, [
+        (10, P, kt.SYS_ENTER, 56 | hi(P), 0), (11, P, kt.FORK, C | hi(C), P), (12, C, kt.SYS_EXIT, 56 | hi(C), 0),
+        (13, P, kt.SYS_EXIT, 56 | hi(P), C),
+        (20, P, kt.SYS_ENTER, 435 | hi(P), 0), (22, T, kt.SYS_EXIT, 435 | hi(P), 0), (23, P, kt.SYS_EXIT, 435 | hi(P), T),
+        (30, P, kt.SYS_ENTER, 57 | hi(P), 0), (31, P, kt.SYS_EXIT, 57 | hi(P), (-11) & NEG),  # fork failed: EAGAIN
+        (40, P, kt.SYS_ENTER, 58 | hi(P), 0), (41, C + 10, kt.SYS_EXIT, 58 | hi(C + 10), 0), (45, P, kt.SYS_EXIT, 58 | hi(P), C + 10),
+    ])
+    assert calls == [(P, "clone", 10, 13, C), (P, "clone3", 20, 23, T), (P, "fork", 30, 31, -11), (P, "vfork", 40, 45, C + 10)]
+
+
+def test_execve_success_returns_in_the_new_image_and_failure_returns_normally(tmp_path):
+    P = 80
+    calls = _calls(tmp_path, [
+        (10, P, kt.SYS_ENTER, 59 | hi(P), 0), (11, P, kt.SYS_EXIT, 59 | hi(P), (-2) & NEG),  # ENOENT (PATH search)
+        (20, P, kt.SYS_ENTER, 59 | hi(P), 0), (25, P, kt.EXEC, P, 0), (26, P, kt.SYS_EXIT, 59 | hi(P), 0),
+        (30, P, kt.SYS_ENTER, 12 | hi(P), 0), (31, P, kt.SYS_EXIT, 12 | hi(P), 4096),
+    ])
+    assert calls == [(P, "execve", 10, 11, -2), (P, "execve", 20, 26, 0), (P, "brk", 30, 31, 4096)]
+
+
+def test_exit_and_exit_group_end_at_the_thread_exit_without_a_return_value(tmp_path):
+    P, T = 90, 91
+    calls = _calls(tmp_path, [
+        (10, T, kt.SYS_ENTER, 202 | hi(P), 0),  # futex: killed inside it by exit_group
+        (20, P, kt.SYS_ENTER, 231 | hi(P), 0), (24, T, kt.EXIT, P, 0), (25, P, kt.EXIT, P, 0),
+        (30, P + 5, kt.SYS_ENTER, 60 | hi(P + 5), 0), (33, P + 5, kt.EXIT, P + 5, 0),
+        (40, P + 6, kt.SYS_ENTER, 0 | hi(P + 6), 0),  # still in read when the trace ended: stays open
+    ])
+    assert calls == [(T, "futex", 10, 24, None), (P, "exit_group", 20, 25, None), (P + 5, "exit", 30, 33, None),
+                     (P + 6, "read", 40, None, None)]
+
+
+def test_a_restarted_call_is_two_rows_around_the_signal_handler(tmp_path):
+    P = 100
+    calls = _calls(tmp_path, [
+        (10, P, kt.SYS_ENTER, 0 | hi(P), 0), (20, P, kt.SYS_EXIT, 0 | hi(P), (-512) & NEG),  # ERESTARTSYS
+        (22, P, kt.SYS_ENTER, 15 | hi(P), 0), (23, P, kt.SYS_EXIT, (-1 & 0xFFFFFFFF) | hi(P), 0),  # handler returns
+        (24, P, kt.SYS_ENTER, 0 | hi(P), 0), (30, P, kt.SYS_EXIT, 0 | hi(P), 5),  # read restarted
+        (40, P, kt.SYS_ENTER, 35 | hi(P), 0), (45, P, kt.SYS_EXIT, 35 | hi(P), (-516) & NEG),  # ERESTART_RESTARTBLOCK
+        (47, P, kt.SYS_ENTER, 219 | hi(P), 0), (50, P, kt.SYS_EXIT, 219 | hi(P), 0),  # restart_syscall
+    ])
+    assert calls == [(P, "read", 10, 20, -512), (P, "rt_sigreturn", 22, 23, 0), (P, "read", 24, 30, 5),
+                     (P, "nanosleep", 40, 45, -516), (P, "restart_syscall", 47, 50, 0)]
+
+
 def test_faults_wakeups_samples(tmp_path):
     T = 70
     recs = [
