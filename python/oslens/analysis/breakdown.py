@@ -43,6 +43,7 @@ SCHEMA = {
     "migrations": pa.int64(),
     "faults": pa.int64(),
     "syscall_count": pa.int64(),
+    "unknown_reason": pa.string(),
 }
 
 EVENT_COST_KEYS = [
@@ -111,6 +112,22 @@ def compensation_costs(con) -> tuple[dict[int, int], bool, str | None] | None:
     return per, charged, why
 
 
+def _count_in_life(con, prog: common.Program, table: str, ts_sql: str) -> dict[int, int]:
+    """Rows of `table` per program thread inside the thread's life as the program (the launcher's
+    work before exec is oslens's, not the program's)."""
+    if not prog.tids or not common.table_exists(con, table):
+        return {}
+    tids = list(prog.tids)
+    rows = con.execute(
+        f"""SELECT x.tid, count(*) FROM "{table}" x
+            JOIN (SELECT unnest(?::BIGINT[]) AS tid, unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) l
+              ON x.tid = l.tid AND {ts_sql} >= l.lo AND {ts_sql} <= l.hi
+            GROUP BY x.tid""",
+        [tids, [prog.start[t] for t in tids], [prog.end[t] for t in tids]],
+    ).fetchall()
+    return {int(t): int(n) for t, n in rows}
+
+
 def time_breakdown(con) -> pa.Table:
     prog = common.program(con)
     tls = states.timelines(con, prog)
@@ -118,10 +135,8 @@ def time_breakdown(con) -> pa.Table:
     events = event_counts(con)
     pauses = pause_ns(con)
     comp = compensation_costs(con)
-    faults = _per_tid(con, "SELECT tid, count(*) FROM faults GROUP BY tid") if common.table_exists(con, "faults") else {}
-    sysn = (
-        _per_tid(con, "SELECT tid, count(*) FROM syscalls GROUP BY tid") if common.table_exists(con, "syscalls") else {}
-    )
+    faults = _count_in_life(con, prog, "faults", "ts")
+    sysn = _count_in_life(con, prog, "syscalls", "coalesce(start_ns, end_ns)")
     out = []
     for tid in prog.tids:
         tl = tls[tid]
@@ -152,6 +167,8 @@ def time_breakdown(con) -> pa.Table:
         row["migrations"] = tl.n_migrations
         row["faults"] = faults.get(tid, 0)
         row["syscall_count"] = sysn.get(tid, 0)
+        reasons = tl.unknown_reasons()
+        row["unknown_reason"] = "; ".join(f"{why} {common.fmt_ns(ns)}" for why, ns in reasons.items()) or None
         out.append(row)
     return common.from_rows(out, SCHEMA)
 
@@ -183,6 +200,18 @@ def notes(con) -> list[str]:
         )
     else:
         n.append(f"Instrumentation is an estimate: events × {event_cost_ns(con):.1f} ns (calibrated per-event cost).")
+    tls = states.timelines(con)
+    unknown: dict[str, int] = {}
+    for tl in tls.values():
+        for why, ns in tl.unknown_reasons().items():
+            unknown[why] = unknown.get(why, 0) + ns
+    if unknown:
+        n.append("Unknown time, by reason: " + "; ".join(
+            f"{why} {common.fmt_ns(ns)}" for why, ns in sorted(unknown.items(), key=lambda x: -x[1])) + ".")
+    lost = sum(tl.lost_acquires for tl in tls.values())
+    if lost:
+        n.append(f"{lost} lock wait(s) lost their acquire when the recorder's buffer was full: each ends at the loss "
+                 "(its request), not at the thread's end.")
     if common.table_exists(con, "faults") and states._fault_duration_sql(con) is None and common.row_count(con, "faults"):
         n.append("Page faults carry no durations in this trace: their handling time is counted as computation.")
     return n

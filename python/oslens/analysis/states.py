@@ -15,6 +15,14 @@ Rules, in order, for each instant of a thread's life [start, end):
               otherwise (sleep, poll, pipe...) -> sleeping
 Without scheduling records a thread's time is sync_wait inside synchronisation waits, syscalls
 inside system calls, and unknown elsewhere.
+
+Every interval ends where its evidence ends, never at the thread's end: a block request with no
+completion counts only through the 'D' state of the switch that left the CPU; a system call
+whose exit was not recorded covers nothing (the thread's on-CPU time from its entry to its next
+system call is unknown); a synchronisation wait whose acquire was not recorded is a wait only
+while the thread is off-CPU asleep, and only up to the thread's next record (or, when its
+recorder dropped events, up to the loss: the wait's own request). Unknown time carries its reason
+(UNKNOWN_REASONS).
 """
 
 from __future__ import annotations
@@ -27,6 +35,16 @@ from oslens.analysis import common
 
 COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNKNOWN = range(8)
 STATE_NAMES = ["computation", "syscalls", "io_wait", "page_faults", "preempted", "sync_wait", "sleeping", "unknown"]
+
+# why a segment is unknown (Timeline.why), 0 when it is not
+NO_SCHED, NO_SWITCH_STATE, SYSCALL_EXIT_LOST, ACQUIRE_LOST, NO_SLICES = 1, 2, 3, 4, 5
+UNKNOWN_REASONS = {
+    NO_SCHED: "no scheduling events",
+    NO_SLICES: "no CPU slice of this thread was recorded",
+    NO_SWITCH_STATE: "left its CPU with no switch record saying in which state",
+    SYSCALL_EXIT_LOST: "on a CPU after a system call whose exit was not recorded",
+    ACQUIRE_LOST: "on a CPU inside a lock wait whose acquire was not recorded",
+}
 
 
 @dataclass
@@ -43,10 +61,23 @@ class Timeline:
     slice_start: np.ndarray | None = None  # the thread's CPU slices (clipped to its life), by start
     slice_end: np.ndarray | None = None
     slice_cpu: np.ndarray | None = None
+    why: np.ndarray | None = None  # per segment: UNKNOWN_REASONS key when state is UNKNOWN, else 0
+    lost_acquires: int = 0  # lock waits whose acquire was not recorded because the recorder dropped events
 
     def total(self, code: int) -> int:
         m = self.state == code
         return int((self.seg_end[m] - self.seg_start[m]).sum())
+
+    def unknown_reasons(self) -> dict[str, int]:
+        """ns of unknown time per reason."""
+        if self.why is None:
+            return {}
+        out = {}
+        for code, text in UNKNOWN_REASONS.items():
+            m = (self.state == UNKNOWN) & (self.why == code)
+            if m.any():
+                out[text] = int((self.seg_end[m] - self.seg_start[m]).sum())
+        return out
 
     def intervals(self, code: int) -> tuple[np.ndarray, np.ndarray]:
         m = self.state == code
@@ -130,49 +161,48 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     sl_s = np.clip(sl_s, start, end)
     sl_e = np.clip(sl_e, start, end)
 
-    sys_s, sys_e = empty, empty
-    if common.table_exists(con, "syscalls"):
-        sys_s, sys_e = _intervals(
-            con, "SELECT start_ns, coalesce(end_ns, ?) FROM syscalls WHERE tid = ? AND start_ns < ?", [end, tid, end]
-        )
-    sync_s, sync_e = empty, empty
-    if common.table_exists(con, "sync"):
-        sync_s, sync_e = _intervals(
-            con,
-            "SELECT request_ns, coalesce(acquire_ns, release_ns, ?) FROM sync WHERE tid = ? AND request_ns IS NOT NULL",
-            [end, tid],
-        )
+    sys_s, sys_e, open_sys_s, open_sys_e = _syscall_intervals(con, tid, end)
+    sync_s, sync_e, open_sync_s, open_sync_e, lost_acq = _sync_intervals(con, tid, end)
     io_s, io_e = empty, empty
     if common.table_exists(con, "block_io"):
+        # only completed requests: an unanswered one is I/O wait through the 'D' state alone
         io_s, io_e = _intervals(
             con,
-            "SELECT issue_ns, coalesce(complete_ns, ?) FROM block_io WHERE tid = ? AND issue_ns IS NOT NULL",
-            [end, tid],
+            "SELECT issue_ns, complete_ns FROM block_io WHERE tid = ? AND issue_ns IS NOT NULL AND complete_ns IS NOT NULL",
+            [tid],
         )
     pf_s, pf_e = empty, empty
     fsql = _fault_duration_sql(con) if common.table_exists(con, "faults") else None
     if fsql:
         pf_s, pf_e = _intervals(con, fsql, [tid])
 
-    bounds = np.concatenate([[start, end], sl_s, sl_e, sys_s, sys_e, sync_s, sync_e, io_s, io_e, pf_s, pf_e])
+    bounds = np.concatenate([[start, end], sl_s, sl_e, sys_s, sys_e, sync_s, sync_e, io_s, io_e, pf_s, pf_e,
+                             open_sys_s, open_sys_e, open_sync_s, open_sync_e])
     bounds = np.unique(np.clip(bounds, start, end))
     seg_s, seg_e = bounds[:-1], bounds[1:]
     if len(seg_s) == 0:
         return Timeline(tid, start, end, seg_s, seg_e, np.zeros(0, np.int8), bool(n_slices), n_slices, n_migr,
-                        sl_s, sl_e, sl_cpu)
+                        sl_s, sl_e, sl_cpu, np.zeros(0, np.int8), lost_acq)
 
     in_sys = common.point_in(seg_s, *common.merge_intervals(sys_s, sys_e))
     in_sync = common.point_in(seg_s, *common.merge_intervals(sync_s, sync_e))
     in_io = common.point_in(seg_s, *common.merge_intervals(io_s, io_e))
     in_pf = common.point_in(seg_s, *common.merge_intervals(pf_s, pf_e))
+    in_open_sys = common.point_in(seg_s, *common.merge_intervals(open_sys_s, open_sys_e)) & ~in_sys
+    in_open_sync = common.point_in(seg_s, *common.merge_intervals(open_sync_s, open_sync_e)) & ~in_sync
     state = np.full(len(seg_s), UNKNOWN, np.int8)
+    why = np.zeros(len(seg_s), np.int8)
 
     if n_slices:
         ms, me = common.merge_intervals(sl_s, sl_e)
         on = common.point_in(seg_s, ms, me)
         # on a CPU
         state[on] = COMPUTATION
+        state[on & in_open_sys] = UNKNOWN
+        why[on & in_open_sys] = SYSCALL_EXIT_LOST
         state[on & in_sys] = SYSCALLS
+        state[on & in_open_sync & ~in_sys] = UNKNOWN
+        why[on & in_open_sync & ~in_sys] = ACQUIRE_LOST
         state[on & in_sync] = SYNC_WAIT
         state[on & in_pf] = PAGE_FAULTS
         # off a CPU: the state the thread left its last CPU in
@@ -187,13 +217,79 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         state[off & (leave == 2)] = IO_WAIT
         sleepish = off & ((leave == 3) | (leave == 0))
         state[sleepish & in_io] = IO_WAIT
-        state[sleepish & ~in_io & in_sync] = SYNC_WAIT
-        state[sleepish & ~in_io & ~in_sync & (leave == 3)] = SLEEPING
+        state[sleepish & ~in_io & (in_sync | in_open_sync)] = SYNC_WAIT
+        state[sleepish & ~in_io & ~in_sync & ~in_open_sync & (leave == 3)] = SLEEPING
         # leave == 0 (no switch record) and no other clue stays unknown
-    elif not trace_has_sched:
-        state[in_sys] = SYSCALLS
-        state[in_sync] = SYNC_WAIT
-    return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr, sl_s, sl_e, sl_cpu)
+        why[(state == UNKNOWN) & (why == 0)] = NO_SWITCH_STATE
+    else:
+        if not trace_has_sched:
+            state[in_sys] = SYSCALLS
+            state[in_sync] = SYNC_WAIT
+        why[state == UNKNOWN] = NO_SLICES if trace_has_sched else NO_SCHED
+    return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr, sl_s, sl_e, sl_cpu,
+                    why, lost_acq)
+
+
+def _next_after(con, table: str, column: str, tid: int, starts: np.ndarray, default: np.ndarray) -> np.ndarray:
+    """For each start, the thread's first `column` value in `table` strictly after it, else default."""
+    if len(starts) == 0:
+        return default
+    rows = con.execute(
+        f"""SELECT o.i, x.v FROM (SELECT unnest(?::BIGINT[]) AS r, generate_subscripts(?::BIGINT[], 1) AS i) o
+            ASOF LEFT JOIN (SELECT {column} AS v FROM {table} WHERE tid = ? AND {column} IS NOT NULL) x ON x.v > o.r""",
+        [starts.tolist(), starts.tolist(), tid],
+    ).fetchall()
+    out = default.copy()
+    for i, v in rows:
+        if v is not None:
+            out[int(i) - 1] = int(v)
+    return out
+
+
+def _syscall_intervals(con, tid: int, end: int):
+    """Completed system calls, and calls whose exit was not recorded, each open one up to the
+    thread's next system call (or its end): inside those only the on-CPU time is in doubt."""
+    empty = np.zeros(0, np.int64)
+    if not common.table_exists(con, "syscalls"):
+        return empty, empty, empty, empty
+    s, e = _intervals(con, "SELECT start_ns, end_ns FROM syscalls WHERE tid = ? AND start_ns < ? AND end_ns IS NOT NULL "
+                           "ORDER BY start_ns", [tid, end])
+    os_, _ = _intervals(con, "SELECT start_ns, start_ns FROM syscalls WHERE tid = ? AND start_ns < ? AND end_ns IS NULL "
+                             "ORDER BY start_ns", [tid, end])
+    oe = _next_after(con, "syscalls", "start_ns", tid, os_, np.full(len(os_), end, np.int64))
+    return s, e, os_, oe
+
+
+def _sync_intervals(con, tid: int, end: int):
+    """Completed synchronisation waits, and waits whose acquire was not recorded. An open wait
+    lasts until the thread's next application record; when it has none and the thread's recorder
+    dropped events, the acquire was lost with them and the wait ends at its own request (the
+    loss); otherwise the thread ended waiting. Returns (starts, ends, open starts, open ends,
+    how many waits lost their acquire)."""
+    empty = np.zeros(0, np.int64)
+    if not common.table_exists(con, "sync"):
+        return empty, empty, empty, empty, 0
+    s, e = _intervals(con, "SELECT request_ns, coalesce(acquire_ns, release_ns) FROM sync WHERE tid = ? "
+                           "AND request_ns IS NOT NULL AND coalesce(acquire_ns, release_ns) IS NOT NULL", [tid])
+    os_, _ = _intervals(con, "SELECT request_ns, request_ns FROM sync WHERE tid = ? AND request_ns IS NOT NULL "
+                             "AND acquire_ns IS NULL AND release_ns IS NULL ORDER BY request_ns", [tid])
+    if len(os_) == 0:
+        return s, e, os_, os_, 0
+    dropped = _dropped_events(con, tid) > 0
+    none = np.full(len(os_), -1, np.int64)
+    nxt = none
+    if common.table_exists(con, "app_events"):
+        nxt = _next_after(con, "app_events", "ts", tid, os_, none)
+    lost = (nxt < 0) & dropped
+    oe = np.where(nxt >= 0, nxt, np.where(lost, os_, end))
+    return s, e, os_, oe, int(lost.sum())
+
+
+def _dropped_events(con, tid: int) -> int:
+    if "lost_events" not in common.columns(con, "threads"):
+        return 0
+    row = con.execute("SELECT sum(lost_events) FROM threads WHERE tid = ?", [tid]).fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 _CACHE: dict[int, tuple[object, dict]] = {}

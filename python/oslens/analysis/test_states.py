@@ -1,0 +1,89 @@
+"""Intervals end where their evidence ends: lone block requests, system calls whose exit was not
+recorded and lock waits whose acquire was lost never run to the thread's end."""
+
+from oslens.analysis import breakdown, states
+from oslens.analysis.synthetic import MS, make_con, switches_from_slices
+
+
+def one_thread(slices, sw_states, **tables):
+    """Thread 100 alive 0-100 ms, its CPU slices (start, end) on CPU 0 and the state it left
+    each in (by the slice's end)."""
+    rows = {"meta": [("hostname", "synthetic-host")], "threads": [(100, 100, "main", None, 0, 100 * MS, True)]}
+    sl = []
+    t = 0
+    for s, e in slices:
+        if s > t:
+            sl.append((0, 0, "swapper/0", 0, t, s))
+        sl.append((100, 100, "main", 0, s, e))
+        t = e
+    sl.append((0, 0, "swapper/0", 0, t, 100 * MS))
+    rows["cpu_slices"] = sl
+    rows["switches"] = switches_from_slices(sl, {(0, e): st for (s, e), st in zip(slices, sw_states)}, {})
+    rows.update(tables)
+    return make_con(rows)
+
+
+def row(con):
+    return breakdown.time_breakdown(con).to_pylist()[0]
+
+
+def check_sum(r):
+    assert sum(r[c] for c in breakdown.TIME_COLUMNS) == r["wall_ns"]
+
+
+def test_a_block_request_without_completion_is_io_wait_only_while_in_D():
+    # issued at 5 ms, never completed; the thread sleeps in 'S' (a futex) 10-90, in 'D' 92-95
+    con = one_thread([(0, 10 * MS), (90 * MS, 92 * MS), (95 * MS, 100 * MS)], ["S", "D", "R"],
+                     block_io=[(5 * MS, None, "254:0", 8, 4096, "R", 100)])
+    r = row(con)
+    assert r["io_wait_ns"] == 3 * MS
+    assert r["sleeping_ns"] == 80 * MS
+    check_sum(r)
+
+
+def test_a_completed_request_in_flight_is_io_wait_while_asleep():
+    con = one_thread([(0, 10 * MS), (90 * MS, 100 * MS)], ["S"], block_io=[(5 * MS, 30 * MS, "254:0", 8, 4096, "R", 100)])
+    r = row(con)
+    assert r["io_wait_ns"] == 20 * MS and r["sleeping_ns"] == 60 * MS
+    check_sum(r)
+
+
+def test_a_syscall_without_exit_leaves_on_cpu_time_unknown_until_the_next_call():
+    # read entered at 2 ms with no exit; getpid 50-51 on a CPU; the thread computes 0-100
+    con = one_thread([(0, 100 * MS)], [], syscalls=[(100, 100, 0, "read", 2 * MS, None, None),
+                                                    (100, 100, 39, "getpid", 50 * MS, 51 * MS, 100)])
+    r = row(con)
+    assert r["syscalls_ns"] == 1 * MS
+    assert r["unknown_ns"] == 48 * MS
+    assert r["computation_ns"] == 51 * MS
+    assert "system call whose exit was not recorded 48.00 ms" in r["unknown_reason"]
+    check_sum(r)
+
+
+def test_a_lock_wait_whose_acquire_was_lost_ends_at_the_loss():
+    # single thread, mutex request at 10 ms, buffer full from there on (acquire lost); it computes
+    con = one_thread([(0, 100 * MS)], [], sync=[("mutex", "m", 100, 100, 2 * MS, 3 * MS, 4 * MS),
+                                                ("mutex", "m", 100, 100, 10 * MS, None, None)])
+    con.execute("ALTER TABLE threads ADD COLUMN lost_events BIGINT DEFAULT 500")
+    r = row(con)
+    assert r["sync_wait_ns"] == 1 * MS
+    assert r["computation_ns"] == 99 * MS
+    assert states.timelines(con)[100].lost_acquires == 1
+    assert any("lost their acquire" in n for n in breakdown.notes(con))
+    check_sum(r)
+
+
+def test_an_open_wait_without_loss_is_a_wait_only_while_asleep_until_the_next_record():
+    # cond wait entered at 10 ms, never returned: the thread sleeps 20-100 (killed at exit)
+    con = one_thread([(0, 20 * MS)], ["S"], sync=[("cond", "c", 100, 100, 10 * MS, None, None)])
+    r = row(con)
+    assert r["sync_wait_ns"] == 80 * MS
+    assert r["unknown_ns"] == 10 * MS and "acquire was not recorded" in r["unknown_reason"]
+    check_sum(r)
+
+
+def test_unknown_without_a_switch_state_says_why():
+    con = one_thread([(0, 10 * MS)], [""])
+    r = row(con)
+    assert r["unknown_ns"] == 90 * MS
+    assert r["unknown_reason"] == "left its CPU with no switch record saying in which state 90.00 ms"
