@@ -513,3 +513,18 @@ def test_tune_on_a_fake_cgroup_v2_machine(tmp_path):
         fakesys.read(root, "/sys/kernel/mm/transparent_hugepage/enabled") == "madvise"
     assert not list(cg.glob("oslens-*"))
     assert os.listdir(tmp_path / "state") == []
+
+
+def test_python_adapt_calls_are_recorded(work):
+    """oslens.adapt() in a Python program writes its ADAPT records like osl_adapt() in C (a missing
+    extension function was once hidden by a getattr guard, and nothing was recorded)."""
+    trace = work / "pytrace"
+    plan = plan_file(work, "py", '[phase.compute]\nclass = "batch"\n')
+    script = work / "phases.py"
+    script.write_text("import oslens\nassert oslens.adapt('compute') == 0\nassert oslens.adapt('io') == 0\n")
+    r = subprocess.run(OSLENS + ["tune", "-q", "--plan", str(plan), "--record", "--no-kernel", "-o", str(trace), "--",
+                                 sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    dump = subprocess.run(OSLENS + ["dump", str(trace)], capture_output=True, text=True, check=True)
+    adapts = [line.split(" adapt ")[1].split()[0] for line in dump.stdout.splitlines() if " adapt " in line]
+    assert adapts == ["compute", "io"]

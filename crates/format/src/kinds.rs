@@ -77,6 +77,19 @@ pub const NAME_FUNCTION: u64 = 8;
 /// Programs started by exec (PROCESS_EXEC id).
 pub const NAME_COMMAND: u64 = 9;
 
+/// Every NAME class with the word the tables and tools use for it.
+pub const NAME_CLASSES: [(u64, &str); 9] = [
+    (NAME_THREAD, "thread"),
+    (NAME_MANAGER, "manager"),
+    (NAME_COUNTER, "counter"),
+    (NAME_TIMER, "timer"),
+    (NAME_REGION, "region"),
+    (NAME_EVENT, "event"),
+    (NAME_PHASE, "phase"),
+    (NAME_FUNCTION, "function"),
+    (NAME_COMMAND, "command"),
+];
+
 /// Why a counter value was recorded.
 pub const COUNTER_PERIODIC: u64 = 1;
 pub const COUNTER_ASKED: u64 = 2;

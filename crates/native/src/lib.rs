@@ -3,6 +3,7 @@
 //! 32-byte records that numpy views without copying (`oslens.capture.raw.RECORD_DTYPE`).
 
 mod app_rows;
+mod constants;
 mod parquet;
 #[cfg(feature = "parquet-crate")]
 mod crate_writer;
@@ -910,6 +911,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ColumnBuffer>()?;
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
     recorder_api::register(m)?;
+    constants::register(m)?;
     m.add("HEADER_SIZE", HEADER_SIZE)?;
     m.add("FORMAT_VERSION", oslens_format::VERSION)?;
     m.add("RECORD_SIZE", 32)?;

@@ -16,19 +16,23 @@ from oslens.errors import OslensError
 RECORD_DTYPE = np.dtype(
     [("ts", "<u8"), ("id", "<u4"), ("cpu", "<u2"), ("kind", "u1"), ("check", "u1"), ("a", "<u8"), ("b", "<u8")]
 )
-CLOCK_TSC = 1
-CLOCK_MONOTONIC_NS = 2
-SOURCE_APP_THREAD = 1
-SOURCE_KERNEL_CPU = 2
+CLOCK_TSC = _native.CLOCK_TSC
+CLOCK_MONOTONIC_NS = _native.CLOCK_MONOTONIC_NS
+SOURCE_APP_THREAD = _native.SOURCE_APP_THREAD
+SOURCE_KERNEL_CPU = _native.SOURCE_KERNEL_CPU
 
-# Record kinds (crates/format/src/kinds.rs is the reference).
-NAME, CONT, EVENT, REGION_BEGIN, REGION_END, COUNTER, TIMER_START, TIMER_STOP = 1, 2, 3, 4, 5, 6, 7, 8
-CONTROL, PAUSE, CLOCK_PAIR, ADAPT = 9, 10, 11, 12
-FUNC_ENTRY, FUNC_EXIT = 40, 41
-PROCESS_EXEC = 50
-# The recorder's cost fields in a chunk header (crates/format/src/header.rs, offset::RING_SELF_COPIES..).
-RING_SELF_COPIES, HELPER_CPU_NS, HELPER_COPIES = 192, 200, 208
-NAME_CLASSES = {1: "thread", 2: "manager", 3: "counter", 4: "timer", 5: "region", 6: "event", 7: "phase", 8: "function", 9: "command"}
+# Record kinds and name classes, from crates/format through the extension.
+KINDS = _native.KINDS
+NAME, CONT, EVENT, REGION_BEGIN, REGION_END, COUNTER, TIMER_START, TIMER_STOP = (
+    KINDS[k] for k in ("name", "cont", "event", "region_begin", "region_end", "counter", "timer_start", "timer_stop"))
+CONTROL, PAUSE, CLOCK_PAIR, ADAPT = (KINDS[k] for k in ("control", "pause", "clock_pair", "adapt"))
+FUNC_ENTRY, FUNC_EXIT = KINDS["func_entry"], KINDS["func_exit"]
+PROCESS_EXEC = KINDS["process_exec"]
+# The recorder's cost fields in a chunk header.
+RING_SELF_COPIES, HELPER_CPU_NS, HELPER_COPIES = (
+    _native.HEADER_OFFSETS[k] for k in ("ring_self_copies", "helper_cpu_ns", "helper_copies"))
+NAME_CLASSES = dict(_native.NAME_CLASSES)
+CLASS_ID = {name: cid for cid, name in NAME_CLASSES.items()}
 
 
 @dataclass

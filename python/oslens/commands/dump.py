@@ -11,7 +11,10 @@ from oslens.capture import raw
 NAME = "dump"
 HELP = "print every raw record of a trace, one per line (text or --json)"
 
-_NAME_CLASS_OF_KIND = {raw.REGION_BEGIN: 5, raw.REGION_END: 5, raw.COUNTER: 3, raw.TIMER_START: 4, raw.TIMER_STOP: 4, raw.EVENT: 6, raw.CONTROL: 2, raw.ADAPT: 7, raw.FUNC_ENTRY: 8, raw.FUNC_EXIT: 8, raw.PROCESS_EXEC: 9}
+_NAME_CLASS_OF_KIND = {raw.KINDS[kind]: raw.CLASS_ID[cls] for kind, cls in (
+    ("region_begin", "region"), ("region_end", "region"), ("counter", "counter"), ("timer_start", "timer"),
+    ("timer_stop", "timer"), ("event", "event"), ("control", "manager"), ("adapt", "phase"),
+    ("func_entry", "function"), ("func_exit", "function"), ("process_exec", "command"))}
 
 
 def add_arguments(parser):

@@ -11,11 +11,12 @@ import errno
 import json
 import os
 
+from oslens import _native
 from oslens.control.apply import apply_task
 
 PLAN_ENV = "OSLENS_PLAN"
-ADAPT_KIND = 12      # oslens_format::kinds::ADAPT
-NAME_PHASE = 7       # oslens_format::kinds::NAME_PHASE
+ADAPT_KIND = _native.KINDS["adapt"]
+NAME_PHASE = next(cid for cid, name in _native.NAME_CLASSES.items() if name == "phase")
 
 _cache: dict[str, dict | None] = {}
 
@@ -32,17 +33,9 @@ def load_resolved(path: str) -> dict | None:
 
 
 def _record(phase: str, err: int, bits: int) -> None:
-    """Record the change in the trace when the native recorder is loaded (best effort)."""
+    """Record the change in the trace (a no-op when the program is not being recorded)."""
     try:
-        from oslens import _native  # the lead's extension module; absent in a bare checkout
-    except ImportError:
-        return
-    record_raw = getattr(_native, "record_raw", None)
-    name_id = getattr(_native, "name_id", None)
-    if record_raw is None or name_id is None:
-        return
-    try:
-        record_raw(ADAPT_KIND, name_id(NAME_PHASE, phase), err, bits)
+        _native.record_raw(ADAPT_KIND, _native.define_name(NAME_PHASE, phase), err, bits)
     except Exception:  # recording must never break the program
         pass
 
