@@ -4,31 +4,15 @@
 from __future__ import annotations
 
 import duckdb
+import pyarrow as pa
+
+from oslens.store import compensation, schema
 
 MS = 1_000_000
 
-SCHEMAS = {
-    "meta": "key VARCHAR, value VARCHAR",
-    "threads": "pid BIGINT, tid BIGINT, name VARCHAR, parent_tid BIGINT, start_ns BIGINT, end_ns BIGINT, is_traced BOOLEAN",
-    "app_events": "ts BIGINT, pid BIGINT, tid BIGINT, cpu BIGINT, instrument VARCHAR, kind VARCHAR, value BIGINT, payload BLOB",
-    "regions": "pid BIGINT, tid BIGINT, name VARCHAR, begin_ns BIGINT, end_ns BIGINT, duration_ns BIGINT, depth BIGINT",
-    "counters": "ts BIGINT, pid BIGINT, tid BIGINT, name VARCHAR, value BIGINT",
-    "switches": "ts BIGINT, cpu BIGINT, prev_pid BIGINT, prev_tid BIGINT, prev_comm VARCHAR, prev_state VARCHAR, "
-    "next_pid BIGINT, next_tid BIGINT, next_comm VARCHAR",
-    "cpu_slices": "tid BIGINT, pid BIGINT, comm VARCHAR, cpu BIGINT, start_ns BIGINT, end_ns BIGINT",
-    "wakeups": "ts BIGINT, cpu BIGINT, tid BIGINT, target_cpu BIGINT, waker_tid BIGINT",
-    "syscalls": "pid BIGINT, tid BIGINT, nr BIGINT, name VARCHAR, start_ns BIGINT, end_ns BIGINT, ret BIGINT",
-    "faults": "ts BIGINT, pid BIGINT, tid BIGINT, address UBIGINT, ip UBIGINT, error_code BIGINT",
-    "block_io": "issue_ns BIGINT, complete_ns BIGINT, dev VARCHAR, sector BIGINT, bytes BIGINT, rw VARCHAR, tid BIGINT",
-    "samples": "ts BIGINT, pid BIGINT, tid BIGINT, cpu BIGINT, ip UBIGINT, in_kernel BOOLEAN",
-    "lost": 'source VARCHAR, "where" VARCHAR, count BIGINT',
-    "sync": "kind VARCHAR, object VARCHAR, pid BIGINT, tid BIGINT, request_ns BIGINT, acquire_ns BIGINT, release_ns BIGINT",
-    "tasks": "pid BIGINT, tid BIGINT, comm VARCHAR, parent_tid BIGINT, start_ns BIGINT, end_ns BIGINT",
-    "pauses": "pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, duration_ns BIGINT, reason VARCHAR",
-    "kernel_lost": 'source VARCHAR, "where" VARCHAR, count BIGINT',
-    "compensation": "pid BIGINT, tid BIGINT, kind VARCHAR, records BIGINT, ns_per_record DOUBLE, ci_low_ns DOUBLE, "
-    "ci_high_ns DOUBLE, cost_ns DOUBLE, source VARCHAR",
-}
+# The store's own schemas (a test trace has every column a real one has); test rows give the
+# leading columns of a table, in the schema's order.
+SCHEMAS: dict[str, dict[str, pa.DataType]] = {**schema.SCHEMAS, compensation.TABLE: compensation.COLUMNS}
 
 KERNEL_TABLES = ["switches", "cpu_slices", "wakeups", "syscalls", "faults", "block_io", "samples"]
 
@@ -36,14 +20,16 @@ KERNEL_TABLES = ["switches", "cpu_slices", "wakeups", "syscalls", "faults", "blo
 def make_con(rows: dict[str, list[tuple]], omit: tuple[str, ...] = ()) -> duckdb.DuckDBPyConnection:
     """A connection with every trace table (those in `omit` left out entirely)."""
     con = duckdb.connect(":memory:")
-    for name, schema in SCHEMAS.items():
+    for name, columns in SCHEMAS.items():
         if name in omit:
             continue
-        con.execute(f'CREATE TABLE "{name}" ({schema})')
+        con.register("_empty", pa.schema(columns).empty_table())
+        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _empty')
+        con.unregister("_empty")
         data = rows.get(name, [])
         if data:
-            ncol = len(data[0])
-            con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * ncol)})', data)
+            given = ", ".join(f'"{c}"' for c in list(columns)[: len(data[0])])
+            con.executemany(f'INSERT INTO "{name}" ({given}) VALUES ({", ".join("?" * len(data[0]))})', data)
     return con
 
 

@@ -64,7 +64,7 @@ def test_a_lock_wait_whose_acquire_was_lost_ends_at_the_loss():
     # single thread, mutex request at 10 ms, buffer full from there on (acquire lost); it computes
     con = one_thread([(0, 100 * MS)], [], sync=[("mutex", "m", 100, 100, 2 * MS, 3 * MS, 4 * MS),
                                                 ("mutex", "m", 100, 100, 10 * MS, None, None)])
-    con.execute("ALTER TABLE threads ADD COLUMN lost_events BIGINT DEFAULT 500")
+    con.execute("UPDATE threads SET lost_events = 500")
     r = row(con)
     assert r["sync_wait_ns"] == 1 * MS
     assert r["computation_ns"] == 99 * MS
