@@ -136,7 +136,7 @@ def time_breakdown(con) -> pa.Table:
     pauses = pause_ns(con)
     comp = compensation_costs(con)
     faults = _count_in_life(con, prog, "faults", "ts")
-    sysn = _count_in_life(con, prog, "syscalls", "coalesce(start_ns, end_ns)")
+    sysn = _count_in_life(con, prog, "syscalls", "coalesce(end_ns, start_ns)")
     out = []
     for tid in prog.tids:
         tl = tls[tid]

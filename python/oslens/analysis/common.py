@@ -190,10 +190,14 @@ def _program(con) -> Program:
     if row_count(con, "threads"):
         cols = columns(con, "threads")
         traced = "WHERE is_traced" if "is_traced" in cols else ""
-        q = f"SELECT pid, tid, name, start_ns, end_ns FROM threads {traced} ORDER BY coalesce(start_ns, 0), tid"
-        for pid, tid, name, s, e in con.execute(q).fetchall():
+        own = "is_oslens" if "is_oslens" in cols else "false"
+        exec_ns = "exec_ns" if "exec_ns" in cols else "NULL"
+        q = (f"SELECT pid, tid, name, start_ns, end_ns, {own}, {exec_ns} FROM threads {traced} "
+             "ORDER BY coalesce(start_ns, 0), tid")
+        launched = launched_tid(con)
+        for pid, tid, name, s, e, is_own, x in con.execute(q).fetchall():
             tid = int(tid)
-            if tid in pid_of or (name or "").startswith("oslens"):
+            if tid in pid_of or is_own or (name or "").startswith("oslens"):
                 continue  # oslens's own helper threads inside the program are not the program
             tids.append(tid)
             pid_of[tid] = int(pid) if pid is not None else tid
@@ -201,6 +205,10 @@ def _program(con) -> Program:
             lo, hi = extent.get(tid, (None, None))
             start[tid] = int(s) if s is not None else lo
             end[tid] = int(e) if e is not None else hi
+            if tid == launched and x is not None and start[tid] is not None and int(x) > start[tid]:
+                # before its exec the process oslens started is oslens's launcher, held until
+                # the recorder is ready, then searching PATH (docs/report.md)
+                start[tid] = min(int(x), end[tid]) if end[tid] is not None else int(x)
     if not tids:
         pids = {}
         if table_exists(con, "app_events"):
@@ -229,6 +237,14 @@ def _program(con) -> Program:
         cpus = [int(r[0]) for r in con.execute(
             f"SELECT DISTINCT cpu FROM cpu_slices WHERE tid IN ({con_tids}) ORDER BY cpu").fetchall()]
     return Program(pids, tids, names, pid_of, start, end, main, window, cpus)
+
+
+def launched_tid(con) -> int | None:
+    """The process `oslens record` started (its main thread), from meta."""
+    try:
+        return int(meta(con).get("pid") or 0) or None
+    except ValueError:
+        return None
 
 
 def trace_origin(con, prog: Program | None = None) -> int:

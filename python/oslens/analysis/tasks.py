@@ -2,6 +2,10 @@
 the program ran, with what it is (the program, the idle task, a kernel thread, a daemon, oslens
 itself, another process), its CPU time on those CPUs inside the program's window, how many
 slices it ran, and how often it took a CPU away from a still-runnable program thread.
+
+oslens_activity: what oslens itself did around and inside the program (the launcher before exec,
+the recorder's helper threads, the kernel collector and the `oslens` command), measured from the
+same kernel records, so the report can show it once as the cost of tracing.
 """
 
 from __future__ import annotations
@@ -103,3 +107,68 @@ def preemptions_by_task(con, prog: common.Program | None = None) -> dict[int, in
             GROUP BY next_tid"""
     ).fetchall()
     return {int(t): int(n) for t, n in rows}
+
+
+OWN_SCHEMA = {
+    "what": pa.string(),
+    "pid": pa.int64(),
+    "tid": pa.int64(),
+    "comm": pa.string(),
+    "start_ns": pa.int64(),
+    "end_ns": pa.int64(),
+    "cpu_ns": pa.int64(),
+    "syscalls": pa.int64(),
+    "faults": pa.int64(),
+}
+
+LAUNCHER = "launcher before exec"
+HELPER = "recorder helper thread"
+COLLECTOR = "kernel collector"
+COMMAND = "oslens command"
+
+
+def oslens_activity(con) -> pa.Table:
+    """oslens's own work in the trace, one row per task and role: `launcher before exec` (the
+    process oslens started, from its start until its exec: held until the recorder is ready, then
+    PATH search), `recorder helper thread` (inside the program's processes), `kernel collector`
+    and `oslens command` (the recording process itself), each with its CPU time, system calls and
+    page faults over that span. None of it is in the program's tables (common.program)."""
+    if not common.row_count(con, "threads"):
+        return common.empty_table(OWN_SCHEMA)
+    prog = common.program(con)
+    cols = common.columns(con, "threads")
+    own = "is_oslens" if "is_oslens" in cols else "starts_with(coalesce(name, ''), 'oslens')"
+    exec_ns = "exec_ns" if "exec_ns" in cols else "NULL"
+    spans: list[tuple[str, int, int, str, int, int]] = []
+    launched = common.launched_tid(con)
+    for pid, tid, name, s, e, is_own, traced, x in con.execute(
+        f"SELECT pid, tid, name, start_ns, end_ns, {own}, is_traced, {exec_ns} FROM threads").fetchall():
+        if s is None and e is None:
+            lo, hi = prog.window or (None, None)
+        else:
+            lo, hi = s, e
+        if tid == launched and s is not None:
+            stop = x if x is not None else (prog.start.get(tid) if tid in prog.start else e)
+            if stop is not None and stop > s:
+                spans.append((LAUNCHER, pid, tid, name, s, stop))
+        if not is_own or lo is None or hi is None:
+            continue
+        what = HELPER if traced else (COLLECTOR if (name or "").startswith("oslens-collect") else COMMAND)
+        spans.append((what, pid, tid, name, lo, hi))
+    rows = [{"what": w, "pid": p, "tid": t, "comm": n, "start_ns": lo, "end_ns": hi,
+             "cpu_ns": _sum_in(con, "cpu_slices", "least(end_ns, {hi}) - greatest(start_ns, {lo})",
+                               "end_ns > {lo} AND start_ns < {hi}", t, lo, hi),
+             "syscalls": _sum_in(con, "syscalls", "1", "coalesce(end_ns, start_ns) >= {lo} AND coalesce(end_ns, start_ns) < {hi}",
+                                 t, lo, hi),
+             "faults": _sum_in(con, "faults", "1", "ts >= {lo} AND ts < {hi}", t, lo, hi)}
+            for w, p, t, n, lo, hi in spans]
+    rows.sort(key=lambda r: ([LAUNCHER, HELPER, COLLECTOR, COMMAND].index(r["what"]), r["start_ns"] or 0, r["tid"]))
+    return common.from_rows(rows, OWN_SCHEMA)
+
+
+def _sum_in(con, table: str, value: str, where: str, tid: int, lo: int, hi: int) -> int:
+    if not common.table_exists(con, table):
+        return 0
+    sql = f'SELECT sum({value}) FROM "{table}" WHERE tid = ? AND ' + where
+    row = con.execute(sql.format(lo=int(lo), hi=int(hi)), [tid]).fetchone()
+    return int(row[0] or 0)

@@ -250,6 +250,33 @@ class _Comms:
         out[tids == 0] = "<idle>"
         return out
 
+    def longest(self, tids: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        """Per task: the comm it held longest within [lo, hi] (renames and exec followed; '' when
+        no name was recorded) and whether it ever changed its name."""
+        n = len(tids)
+        best = np.full(n, "", dtype=object)
+        renamed = np.zeros(n, bool)
+        if len(self.ts) == 0 or n == 0:
+            return best, renamed
+        # rows are sorted by (tid, ts): one run per task
+        starts = np.searchsorted(self.tid, tids, side="left")
+        stops = np.searchsorted(self.tid, tids, side="right")
+        for j in np.nonzero(stops > starts)[0]:
+            a, b = int(starts[j]), int(stops[j])
+            texts = self.text[a:b]
+            renamed[j] = len(set(texts)) > 1
+            if b - a == 1:
+                best[j] = texts[0]
+                continue
+            ts = np.clip(self.ts[a:b], lo[j], hi[j])
+            ts[0] = lo[j] if lo[j] > np.iinfo(np.int64).min else ts[0]
+            held = np.diff(np.append(ts, hi[j]))
+            total: dict[str, int] = {}
+            for x, h in zip(texts, held.tolist()):
+                total[x] = total.get(x, 0) + max(h, 0)
+            best[j] = max(reversed(list(total)), key=lambda x: total[x])  # ties: the later name
+        return best, renamed
+
     def last(self, tids: np.ndarray) -> np.ndarray:
         return self.at(tids, np.full(len(tids), np.iinfo(np.int64).max // 2, dtype=np.int64))
 
@@ -467,12 +494,62 @@ def _tasks(R, pid_of, comms, meta):
         traced = np.isin(tids, np.fromiter(members, dtype=np.int64))
     exe = np.array([comms.exe.get(int(t), "") for t in tids], dtype=object) if comms.exe else np.full(n, "", dtype=object)
     pid = pid_of(tids)
+    exec_ns, exec_ok = _exec_times(execs, tids, first=True)
+    last_exec, last_exec_ok = _exec_times(execs, tids, first=False)
+    last_seen = int(R.r["ts"][-1]) if len(R.r) else 0
+    # a process that exec'd is named by what it became (the launcher's `oslens` hold, a shell's
+    # fork before it runs a command)
+    lo = np.where(last_exec_ok, last_exec, np.where(start_ok, start, np.iinfo(np.int64).min))
+    hi = np.where(end_ok, end, last_seen)
+    main_comm, renamed = comms.longest(tids, lo, hi)
+    last_comm = comms.last(tids)
+    main_comm = np.where(main_comm == "", last_comm, main_comm)
+    # oslens's own tasks end their lives under its names (the process oslens launches is called
+    # `oslens` only until its exec)
+    named_oslens = np.array([str(c).startswith("oslens") for c in last_comm], bool)
+    own = named_oslens | _killed_by_exec_unnamed(tids, pid, end, end_ok, renamed, execs)
     return _table({
         "pid": pid, "tid": tids, "comm": pa.array(comms.last(tids), type=pa.string()),
         "parent_pid": _nullable(parent_pid, parent_ok), "parent_tid": _nullable(parent_tid, parent_ok),
         "start_ns": _nullable(start, start_ok), "end_ns": _nullable(end, end_ok), "is_traced": traced,
         "exe": pa.array(exe, type=pa.string()),
+        "main_comm": pa.array(main_comm, type=pa.string()),
+        "exec_ns": _nullable(exec_ns, exec_ok),
+        "is_oslens": own,
     })
+
+
+# exec kills a process's other threads before it completes: a thread that exits this long before
+# its process's exec record died of it
+EXEC_KILL_WINDOW_NS = 50_000_000
+
+
+def _exec_times(execs, tids: np.ndarray, first: bool):
+    """Each task's first (or last) successful exec (sched_process_exec), if seen."""
+    out, ok = np.zeros(len(tids), np.int64), np.zeros(len(tids), bool)
+    e_tid, e_ts = _i64(execs["id"]), _i64(execs["ts"])
+    for t, ts in sorted(zip(e_tid.tolist(), e_ts.tolist()), key=lambda x: -x[1] if first else x[1]):  # execs are few
+        j = np.searchsorted(tids, t)
+        if j < len(tids) and tids[j] == t:
+            out[j], ok[j] = ts, True
+    return out, ok
+
+
+def _killed_by_exec_unnamed(tids, pid, end, end_ok, renamed, execs) -> np.ndarray:
+    """Threads that their process's exec killed before they ever changed their inherited name:
+    a non-main thread that exited just before its process exec'd. In a traced process these are
+    the recorder's helper threads caught before they named themselves (the store's `threads`
+    keeps the flag only for threads that recorded no application events)."""
+    out = np.zeros(len(tids), bool)
+    if len(execs) == 0:
+        return out
+    exec_by_pid: dict[int, list[int]] = {}
+    for t, a, ts in zip(_i64(execs["id"]).tolist(), _i32(execs["a"]).tolist(), _i64(execs["ts"]).tolist()):
+        exec_by_pid.setdefault(a if a > 0 else t, []).append(ts)
+    for j in np.nonzero(end_ok & (tids != pid) & ~renamed)[0]:
+        if any(0 <= x - end[j] <= EXEC_KILL_WINDOW_NS for x in exec_by_pid.get(int(pid[j]), ())):
+            out[j] = True
+    return out
 
 
 def _kernel_lost(R):

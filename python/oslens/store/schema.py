@@ -19,7 +19,7 @@ APP_SCHEMAS: dict[str, dict[str, pa.DataType]] = {
     "meta": {"key": STR, "value": STR},
     "threads": {
         "pid": I64, "tid": I64, "name": STR, "parent_tid": I64, "start_ns": I64, "end_ns": I64, "is_traced": BOOL,
-        "source": STR, "app_records": I64, "lost_events": I64,
+        "source": STR, "app_records": I64, "lost_events": I64, "exec_ns": I64, "is_oslens": BOOL,
     },
     "app_events": {
         "ts": I64, "pid": I64, "tid": I64, "cpu": I64, "instrument": STR, "kind": STR, "value": I64, "payload": BIN,

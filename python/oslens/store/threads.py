@@ -38,6 +38,7 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
             "start_ns": None if start[i] == imax else int(start[i]),
             "end_ns": None if end[i] == imin else int(end[i]),
             "is_traced": True, "source": "app", "app_records": t.records, "lost_events": t.dropped_events,
+            "exec_ns": None, "is_oslens": False,
         }
     # A main thread exists before the threads it starts and (as far as the recorder can tell)
     # until the last of them ends: its chunk may open late, at its first event.
@@ -59,7 +60,9 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
     if tasks is not None and tasks.num_rows:
         k_pid = _col(tasks, "pid", "tgid")
         k_tid = _col(tasks, "tid")
-        k_comm = _col(tasks, "comm", "name")
+        k_comm = _col(tasks, "main_comm", "comm", "name")
+        k_exec = _col(tasks, "exec_ns")
+        k_own = _col(tasks, "is_oslens")
         k_parent = _col(tasks, "parent_tid", "parent", "ppid")
         k_start = _col(tasks, "start_ns", "start")
         k_end = _col(tasks, "end_ns", "end")
@@ -69,7 +72,7 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
                 traced_pids.add(pid)
         pid_of = {}
         parent_of = {}
-        for pid, tid, comm, parent, s, e in zip(k_pid, k_tid, k_comm, k_parent, k_start, k_end):
+        for pid, tid, comm, parent, s, e, x, own in zip(k_pid, k_tid, k_comm, k_parent, k_start, k_end, k_exec, k_own):
             if tid is None:
                 continue
             pid_of[tid] = pid if pid is not None else tid
@@ -80,17 +83,25 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
                 rows[tid] = {
                     "pid": pid if pid is not None else tid, "tid": tid, "name": comm or "", "parent_tid": parent,
                     "start_ns": s, "end_ns": e, "is_traced": False, "source": "kernel", "app_records": 0,
-                    "lost_events": 0,
+                    "lost_events": 0, "exec_ns": x, "is_oslens": bool(own),
                 }
             else:
                 r["source"] = "app+kernel"
-                r["name"] = r["name"] or comm or ""
+                # the kernel's name is the one the thread held longest (renames and exec followed);
+                # the recorder's chunk header only knows the name at the thread's first event
+                # (the recorder's own name is kept where it is the untruncated form of the kernel's)
+                if comm and not (len(r["name"]) > 15 and r["name"][:15] == comm):
+                    r["name"] = comm
+                r["exec_ns"] = x
+                r["is_oslens"] = bool(own)
                 if parent is not None:
                     r["parent_tid"] = parent
+                # the kernel's fork and exit times are the thread's life; a chunk's own bounds
+                # (a forked child's inherited or unclosed chunk) are not
                 if s is not None:
-                    r["start_ns"] = s if r["start_ns"] is None else min(s, r["start_ns"])
+                    r["start_ns"] = s
                 if e is not None:
-                    r["end_ns"] = e if r["end_ns"] is None else max(e, r["end_ns"])
+                    r["end_ns"] = e
         # the traced tree: follow parents until a traced process (bounded walk, cycles safe)
         changed = True
         while changed:
@@ -104,6 +115,9 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
                     changed = True
         for r in rows.values():
             r["is_traced"] = r["pid"] in traced_pids and r["tid"] != 0
+    for r in rows.values():
+        # a thread that recorded application events is the program's, whatever the kernel guessed
+        r["is_oslens"] = (bool(r.get("is_oslens")) and not r["app_records"]) or (r["name"] or "").startswith("oslens")
     ordered = sorted(rows.values(), key=lambda r: (r["start_ns"] is None, r["start_ns"] or 0, r["tid"]))
     cols = {c: [r.get(c) for r in ordered] for c in schema.SCHEMAS["threads"]}
     return schema.conform("threads", pa.table({c: pa.array(v, schema.SCHEMAS["threads"][c]) for c, v in cols.items()}))

@@ -1,0 +1,43 @@
+"""oslens's own work (the launcher before exec, helper threads) is kept out of the program's
+tables and listed once by tasks.oslens_activity."""
+
+from oslens.analysis import breakdown, common, tasks
+from oslens.analysis.synthetic import MS, make_con
+
+
+def trace():
+    # oslens launched [100] at 0; held until 8 ms (runnable on no CPU: the gate), PATH search 8-9
+    # (two failed execve), exec at 9, the program runs 9-20; its helper thread [101] 10-20
+    rows = {
+        "meta": [("hostname", "synthetic-host"), ("pid", "100")],
+        "threads": [(100, 100, "sh", None, 0, 20 * MS, True), (100, 101, "oslens-helper", 100, 10 * MS, 20 * MS, True)],
+        "cpu_slices": [(100, 100, "oslens", 0, 8 * MS, 20 * MS), (101, 100, "oslens-helper", 1, 10 * MS, 11 * MS)],
+        "syscalls": [(100, 100, 59, "execve", 8 * MS, 8 * MS + 10, -2), (100, 100, 59, "execve", 8 * MS + 20, 8 * MS + 30, -2),
+                     (100, 100, 59, "execve", 8 * MS + 40, 9 * MS + 10, 0), (100, 100, 0, "read", 12 * MS, 12 * MS + 5, 1)],
+        "faults": [(1 * MS, 100, 100, 0x1000, 0x1, 6), (15 * MS, 100, 100, 0x2000, 0x1, 6)],
+    }
+    con = make_con(rows)
+    con.execute("ALTER TABLE threads ADD COLUMN exec_ns BIGINT")
+    con.execute("ALTER TABLE threads ADD COLUMN is_oslens BOOLEAN DEFAULT false")
+    con.execute(f"UPDATE threads SET exec_ns = {9 * MS} WHERE tid = 100")
+    con.execute("UPDATE threads SET is_oslens = true WHERE tid = 101")
+    return con
+
+
+def test_the_launcher_hold_is_not_the_programs_time():
+    con = trace()
+    prog = common.program(con)
+    assert prog.tids == [100] and prog.start[100] == 9 * MS
+    r = breakdown.time_breakdown(con).to_pylist()[0]
+    assert r["wall_ns"] == 11 * MS and r["preempted_ns"] == 0
+    # the successful execve is the program's (it returns in the program); the failed ones are not
+    assert r["syscall_count"] == 2 and r["faults"] == 1
+
+
+def test_oslens_activity_lists_the_launcher_and_the_helper_once():
+    rows = tasks.oslens_activity(trace()).to_pylist()
+    assert [(r["what"], r["tid"]) for r in rows] == [(tasks.LAUNCHER, 100), (tasks.HELPER, 101)]
+    launcher, helper = rows
+    assert (launcher["start_ns"], launcher["end_ns"]) == (0, 9 * MS)
+    assert launcher["cpu_ns"] == 1 * MS and launcher["syscalls"] == 2 and launcher["faults"] == 1
+    assert helper["cpu_ns"] == 1 * MS
