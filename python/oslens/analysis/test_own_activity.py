@@ -17,9 +17,7 @@ def trace():
         "faults": [(1 * MS, 100, 100, 0x1000, 0x1, 6), (15 * MS, 100, 100, 0x2000, 0x1, 6)],
     }
     con = make_con(rows)
-    con.execute("ALTER TABLE threads ADD COLUMN exec_ns BIGINT")
-    con.execute("ALTER TABLE threads ADD COLUMN is_oslens BOOLEAN DEFAULT false")
-    con.execute(f"UPDATE threads SET exec_ns = {9 * MS} WHERE tid = 100")
+    con.execute(f"UPDATE threads SET exec_ns = {9 * MS}, is_oslens = false WHERE tid = 100")
     con.execute("UPDATE threads SET is_oslens = true WHERE tid = 101")
     return con
 
