@@ -74,12 +74,13 @@ class Journal:
     """One run's journal. Use `set_file` and `make_cgroup` for every global change, then
     `restore()` (idempotent) at the end."""
 
-    def __init__(self, directory: Path | None = None, pid: int | None = None, command=None):
+    def __init__(self, directory: Path | None = None, pid: int | None = None, command=None,
+                 tool: str = "oslens tune"):
         self.dir = Path(directory) if directory is not None else state_dir()
         self.pid = pid if pid is not None else os.getpid()
         self.path = self.dir / f"{PREFIX}{self.pid}.json"
         self.doc = {"version": 1, "pid": self.pid, "starttime": _starttime(self.pid),
-                    "created": time.time(), "command": list(command or []), "entries": []}
+                    "created": time.time(), "command": list(command or []), "tool": tool, "entries": []}
         self.restored = False
 
     # -- persistence -------------------------------------------------------------------
@@ -251,13 +252,14 @@ def recover(directory: Path | None = None) -> tuple[list[str], list[str]]:
         if owner_alive(doc):
             continue
         entries = doc.get("entries", [])
+        tool = doc.get("tool", "oslens tune")  # which oslens command was killed
         errs = restore_entries(entries)
         for e in reversed(entries):
             if e.get("done"):
                 if e["kind"] == "file":
-                    done.append(f"restored {e['what']} to {e['old']} (left changed by oslens tune pid {doc.get('pid')})")
+                    done.append(f"restored {e['what']} to {e['old']} (left changed by {tool} pid {doc.get('pid')})")
                 else:
-                    done.append(f"removed cgroup {e['path']} (left by oslens tune pid {doc.get('pid')})")
+                    done.append(f"removed cgroup {e['path']} (left by {tool} pid {doc.get('pid')})")
         problems.extend(errs)
         if not all(e.get("done") for e in entries):
             doc["entries"] = entries

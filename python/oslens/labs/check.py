@@ -1,0 +1,99 @@
+"""`oslens lab check N --answers answers.toml`: each answer (and each prediction) against the
+model's value, within a band widened by this machine's own measurement (lab.Expectation).
+
+answers.toml:
+
+    lab = 1
+    quick = true            # the answers are about `oslens lab run 1 --quick` (default false)
+    variant = "default"     # optional
+    [prediction]            # written down before running
+    row_major_faults = 5000
+    [answers]
+    row_major_faults = 4883
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from oslens.errors import OslensError
+
+
+@dataclass
+class Verdict:
+    section: str      # "prediction" or "answers"
+    key: str
+    given: float
+    ok: bool
+    reason: str       # one line
+
+
+def load_answers(path: Path, lab) -> dict:
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise OslensError(f"{path}: no such file; write your answers there (see 'oslens lab show {lab.number}')", 2) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise OslensError(f"{path}: cannot read it ({e}); check the file", 2) from None
+    except tomllib.TOMLDecodeError as e:
+        raise OslensError(f"{path}: not valid TOML ({e}); fix the line it names", 2) from None
+    if "lab" in doc and str(doc["lab"]) != str(lab.number):
+        raise OslensError(f"{path}: these answers are for lab {doc['lab']}, not lab {lab.number}; "
+                          f"use 'oslens lab check {doc['lab']} --answers {path}'", 2)
+    known = {q.key for q in lab.questions}
+    for section in ("prediction", "answers"):
+        table = doc.get(section, {})
+        if not isinstance(table, dict):
+            raise OslensError(f"{path}: [{section}] must be a table of question = number", 2)
+        for key, value in table.items():
+            if key not in known:
+                raise OslensError(f"{path}: [{section}] {key}: lab {lab.number} has no such question; "
+                                  f"its questions are {', '.join(sorted(known))}", 2)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise OslensError(f"{path}: [{section}] {key}: {value!r} is not a number; answer with a number", 2)
+    if not doc.get("prediction") and not doc.get("answers"):
+        raise OslensError(f"{path}: no [prediction] or [answers] table; nothing to check", 2)
+    return doc
+
+
+def fmt(x: float) -> str:
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}".replace(",", "\u2009")
+    return f"{x:.3g}"
+
+
+def judge(section: str, key: str, given: float, exp) -> Verdict:
+    band = exp.effective_band()
+    lo, hi = exp.value - band * abs(exp.value), exp.value + band * abs(exp.value)
+    ok = lo <= given <= hi
+    machine = f"; this machine measured {fmt(exp.measured)}" if exp.measured is not None else ""
+    if ok:
+        reason = f"within ±{band:.0%} of {fmt(exp.value)}: {exp.model}{machine}"
+    else:
+        off = (given - exp.value) / exp.value if exp.value else float("inf")
+        direction = "high" if given > exp.value else "low"
+        reason = (f"{off:+.0%} ({direction}), outside ±{band:.0%} of {fmt(exp.value)}: "
+                  f"{exp.model}{machine}")
+    return Verdict(section, key, given, ok, reason)
+
+
+def check(lab, doc: dict, results: dict | None) -> list[Verdict]:
+    quick = bool(doc.get("quick", False))
+    variant = doc.get("variant") or lab.default_variant
+    if variant not in lab.variants:
+        raise OslensError(f"lab {lab.number} has no variant '{variant}'; its variants are {', '.join(lab.variants)}", 2)
+    params = lab.params(quick, variant)
+    expected = lab.expect(params, results)
+    verdicts = []
+    for section in ("prediction", "answers"):
+        for key, given in doc.get(section, {}).items():
+            exp = expected.get(key)
+            if exp is None:
+                verdicts.append(Verdict(section, key, given, False,
+                                        "this question needs a run of the lab on this machine first: "
+                                        f"oslens lab run {lab.number}{' --quick' if quick else ''}"))
+                continue
+            verdicts.append(judge(section, key, float(given), exp))
+    return verdicts

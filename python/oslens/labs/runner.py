@@ -1,0 +1,227 @@
+"""Running a lab: its programs built, its constraint applied through the control layer (journaled
+before the change, restored at the end, on SIGINT/SIGTERM/SIGHUP, and — after a SIGKILL — by
+the next `oslens lab` or `oslens tune` run), each program recorded with `oslens record`, and the
+results kept in the lab's directory for `oslens lab check`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from oslens import paths
+from oslens.control import apply, journal, kernel
+from oslens.control.sysfs import default_root
+from oslens.errors import OslensError
+
+LAB_PROGRAMS = paths.REPO_ROOT / "workloads" / "labs"
+RESULTS = "results.json"
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def lab_dir(lab, variant: str, quick: bool, base: Path | None = None) -> Path:
+    """Where a run keeps its data file, traces and results: traces/labNN-VARIANT[-quick]."""
+    name = f"lab{lab.number:02d}-{variant}{'-quick' if quick else ''}"
+    return (Path(base) if base is not None else Path("traces")) / name
+
+
+def load_results(directory: Path) -> dict | None:
+    try:
+        return json.loads((Path(directory) / RESULTS).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def recover_stale(out=sys.stderr) -> None:
+    """Undo what a SIGKILLed oslens run left changed (cgroups, sysfs settings)."""
+    done, problems = journal.recover()
+    for line in done:
+        print(f"oslens: {line}", file=out)
+    for line in problems:
+        print(f"oslens: warning: {line}", file=out)
+
+
+def build_programs() -> None:
+    """`make` in workloads/labs (a no-op when the programs are current)."""
+    try:
+        proc = subprocess.run(["make", "-s", "-C", str(LAB_PROGRAMS)], capture_output=True, text=True)
+    except OSError as e:
+        raise OslensError(f"cannot run make ({e.strerror}); install build-essential", 1) from e
+    if proc.returncode != 0:
+        first = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise OslensError(f"building the lab programs in {LAB_PROGRAMS} failed: {first}", 1)
+
+
+def program(name: str) -> str:
+    return str(LAB_PROGRAMS / name)
+
+
+def _die_with_parent():
+    """In the child before exec: a SIGKILL of `oslens lab run` takes its programs with it."""
+    kernel.set_parent_death_signal(signal.SIGKILL)
+
+
+@dataclass
+class ProgramRun:
+    argv: list
+    status: int
+    stdout: str
+    stderr: str
+    trace: Path | None
+    pid: int | None
+
+    def json(self) -> dict:
+        """The program's last stdout line, which the lab programs print as JSON."""
+        lines = [line for line in self.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            raise OslensError(f"{Path(self.argv[0]).name} printed no result (exit {self.status}): "
+                              f"{self.stderr.strip()[-300:] or 'no message'}", 1)
+        return json.loads(lines[-1])
+
+
+class _Interrupted(Exception):
+    pass
+
+
+class LabRun:
+    """with LabRun(lab, variant, quick, directory) as ctx: ctx.cap_memory(...); ctx.run(...)"""
+
+    def __init__(self, lab, variant: str, quick: bool, directory: Path, record: bool = True,
+                 out=sys.stdout):
+        self.lab, self.variant, self.quick = lab, variant, quick
+        self.dir = Path(directory).resolve()
+        self.record = record
+        self.out = out
+        self.journal: journal.Journal | None = None
+        self.cgroups: list[Path] = []
+        self.memory_cgroup: tuple[Path, int] | None = None
+        self._children: list[subprocess.Popen] = []
+        self._old: dict = {}
+
+    # -- lifetime ------------------------------------------------------------------------
+    def __enter__(self):
+        recover_stale()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.journal = journal.Journal(command=["oslens", "lab", "run", str(self.lab.number)],
+                                       tool=f"oslens lab run {self.lab.number}")
+        self._old = {s: signal.signal(s, self._on_signal) for s in HANDLED}
+        return self
+
+    def _on_signal(self, signum, _frame):
+        for child in self._children:
+            if child.poll() is None:
+                child.send_signal(signum)
+        raise _Interrupted(signum)
+
+    def __exit__(self, exc_type, exc, _tb):
+        for child in self._children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        problems = self.journal.restore() if self.journal else []
+        for line in problems:
+            print(f"oslens: warning: {line}", file=sys.stderr)
+        if self.journal and self.journal.entries and not problems:
+            self.say(f"restored: {', '.join(e['what'] + ' ' + Path(e['path']).name for e in self.journal.entries)}")
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        if exc_type is _Interrupted:
+            raise OslensError(f"interrupted by signal {exc.args[0]}; every setting the lab changed is restored",
+                              128 + exc.args[0])
+        return False
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    # -- constraints ---------------------------------------------------------------------
+    def cap_memory(self, limit_bytes: int) -> Path:
+        """A cgroup of this run with memory.limit_in_bytes (v1) or memory.max (v2) = limit, made
+        and journaled by the control layer. The lab programs join it themselves (--cgroup)."""
+        state = apply.apply_globals({"memory_max": str(int(limit_bytes))}, self.journal, default_root(), os.getpid())
+        self.cgroups.extend(state.cgroups)
+        self.memory_cgroup = (state.cgroup, state.cgroup_version)
+        return state.cgroup
+
+    def cap_usage(self) -> dict:
+        if not self.memory_cgroup:
+            return {}
+        return apply.cgroup_usage(*self.memory_cgroup)
+
+    # -- programs ------------------------------------------------------------------------
+    def run(self, argv: list, label: str, record: bool | None = None, events: str = "faults",
+            env: dict | None = None) -> ProgramRun:
+        """Run one program to completion, recorded by `oslens record` into DIR/label unless
+        record is False. Its stdout is captured; its stderr too."""
+        record = self.record if record is None else record
+        trace = None
+        cmd = list(argv)
+        if record:
+            trace = self.dir / label
+            # --no-preload: the lab programs do not use the application recorder, so nothing
+            # of oslens is loaded into them (and nothing of it is charged to their cap).
+            cmd = [sys.executable, "-m", "oslens.cli", "record", "--no-import", "--no-preload",
+                   "--buffer-mb", "1", "--events", events, "-f", "-o", str(trace), "--", *argv]
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=_die_with_parent, env=env)
+        self._children.append(child)
+        stdout, stderr = child.communicate()
+        self._children.remove(child)
+        pid = None
+        if trace is not None:
+            try:
+                pid = json.loads((trace / "meta.json").read_text()).get("pid")
+            except (OSError, ValueError):
+                trace = None
+        return ProgramRun(list(argv), child.returncode, stdout, stderr, trace, pid)
+
+    def save(self, params: dict, results: dict, facts: dict) -> Path:
+        doc = {"lab": self.lab.number, "variant": self.variant, "quick": self.quick,
+               "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": facts,
+               "params": params, "results": results}
+        path = self.dir / RESULTS
+        path.write_text(json.dumps(doc, indent=1))
+        return path
+
+
+def trace_faults(trace: Path, pid: int, lo: int, hi: int, buckets: int = 20) -> dict | None:
+    """User page faults of `pid` on addresses [lo, hi) in a recorded trace, with how they spread
+    over the run (the paper's pfault_timeline)."""
+    if trace is None or pid is None:
+        return None
+    from oslens import store
+
+    try:
+        con = store.open_trace(trace, quiet=True)
+        names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        if "faults" not in names:
+            return None
+        rows = con.execute("SELECT ts FROM faults WHERE pid = ? AND address >= ? AND address < ? ORDER BY ts",
+                           [pid, lo, hi]).fetchall()
+    except Exception as e:  # noqa: BLE001 - a trace that cannot be read leaves rusage's figures
+        print(f"oslens: warning: the trace {trace} could not be read ({e}); showing rusage only", file=sys.stderr)
+        return None
+    ts = [r[0] for r in rows]
+    if not ts:
+        return {"count": 0, "timeline": [], "bucket_ns": 0}
+    span = max(ts[-1] - ts[0], 1)
+    width = span // buckets + 1
+    hist = [0] * buckets
+    for t in ts:
+        hist[min((t - ts[0]) // width, buckets - 1)] += 1
+    return {"count": len(ts), "timeline": hist, "bucket_ns": width}
+
+
+def kernel_tier(trace: Path | None) -> str | None:
+    if trace is None:
+        return None
+    try:
+        meta = json.loads((trace / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    k = meta.get("kernel") or {}
+    return k.get("tier")

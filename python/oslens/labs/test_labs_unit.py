@@ -1,0 +1,133 @@
+"""Unit tests of the lab framework: every lab's preflight on machines described by fake sysfs
+trees (cgroup v1, v2, none; root or not), the answers file's errors, the band rule, and lab 1's
+model against the page arithmetic done another way."""
+
+from __future__ import annotations
+
+import pytest
+
+from oslens import labs
+from oslens.control import fakesys
+from oslens.errors import OslensError
+from oslens.labs import check, preflight, sheet, thrashing
+from oslens.labs.lab import Expectation
+
+MEMINFO_SWAP = "MemTotal: 24000000 kB\nSwapTotal: 1048576 kB\n"
+MEMINFO_NOSWAP = "MemTotal: 24000000 kB\nSwapTotal: 0 kB\n"
+
+
+def _machine(tmp_path, swap=False, **kw):
+    root = fakesys.make(tmp_path / "root", **kw)
+    (root / "proc/meminfo").write_text(MEMINFO_SWAP if swap else MEMINFO_NOSWAP)
+    return root
+
+
+def _checks(lab, root, data):
+    return {c.name: c for c in preflight.preflight(lab, data, root)}
+
+
+@pytest.mark.parametrize("lab", labs.all_labs(), ids=lambda lab: f"lab{lab.number}")
+def test_every_lab_preflight_names_what_is_missing(tmp_path, lab):
+    """Without a cgroup controller, root or swap, each lab's preflight blocks with a reason
+    that names the missing piece; on a v1 machine with root those pass."""
+    data = tmp_path
+    bare = _machine(tmp_path / "bare", cgroup="none", root_user=False, cpus="0")
+    full = _machine(tmp_path / "full", cgroup="v1", swap=True)
+    missing = _checks(lab, bare, data)
+    present = _checks(lab, full, data)
+    assert set(missing) == set(lab.requires) | set(lab.optional)
+    for name in ("memory-cgroup", "cpu-cgroup"):
+        if name in missing:
+            assert not missing[name].ok
+            assert f"no {name.split('-')[0]} controller on cgroup v1 or v2" in missing[name].detail
+            assert present[name].ok and "cgroup v1" in present[name].detail
+    if "root" in missing:
+        assert not missing["root"].ok and "run it with sudo" in missing["root"].detail
+        assert present["root"].ok
+    if "two-cpus" in missing:
+        assert not missing["two-cpus"].ok and present["two-cpus"].ok
+    if "swap" in missing:
+        assert not missing["swap"].ok and "no swap is active" in missing["swap"].detail
+    if "no-swap" in missing:
+        assert missing["no-swap"].ok and not present["no-swap"].ok
+        assert "swapoff" in present["no-swap"].detail
+    assert preflight.blockers(list(missing.values())), "a machine with nothing must block the lab"
+
+
+def test_memory_controller_on_cgroup_v2(tmp_path):
+    """The fake v2 tree (memory on the unified hierarchy) satisfies the memory requirement and
+    is stamped v2: this VM has no v2 memory controller, so only the fake tree tests it."""
+    root = _machine(tmp_path, cgroup="v2")
+    c = _checks(thrashing.LAB, root, tmp_path)["memory-cgroup"]
+    assert c.ok and c.detail == "memory controller on cgroup v2 (/sys/fs/cgroup)"
+    assert preflight.facts(tmp_path, root)["memory_cgroup"] == "v2"
+
+
+def test_tmpfs_data_dir_blocks_the_paging_labs(tmp_path):
+    root = _machine(tmp_path)
+    (root / "proc/self/mounts").write_text(f"tmpfs {tmp_path} tmpfs rw 0 0\n")
+    c = _checks(thrashing.LAB, root, tmp_path)["disk"]
+    assert not c.ok and "is on tmpfs" in c.detail and "-o DIR" in c.detail
+
+
+def test_every_lab_has_a_sheet_and_its_questions_in_the_template():
+    for lab in labs.all_labs():
+        text = sheet.text(lab)
+        assert text.startswith(f"# Lab {lab.number} ")
+        for q in lab.questions:
+            assert f"`{q.key}`" in text, f"lab {lab.number}'s sheet does not ask {q.key}"
+        template = sheet.answers_template(lab)
+        assert all(f"{q.key} = 0" in template for q in lab.questions)
+
+
+def test_unknown_lab_is_one_clear_error():
+    with pytest.raises(OslensError, match=r"there is no lab 99; the labs are 1"):
+        labs.get(99)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("lab = 2\n[answers]\nrow_major_faults = 1\n", "these answers are for lab 2, not lab 1"),
+    ("lab = 1\n[answers]\nrow_faults = 1\n", "row_faults: lab 1 has no such question"),
+    ("lab = 1\n[answers]\nrow_major_faults = 'many'\n", "'many' is not a number"),
+    ("lab = 1\n[answers\n", "not valid TOML"),
+    ("lab = 1\n", "no [prediction] or [answers] table"),
+])
+def test_bad_answers_files(tmp_path, text, message):
+    p = tmp_path / "a.toml"
+    p.write_text(text)
+    with pytest.raises(OslensError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        check.load_answers(p, thrashing.LAB)
+
+
+def test_band_widens_to_cover_this_machines_measurement():
+    exp = Expectation(1000, 0.05, "m")
+    assert exp.effective_band() == 0.05
+    assert Expectation(1000, 0.05, "m", measured=1100).effective_band() == pytest.approx(0.15)
+    assert check.judge("answers", "k", 1140, Expectation(1000, 0.05, "m", measured=1100)).ok
+    v = check.judge("answers", "k", 1160, Expectation(1000, 0.05, "model line", measured=1100))
+    assert not v.ok and v.reason.startswith("+16% (high), outside ±15% of 1") and "model line" in v.reason
+
+
+def _pages_by_elements(rows, cols, elem, page, columns):
+    """(row, page) pairs and per-column pages by enumerating every element address."""
+    pairs, per_col = set(), []
+    for j in range(columns):
+        per_col.append(len({(i * cols + j) * elem // page for i in range(rows)}))
+    for i in range(rows):
+        for j in range(cols):
+            pairs.add((i, (i * cols + j) * elem // page))
+    return pairs, per_col
+
+
+@pytest.mark.parametrize("rows,cols", [(300, 1000), (100, 5000), (64, 1024), (50, 3000)])
+def test_thrashing_model_matches_element_enumeration(rows, cols):
+    pairs, per_col = _pages_by_elements(rows, cols, 4, 4096, 3)
+    assert thrashing.row_page_pairs(rows, cols, 4, 4096) == len(pairs)
+    assert [thrashing.column_pages(rows, cols, 4, 4096, j) for j in range(3)] == per_col
+    assert thrashing.matrix_pages(rows, cols, 4, 4096) == len({p for _, p in pairs})
+
+
+def test_thrashing_quick_model_figures():
+    m = thrashing.model(thrashing.params(True))
+    assert (m["pages"], m["column_pages"], m["fits_faults"], m["cap_pages"]) == (4883, 4882, 5875, 2048)
+    assert m["thrashes"] and m["fits_column_pages"] <= m["cap_pages"]

@@ -1,0 +1,97 @@
+"""End to end: `oslens lab` on this machine's kernel. Lab 1's quick run (cgroup memory cap,
+recorded) with its check against the reference answers (all right) and a wrong answer (fails
+with its reason); and restore after SIGKILL of `oslens lab run`: the next oslens command
+removes the cgroup the killed run left."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import OSLENS, ROOT, run_oslens
+
+ANSWERS = ROOT / "docs" / "labs" / "answers"
+needs_memcg = pytest.mark.skipif(
+    os.geteuid() != 0 or not (Path("/sys/fs/cgroup/memory/cgroup.procs").exists()
+                              or "memory" in (Path("/sys/fs/cgroup/cgroup.controllers").read_text()
+                                              if Path("/sys/fs/cgroup/cgroup.controllers").exists() else "")),
+    reason="lab 1 needs root and a memory cgroup controller")
+
+
+@pytest.fixture
+def lab_env(tmp_path):
+    """An own journal directory, so recovery here never touches other oslens runs' journals."""
+    env = dict(os.environ, OSLENS_STATE_DIR=str(tmp_path / "state"))
+    return env
+
+
+def _cgroups_left(pid: int) -> list[Path]:
+    return [p for p in Path("/sys/fs/cgroup").rglob(f"oslens-{pid}") if p.is_dir()]
+
+
+@needs_memcg
+def test_lab1_quick_runs_records_and_checks(tmp_path, lab_env):
+    out = tmp_path / "traces"
+    r = run_oslens("lab", "run", "1", "--quick", "-o", out, env=lab_env, cwd=tmp_path)
+    results = json.loads((out / "lab01-default-quick" / "results.json").read_text())["results"]
+    # the trace saw every fault rusage counted on the matrix (MADV_RANDOM: all of them major)
+    assert results["row_trace_faults"] == results["row_majflt"] + results["row_minflt"]
+    assert results["col_trace_faults"] == results["col_majflt"] + results["col_minflt"]
+    assert results["col_per_column"] and min(results["col_per_column"]) > 0.9 * 4882
+    assert "restored: memory_max oslens-" in r.stdout
+    pid = int(re.search(r"oslens-(\d+)", r.stdout).group(1))
+    assert _cgroups_left(pid) == []
+    assert list((tmp_path / "state").glob("tune-*.json")) == []
+
+    ok = run_oslens("lab", "check", "1", "--answers", ANSWERS / "01-quick.toml", "-o", out, env=lab_env, cwd=tmp_path)
+    assert ok.stdout.strip().endswith("7 of 7 right")
+
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text((ANSWERS / "01-quick.toml").read_text().replace(
+        "fits_walk_major_faults = 5875", "fits_walk_major_faults = 4883"))
+    bad = run_oslens("lab", "check", "1", "--answers", wrong, "-o", out, env=lab_env, cwd=tmp_path, check=False)
+    assert bad.returncode == 1
+    line = next(x for x in bad.stdout.splitlines() if "fits_walk_major_faults" in x)
+    assert line.startswith("WRONG") and "outside ±" in line and "(row, page) pair faults once" in line
+    assert bad.stdout.strip().endswith("6 of 7 right")
+
+
+@needs_memcg
+def test_sigkill_of_lab_run_is_repaired_by_the_next_oslens_command(tmp_path, lab_env):
+    state = tmp_path / "state"
+    proc = subprocess.Popen([*OSLENS, "lab", "run", "1", "--quick", "--no-record", "-o", str(tmp_path / "t")],
+                            env=lab_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cgroup, walker = None, None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and walker is None:  # until a program runs under the cap
+            for j in state.glob("tune-*.json"):
+                try:
+                    entries = json.loads(j.read_text())["entries"]
+                except (OSError, ValueError, KeyError):
+                    continue
+                for e in entries:
+                    procs = Path(e["path"], "cgroup.procs")
+                    if e["kind"] == "cgroup" and procs.exists() and procs.read_text().split():
+                        cgroup, walker = Path(e["path"]), int(procs.read_text().split()[0])
+            time.sleep(0.02)
+        assert walker is not None, "the lab never started its program in the cgroup"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert cgroup.is_dir(), "SIGKILL leaves the cgroup until the next oslens run"
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{walker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not Path(f"/proc/{walker}").exists(), "the program must die with the killed lab"
+    nxt = run_oslens("lab", "list", env=lab_env, cwd=tmp_path)
+    assert f"oslens: removed cgroup {cgroup} (left by oslens lab run 1 pid {proc.pid})" in nxt.stderr
+    assert not cgroup.exists()
+    assert list(state.glob("tune-*.json")) == []
