@@ -89,7 +89,7 @@ def apply_task(phase: dict, tid: int = 0) -> tuple[int, int]:
 
 # --- global settings ------------------------------------------------------------------
 
-CGROUP_KNOBS = {"memory_max": "memory", "cpu_max": "cpu"}  # plan knob -> controller
+CGROUP_KNOBS = {"memory_max": "memory", "memory_high": "memory", "cpu_max": "cpu"}  # plan knob -> controller
 CPU_PERIOD_US = 100_000
 
 
@@ -129,13 +129,17 @@ class GlobalState:
 def _limit_files(knob: str, value, version: int) -> list[tuple[str, str]]:
     if knob == "memory_max":
         return [("memory.limit_in_bytes" if version == 1 else "memory.max", str(value))]
+    if knob == "memory_high":  # reclaim and throttle above it rather than kill (v1: only under pressure)
+        return [("memory.soft_limit_in_bytes" if version == 1 else "memory.high", str(value))]
     quota = max(1000, int(round(float(value) * CPU_PERIOD_US)))
     if version == 1:
         return [("cpu.cfs_period_us", str(CPU_PERIOD_US)), ("cpu.cfs_quota_us", str(quota))]
     return [("cpu.max", f"{quota} {CPU_PERIOD_US}")]
 
 
-def apply_globals(settings: dict, journal: Journal, root: Path | str = "/", pid: int | None = None) -> GlobalState:
+def apply_globals(settings: dict, journal: Journal, root: Path | str = "/", pid: int | str | None = None) -> GlobalState:
+    """pid names the run's cgroup oslens-PID (a string such as "123-soft" tells apart two
+    cgroups of one run)."""
     root = Path(root)
     fake = root != Path("/")
     pid = pid if pid is not None else os.getpid()
@@ -169,7 +173,7 @@ def apply_globals(settings: dict, journal: Journal, root: Path | str = "/", pid:
                 raise OslensError(f"cannot set {knob} ({cg / name}: {e.strerror}); check {knob} "
                                   "and that this kernel has the limit", 1) from e
             state.changes.append({"what": knob, "path": str(cg / name), "old": None, "new": value, "cgroup": str(cg)})
-        if knob == "memory_max":
+        if controller == "memory":
             state.cgroup, state.cgroup_version = cg, version
     return state
 

@@ -32,7 +32,7 @@ from oslens.control import kernel
 from oslens.control.sysfs import format_cpu_list, parse_cpu_list
 
 PHASE_KEYS = ("class", "priority", "slice_ms", "nice", "affinity", "thp_disable")
-GLOBAL_KEYS = ("memory_max", "cpu_max", "thp", "sched_rr_timeslice_ms", "readahead_kb", "io_scheduler")
+GLOBAL_KEYS = ("memory_max", "memory_high", "cpu_max", "thp", "sched_rr_timeslice_ms", "readahead_kb", "io_scheduler")
 PLAN_CLASSES = ("other", "batch", "idle", "fifo", "rr", "ext")
 SCHED_KEYS = ("class", "priority", "slice_ms", "nice")
 PHASE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -206,6 +206,9 @@ class _Checker:
             self.warn(where, "memory_max", f"a memory cap needs {mem.get('privilege')}; "
                                            "run as root to apply it (skipped)")
         return size
+
+    def g_memory_high(self, where, value):
+        return self.g_memory_max(where, value)
 
     def g_cpu_max(self, where, value):
         ncpu = len(self.m["sched"]["affinity"]["cpus"]) or 1

@@ -80,6 +80,24 @@ def test_memory_and_cpu_on_v2(tmp_path):
     assert not st.cgroup.exists()
 
 
+@pytest.mark.parametrize("cgroup,path,name", [("v1", "sys/fs/cgroup/memory/batch/oslens-9", "memory.soft_limit_in_bytes"),
+                                               ("v2", "sys/fs/cgroup/user.slice/oslens-9", "memory.high")])
+def test_memory_high_is_a_soft_limit_and_restored(tmp_path, cgroup, path, name):
+    """memory_high (the labs' throttle-instead-of-kill cap) shares the memory cgroup with
+    memory_max, and goes when the journal restores, also from a journal left by a dead run."""
+    root = fakesys.make(tmp_path / "root", cgroup=cgroup)
+    j = journal.Journal(tmp_path / "state", pid=9)
+    st = apply.apply_globals({"memory_max": 64 << 20, "memory_high": 32 << 20}, j, root, pid=9)
+    assert st.cgroups == [root / path] and st.cgroup == root / path
+    assert fakesys.read(root, f"/{path}/{name}") == str(32 << 20)
+    assert [e["what"] for e in j.entries] == ["memory_max"]  # one cgroup, journaled once
+    j.doc["starttime"] = -1  # as if the run had been SIGKILLed: recovery removes the cgroup
+    j._save()
+    done, problems = journal.recover(tmp_path / "state")
+    assert problems == [] and done == [f"removed cgroup {root / path} (left by oslens tune pid 9)"]
+    assert not (root / path).exists()
+
+
 def test_cpu_on_v1_is_its_own_hierarchy(tmp_path):
     root = fakesys.make(tmp_path / "root")
     j = journal.Journal(tmp_path / "state")

@@ -62,7 +62,7 @@ class = "ext"
         "global.memory_max: '12x' is not a size; write bytes or e.g. \"512M\", \"2G\"",
         "global.thp: 'sometimes' is not a THP mode here; use one of always, madvise, never",
         "global.readahead_kb.sdz: no block device 'sdz' here; use one of loop0, vda",
-        "global.colour: unknown setting; [global] takes memory_max, cpu_max, thp, sched_rr_timeslice_ms, readahead_kb, io_scheduler",
+        "global.colour: unknown setting; [global] takes memory_max, memory_high, cpu_max, thp, sched_rr_timeslice_ms, readahead_kb, io_scheduler",
         "phase.compute.class: 'turbo' is not a scheduling class; use one of other, batch, idle, fifo, rr, ext",
         "phase.compute.slice_ms: 500 ms is outside the per-task slice range 0.1-100 ms (the kernel would clamp it); use a value in that range",
         "phase.compute.nice: 40 is not a nice value; use an integer from -20 to 19",

@@ -10,9 +10,9 @@ from oslens.errors import OslensError
 
 def all_labs() -> list:
     """Every lab, by number (imported here so that listing never fails half way)."""
-    from oslens.labs import thrashing
+    from oslens.labs import cow_fork, oom, sched_weights, thrashing
 
-    labs = [thrashing.LAB]
+    labs = [thrashing.LAB, oom.LAB, cow_fork.LAB, sched_weights.LAB]
     return sorted(labs, key=lambda lab: lab.number)
 
 

@@ -64,18 +64,26 @@ def fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def judge(section: str, key: str, given: float, exp) -> Verdict:
+def _band_text(exp) -> str:
     band = exp.effective_band()
-    lo, hi = exp.value - band * abs(exp.value), exp.value + band * abs(exp.value)
-    ok = lo <= given <= hi
+    if exp.half_width() == 0:
+        return f"exactly {fmt(exp.value)}"
+    if exp.half_width() > band * abs(exp.value):
+        return f"±{fmt(exp.half_width())} of {fmt(exp.value)}"
+    return f"±{band:.0%} of {fmt(exp.value)}"
+
+
+def judge(section: str, key: str, given: float, exp) -> Verdict:
+    half = exp.half_width()
+    ok = exp.value - half <= given <= exp.value + half
     machine = f"; this machine measured {fmt(exp.measured)}" if exp.measured is not None else ""
     if ok:
-        reason = f"within ±{band:.0%} of {fmt(exp.value)}: {exp.model}{machine}"
+        text = _band_text(exp)
+        reason = f"{text if text.startswith('exactly') else 'within ' + text}: {exp.model}{machine}"
     else:
-        off = (given - exp.value) / exp.value if exp.value else float("inf")
         direction = "high" if given > exp.value else "low"
-        reason = (f"{off:+.0%} ({direction}), outside ±{band:.0%} of {fmt(exp.value)}: "
-                  f"{exp.model}{machine}")
+        off = f"{(given - exp.value) / exp.value:+.0%}" if exp.value else f"{given - exp.value:+g}"
+        reason = f"{off} ({direction}), not {_band_text(exp)}: {exp.model}{machine}"
     return Verdict(section, key, given, ok, reason)
 
 

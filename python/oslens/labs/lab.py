@@ -22,13 +22,18 @@ class Expectation:
     band: float                   # relative half-width the model alone allows (0.05 = ±5 %)
     model: str                    # one line: how the value follows from the mechanism
     measured: float | None = None  # this machine's own measurement, when the lab was run
+    abs_band: float = 0.0         # absolute half-width floor (for values near 0)
+    widen: bool = True            # False for exact facts (an exit status): never widened
 
     def effective_band(self) -> float:
         """The model's band, widened to cover what this machine measured (1.5 × its deviation),
         so a kernel that rounds differently does not fail a student who measured it."""
-        if self.measured is None or not self.value:
+        if not self.widen or self.measured is None or not self.value:
             return self.band
         return max(self.band, 1.5 * abs(self.measured - self.value) / abs(self.value))
+
+    def half_width(self) -> float:
+        return max(self.effective_band() * abs(self.value), self.abs_band)
 
 
 @dataclass

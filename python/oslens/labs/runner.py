@@ -139,10 +139,18 @@ class LabRun:
         print(text, file=self.out, flush=True)
 
     # -- constraints ---------------------------------------------------------------------
-    def cap_memory(self, limit_bytes: int) -> Path:
-        """A cgroup of this run with memory.limit_in_bytes (v1) or memory.max (v2) = limit, made
-        and journaled by the control layer. The lab programs join it themselves (--cgroup)."""
-        state = apply.apply_globals({"memory_max": str(int(limit_bytes))}, self.journal, default_root(), os.getpid())
+    def cap_memory(self, limit_bytes: int | None, high_bytes: int | None = None, name: str | None = None) -> Path:
+        """A cgroup of this run with memory.limit_in_bytes (v1) / memory.max (v2) = limit and,
+        given high_bytes, the soft limit (v1 memory.soft_limit_in_bytes / v2 memory.high), made
+        and journaled by the control layer. `name` tells a second cgroup of the same run apart
+        (oslens-PID-NAME). The lab programs join it themselves (--cgroup)."""
+        settings = {}
+        if limit_bytes is not None:
+            settings["memory_max"] = str(int(limit_bytes))
+        if high_bytes is not None:
+            settings["memory_high"] = str(int(high_bytes))
+        tag = f"{os.getpid()}-{name}" if name else os.getpid()
+        state = apply.apply_globals(settings, self.journal, default_root(), tag)
         self.cgroups.extend(state.cgroups)
         self.memory_cgroup = (state.cgroup, state.cgroup_version)
         return state.cgroup

@@ -51,7 +51,16 @@ def test_every_lab_preflight_names_what_is_missing(tmp_path, lab):
     if "no-swap" in missing:
         assert missing["no-swap"].ok and not present["no-swap"].ok
         assert "swapoff" in present["no-swap"].detail
-    assert preflight.blockers(list(missing.values())), "a machine with nothing must block the lab"
+    if set(lab.requires) & {"root", "memory-cgroup", "cpu-cgroup", "two-cpus", "swap"}:
+        assert preflight.blockers(list(missing.values())), "a machine with nothing must block the lab"
+
+
+@pytest.mark.parametrize("lab", [lab for lab in labs.all_labs() if "compiler" in lab.requires],
+                         ids=lambda lab: f"lab{lab.number}")
+def test_preflight_without_a_compiler(tmp_path, monkeypatch, lab):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    c = _checks(lab, _machine(tmp_path), tmp_path)["compiler"]
+    assert not c.ok and c.detail.startswith("no cc and no make in PATH")
 
 
 def test_memory_controller_on_cgroup_v2(tmp_path):
@@ -105,7 +114,13 @@ def test_band_widens_to_cover_this_machines_measurement():
     assert Expectation(1000, 0.05, "m", measured=1100).effective_band() == pytest.approx(0.15)
     assert check.judge("answers", "k", 1140, Expectation(1000, 0.05, "m", measured=1100)).ok
     v = check.judge("answers", "k", 1160, Expectation(1000, 0.05, "model line", measured=1100))
-    assert not v.ok and v.reason.startswith("+16% (high), outside ±15% of 1") and "model line" in v.reason
+    assert not v.ok and v.reason.startswith("+16% (high), not ±15% of 1") and "model line" in v.reason
+    exact = Expectation(137, 0.0, "SIGKILL", measured=0, widen=False)
+    assert check.judge("answers", "k", 137, exact).ok
+    v = check.judge("answers", "k", 9, exact)
+    assert not v.ok and v.reason == "-93% (low), not exactly 137: SIGKILL; this machine measured 0"
+    assert check.judge("answers", "k", 3, Expectation(0, 0.0, "none", abs_band=8)).ok
+    assert not check.judge("answers", "k", 9, Expectation(0, 0.0, "none", abs_band=8)).ok
 
 
 def _pages_by_elements(rows, cols, elem, page, columns):
