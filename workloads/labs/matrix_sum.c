@@ -25,6 +25,18 @@ static void usage(void) {
     exit(2);
 }
 
+/* bytes the kernel read from storage for this process (read-ahead included) */
+static long long read_bytes(void) {
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f) return -1;
+    char key[64];
+    long long v, out = -1;
+    while (fscanf(f, "%63[^:]: %lld\n", key, &v) == 2)
+        if (!strcmp(key, "read_bytes")) out = v;
+    fclose(f);
+    return out;
+}
+
 static void write_matrix(const char *path, long rows, long cols) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) die(path);
@@ -82,6 +94,7 @@ int main(int argc, char **argv) {
     long long *col_maj = malloc((size_t)visited * sizeof(long long));
     if (!col_maj) die("malloc");
     memset(col_maj, 0, (size_t)visited * sizeof(long long)); /* its faults before the walk, not in it */
+    long long rb0 = read_bytes();
     long long t0 = lab_now_ns();
     struct lab_faults f0 = lab_faults_now();
     if (by_row) {
@@ -98,13 +111,14 @@ int main(int argc, char **argv) {
     }
     struct lab_faults f1 = lab_faults_now();
     long long t1 = lab_now_ns();
+    long long rb1 = read_bytes();
 
     printf("{\"walk\":\"%s\",\"advice\":\"%s\",\"rows\":%ld,\"cols\":%ld,\"elem\":%zu,\"page\":%ld,"
            "\"base\":%llu,\"bytes\":%zu,\"columns\":%ld,\"majflt\":%lld,\"minflt\":%lld,"
-           "\"elapsed_ns\":%lld,\"sum\":%.3f,\"per_column_majflt\":[",
+           "\"elapsed_ns\":%lld,\"read_bytes\":%lld,\"sum\":%.3f,\"per_column_majflt\":[",
            walk, advice, rows, cols, sizeof(float), sysconf(_SC_PAGESIZE),
            (unsigned long long)(uintptr_t)m, bytes, by_row ? 0 : columns, f1.majflt - f0.majflt,
-           f1.minflt - f0.minflt, t1 - t0, sum);
+           f1.minflt - f0.minflt, t1 - t0, rb1 - rb0, sum);
     for (long j = 0; !by_row && j < columns; j++) printf("%s%lld", j ? "," : "", col_maj[j]);
     printf("]}\n");
     munmap(m, bytes);

@@ -59,8 +59,9 @@ def load_answers(path: Path, lab) -> dict:
 
 
 def fmt(x: float) -> str:
-    if float(x).is_integer() and abs(x) < 1e15:
-        return f"{int(x):,}".replace(",", "\u2009")
+    """4 883, 4.77, 0.25: thin-space thousands for counts, three digits for small values."""
+    if abs(x) >= 100 or float(x).is_integer():
+        return f"{round(x):,}".replace(",", "\u2009")
     return f"{x:.3g}"
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oslens import paths
-from oslens.control import apply, journal, kernel
+from oslens.control import apply, journal, kernel, sysfs
 from oslens.control.sysfs import default_root
 from oslens.errors import OslensError
 
@@ -155,6 +155,46 @@ class LabRun:
         self.memory_cgroup = (state.cgroup, state.cgroup_version)
         return state.cgroup
 
+    def cap_cpu(self, cpus: float, name: str | None = None) -> list[Path]:
+        """A cgroup of this run with a CFS bandwidth cap of `cpus` CPUs (v1 cpu.cfs_quota_us over
+        cpu.cfs_period_us, v2 cpu.max), through the control layer. Returns the cgroups to join."""
+        tag = f"{os.getpid()}-{name}" if name else os.getpid()
+        state = apply.apply_globals({"cpu_max": cpus}, self.journal, default_root(), tag)
+        self.cgroups.extend(state.cgroups)
+        return state.cgroups
+
+    @staticmethod
+    def cpu_stat(cg: Path) -> dict:
+        """cpu.stat of a cgroup: periods, throttled periods, throttled time in ns (v1 and v2)."""
+        out = {}
+        for line in (sysfs.read(cg / "cpu.stat") or "").splitlines():
+            key, _, value = line.partition(" ")
+            if value.strip().isdigit():
+                out[key] = int(value)
+        if "throttled_usec" in out and "throttled_time" not in out:
+            out["throttled_time"] = out["throttled_usec"] * 1000
+        return out
+
+    def memory_stat(self, v1_key: str, v2_key: str | None = None) -> int | None:
+        """One counter of the run's memory cgroup's memory.stat (the keys differ by version)."""
+        if not self.memory_cgroup:
+            return None
+        cg, version = self.memory_cgroup
+        want = v1_key if version == 1 else (v2_key or v1_key)
+        for line in (sysfs.read(cg / "memory.stat") or "").splitlines():
+            key, _, value = line.partition(" ")
+            if key == want and value.strip().isdigit():
+                return int(value)
+        return None
+
+    def cached_bytes(self) -> int | None:
+        """Page-cache bytes charged to the run's memory cgroup."""
+        return self.memory_stat("cache", "file")
+
+    def refaults(self) -> int | None:
+        """File pages read again soon after the cgroup evicted them (the kernel's workingset)."""
+        return self.memory_stat("workingset_refault_file")
+
     def cap_usage(self) -> dict:
         if not self.memory_cgroup:
             return {}
@@ -164,7 +204,8 @@ class LabRun:
     def run(self, argv: list, label: str, record: bool | None = None, events: str = "faults",
             env: dict | None = None) -> ProgramRun:
         """Run one program to completion, recorded by `oslens record` into DIR/label unless
-        record is False. Its stdout is captured; its stderr too."""
+        record is False. Its stdout is captured; its stderr too. (Programs that take no
+        --cgroup are started with `start(..., cgroups=...)` instead.)"""
         record = self.record if record is None else record
         trace = None
         cmd = list(argv)
@@ -186,6 +227,28 @@ class LabRun:
             except (OSError, ValueError):
                 trace = None
         return ProgramRun(list(argv), child.returncode, stdout, stderr, trace, pid)
+
+    def start(self, argv: list, cgroups=(), task_policy: dict | None = None) -> subprocess.Popen:
+        """Start one program unrecorded, joined to `cgroups` and with a per-task policy of the
+        control layer (apply.apply_task: nice, affinity, slice) before it execs. finish() it."""
+        def setup():
+            kernel.set_parent_death_signal(signal.SIGKILL)
+            for cg in cgroups:
+                apply.join_cgroup(cg)
+            if task_policy:
+                err, _bits = apply.apply_task(task_policy)
+                if err:
+                    os.write(2, f"cannot apply {task_policy}: {os.strerror(err)}\n".encode())
+                    os._exit(126)
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=setup)
+        self._children.append(child)
+        return child
+
+    def finish(self, child: subprocess.Popen) -> dict:
+        """Wait for a started program; its last JSON line."""
+        stdout, stderr = child.communicate()
+        self._children.remove(child)
+        return ProgramRun(list(child.args), child.returncode, stdout, stderr, None, child.pid).json()
 
     def save(self, params: dict, results: dict, facts: dict) -> Path:
         doc = {"lab": self.lab.number, "variant": self.variant, "quick": self.quick,

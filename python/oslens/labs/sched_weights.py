@@ -5,12 +5,10 @@ each nice step ×1.25: nice 5 = 335, nice 10 = 110. So nice 0 against nice 5 get
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import time
 
-from oslens.control import apply, kernel
+from oslens.control import kernel
 from oslens.labs import runner
 from oslens.labs.lab import Expectation, Lab, Question
 
@@ -36,37 +34,24 @@ def params(quick: bool, variant: str = "default") -> dict:
             "quick": bool(quick), "variant": variant}
 
 
-def _spinner(cpu: int, nice: int, start_ns: int, end_ns: int) -> subprocess.Popen:
-    """One spinner, pinned and niced through the control layer's per-task policy (it dies with
-    the task: nothing to restore)."""
-    phase = {"sched": True, "policy": kernel.CLASS_POLICY["other"], "nice": nice, "affinity": [cpu]}
+def window(seconds: float) -> tuple[int, int]:
+    """An absolute CLOCK_MONOTONIC window a little ahead: spinners started one after the other
+    all wait for its start, so none spins alone (which skews the shares by several points)."""
+    start = time.monotonic_ns() + 200_000_000
+    return start, start + int(seconds * 1e9)
 
-    def setup():
-        kernel.set_parent_death_signal(9)
-        err, _bits = apply.apply_task(phase)
-        if err:
-            os.write(2, f"cannot apply nice {nice} on CPU {cpu}: {os.strerror(err)}\n".encode())
-            os._exit(126)
-    return subprocess.Popen([runner.program("spin"), "--start-ns", str(start_ns), "--end-ns", str(end_ns)],
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=setup)
+
+def spin_argv(start: int, end: int) -> list[str]:
+    return [runner.program("spin"), "--start-ns", str(start), "--end-ns", str(end)]
 
 
 def _pair(ctx, cpu, a, b, seconds) -> tuple[float, dict, dict]:
-    start = time.monotonic_ns() + 200_000_000  # both wait for the same start: neither spins alone
-    end = start + int(seconds * 1e9)
-    procs = [_spinner(cpu, a, start, end), _spinner(cpu, b, start, end)]
-    ctx._children.extend(procs)
-    outs = []
-    for proc in procs:
-        stdout, stderr = proc.communicate()
-        ctx._children.remove(proc)
-        if proc.returncode != 0:
-            from oslens.errors import OslensError
-            raise OslensError(f"a spinner failed: {stderr.strip() or proc.returncode}", 1)
-        outs.append(json.loads(stdout.strip().splitlines()[-1]))
-    total = outs[0]["cpu_s"] + outs[1]["cpu_s"]
-    return 100.0 * outs[0]["cpu_s"] / total if total else 0.0, outs[0], outs[1]
+    start, end = window(seconds)
+    procs = [ctx.start(spin_argv(start, end), task_policy={"sched": True, "policy": kernel.CLASS_POLICY["other"],
+                                                            "nice": n, "affinity": [cpu]}) for n in (a, b)]
+    x, y = (ctx.finish(p) for p in procs)
+    total = x["cpu_s"] + y["cpu_s"]
+    return 100.0 * x["cpu_s"] / total if total else 0.0, x, y
 
 
 def run(ctx, p: dict) -> dict:

@@ -146,3 +146,29 @@ def test_thrashing_quick_model_figures():
     m = thrashing.model(thrashing.params(True))
     assert (m["pages"], m["column_pages"], m["fits_faults"], m["cap_pages"]) == (4883, 4882, 5875, 2048)
     assert m["thrashes"] and m["fits_column_pages"] <= m["cap_pages"]
+
+
+def test_sched_weights_model_is_the_kernels_table():
+    from oslens.labs import sched_weights as sw
+    assert sw.weight(0) == 1024 and sw.weight(5) == 335 and sw.weight(10) == 110 and sw.weight(-20) == 88761
+    assert round(sw.share(0, 5), 1) == 75.3 and round(sw.share(0, 10), 1) == 90.3
+    ratios = [sw.weight(n) / sw.weight(n + 1) for n in range(-20, 19)]
+    assert all(1.19 < r < 1.29 for r in ratios)  # the table rounds: 18/15 = 1.2 at nice 18/19
+
+
+def test_read_ahead_model_uses_the_runs_read_ahead_kb():
+    from oslens.labs import readahead
+    p = {**thrashing.params(True, advice="normal"), "read_ahead_kb": 128}
+    e = readahead.expect(p, {"params": {"read_ahead_kb": 8192}, "results": {}})
+    assert e["readaround_pages"].value == 2048
+    assert e["col_major_faults_per_column"].value == pytest.approx(4882 / 1024)
+    assert e["col_pages_read_per_column"].value == 2 * 4882
+    assert readahead.expect(p, None)["readaround_pages"].value == 32  # no run: the device's own
+
+
+def test_exact_questions_are_never_widened():
+    from oslens.labs import oom
+    e = oom.expect(oom.params(True), {"results": {"hard_exit": 0, "hard_oom_kills": 0, "soft_exit": 1}})
+    assert not check.judge("answers", "exit_status", 0, e["exit_status"]).ok
+    assert check.judge("answers", "exit_status", 137, e["exit_status"]).ok
+    assert not check.judge("answers", "oom_kills", 0, e["oom_kills"]).ok

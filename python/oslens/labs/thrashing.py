@@ -106,9 +106,9 @@ def expect(p: dict, results: dict | None) -> dict:
     }
 
 
-def _walk(ctx, label, data: Path, rows, cols, walk, cgroup, advice, columns=None):
+def walk(ctx, label, data: Path, rows, cols, order, cgroup, advice, columns=None):
     argv = [runner.program("matrix_sum"), "--file", str(data), "--rows", str(rows), "--cols", str(cols),
-            "--walk", walk, "--advice", advice, "--cgroup", str(cgroup)]
+            "--walk", order, "--advice", advice, "--cgroup", str(cgroup)]
     if columns is not None:
         argv += ["--columns", str(columns)]
     res = ctx.run(argv, label)
@@ -118,6 +118,11 @@ def _walk(ctx, label, data: Path, rows, cols, walk, cgroup, advice, columns=None
     out["timeline"] = tf["timeline"] if tf else []
     out["kernel"] = runner.kernel_tier(res.trace)
     return out
+
+
+def data_dir_hint() -> Path:
+    """Where a lab's data goes by default (under the current directory), for its device's settings."""
+    return Path.cwd()
 
 
 def run(ctx, p: dict) -> dict:
@@ -130,11 +135,11 @@ def run(ctx, p: dict) -> dict:
     data = ctx.dir / "matrix.f32"
     fits_data = ctx.dir / "matrix-fits.f32"
     ctx.say("\nrow walk ...")
-    row = _walk(ctx, "row", data, p["rows"], p["cols"], "row", cg, p["advice"])
+    row = walk(ctx, "row", data, p["rows"], p["cols"], "row", cg, p["advice"])
     ctx.say(f"column walk, first {p['columns']} of {p['cols']} columns ...")
-    col = _walk(ctx, "col", data, p["rows"], p["cols"], "col", cg, p["advice"], p["columns"])
+    col = walk(ctx, "col", data, p["rows"], p["cols"], "col", cg, p["advice"], p["columns"])
     ctx.say(f"column walk of the {p['fits_rows']}×{p['fits_cols']} matrix (same bytes, shorter columns) ...")
-    fits = _walk(ctx, "fits", fits_data, p["fits_rows"], p["fits_cols"], "col", cg, p["advice"])
+    fits = walk(ctx, "fits", fits_data, p["fits_rows"], p["fits_cols"], "col", cg, p["advice"])
     usage = ctx.cap_usage()
     per_col = sum(col["per_column_majflt"]) / max(len(col["per_column_majflt"]), 1)
     col_s = col["elapsed_ns"] / 1e9 / max(p["columns"], 1)
