@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from oslens.analysis import breakdown, common, suite
+from oslens.analysis import breakdown, common, findings, suite
 
 
 @dataclass
@@ -270,7 +270,7 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         available=True,
         views=[TableView("findings", "Findings", [C("severity", "severity"), C("title", "finding"), C("text", "detail")])],
         plot="findings",
-        notes=[] if tables["findings"].num_rows else ["Nothing unusual found."],
+        notes=[findings.threshold_note()] if tables["findings"].num_rows else ["Nothing unusual found."],
     ))
     return Report(trace=trace, header=header_info(con, trace), kernel=ks, sections=S, tables=tables)
 

@@ -65,13 +65,12 @@ def render(report: Report, console: Console | None = None) -> None:
             console.print(f"[yellow]{s.reason}[/]")
             continue
         if s.id == "findings":
-            rows = report.tables["findings"].to_pylist()
-            if not rows:
-                console.print("Nothing unusual found.")
-            for f in rows:
+            for f in report.tables["findings"].to_pylist():
                 style = "bold red" if f["severity"] == "warning" else "bold blue"
                 console.print(Text.assemble((f"{f['severity'].upper():8}", style), (f["title"], "bold")))
                 console.print(Padding(Text(f["text"]), (0, 0, 0, 8)))
+            for n in s.notes:
+                console.print(f"[dim]{n}[/]")
             continue
         for v in s.views:
             t = _rich_table(report, v)
