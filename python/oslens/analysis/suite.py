@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from oslens.analysis import (
     breakdown,
+    crosscheck,
     findings,
     io_timeline,
     phases_table,
@@ -36,7 +37,8 @@ def run_all(con) -> dict[str, pa.Table]:
     t["io_requests"] = io_timeline.io_requests(con)
     t["io_summary"] = io_timeline.io_summary(con, t["io_requests"])
     t["transitions"] = transitions.transition_matrix(con)
-    t["findings"] = findings.findings(con, {"breakdown": t["breakdown"], "tasks": t["tasks"], "sync": t["sync"]})
+    t["crosscheck"] = crosscheck.crosscheck(con)
+    t["findings"] = findings.findings(con, {k: t[k] for k in ("breakdown", "tasks", "sync", "crosscheck")})
     return t
 
 

@@ -101,8 +101,12 @@ class HeldChild:
         os.close(gate_r)
         self._gate = gate_w
         self.returncode = None
+        self.rusage: dict | None = None
+        self.schedstat: dict | None = None
+        self.before_release: dict | None = None
 
     def release(self) -> None:
+        self.before_release = self._launcher_figures()
         os.write(self._gate, b"g")
         os.close(self._gate)
 
@@ -114,15 +118,41 @@ class HeldChild:
                 pass
 
     def wait(self) -> int:
-        """Exit status as subprocess reports it: negative for a signal."""
-        while True:
-            try:
-                _, status = os.waitpid(self.pid, 0)
-                break
-            except InterruptedError:
-                continue
+        """Exit status as subprocess reports it: negative for a signal. Keeps the kernel's own
+        figures for the run (`rusage`, `schedstat`) for the cross-check (analysis/crosscheck.py)."""
+        self.schedstat = self._schedstat_before_reap()
+        _, status, ru = os.wait4(self.pid, 0)
+        self.rusage = {"utime_ns": round(ru.ru_utime * 1e9), "stime_ns": round(ru.ru_stime * 1e9),
+                       "nvcsw": ru.ru_nvcsw, "nivcsw": ru.ru_nivcsw, "minflt": ru.ru_minflt,
+                       "majflt": ru.ru_majflt, "maxrss_kb": ru.ru_maxrss}
         self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         return self.returncode
+
+    def _launcher_figures(self) -> dict | None:
+        """What the held child did before the collector could see it (from fork until it
+        blocked on the gate): the kernel counts it, the trace cannot; the cross-check takes it off."""
+        try:
+            with open(f"/proc/{self.pid}/schedstat") as f:
+                cpu, _, runs = (int(x) for x in f.read().split()[:3])
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{self.pid}/status").read_text().splitlines()
+                          if ":" in line)
+            return {"cpu_ns": cpu, "timeslices": runs, "minflt": int(fields[7]), "majflt": int(fields[9]),
+                    "nvcsw": int(status["voluntary_ctxt_switches"]), "nivcsw": int(status["nonvoluntary_ctxt_switches"])}
+        except (OSError, ValueError, KeyError, IndexError):
+            return None
+
+    def _schedstat_before_reap(self) -> dict | None:
+        """Waits for the child to exit without reaping it, then reads its main thread's
+        /proc/PID/schedstat (CPU ns, runnable-wait ns, times run), gone once it is reaped."""
+        try:
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            with open(f"/proc/{self.pid}/schedstat") as f:
+                cpu, delay, runs = (int(x) for x in f.read().split()[:3])
+        except (OSError, ValueError):
+            return None
+        return {"cpu_ns": cpu, "run_delay_ns": delay, "timeslices": runs}
 
 
 class Session:
@@ -175,6 +205,12 @@ class Session:
                 signal.signal(s, h)
         self.meta["end_ns"] = time.monotonic_ns()
         self.clock_pairs.append(_native.clock_pair())
+        # the kernel's figures for the same run, which the trace's own counts are checked against
+        self.meta["rusage"] = self.child.rusage
+        if self.child.schedstat:
+            self.meta["schedstat"] = self.child.schedstat
+        if self.child.before_release:
+            self.meta["before_release"] = self.child.before_release
         return self._exit_status(status)
 
     def _forward(self, signum, _frame):

@@ -64,14 +64,38 @@ def run(args):
     session = Session(trace, command, options)
     session.prepare()
     status = session.run()
+    announced = session.collector is not None  # the collector said its tier when it attached
     meta = session.finish()
-    _summarise(trace, meta)
+    _summarise(trace, meta, announced)
     if not args.no_import:
         _import(trace)
+        _crosscheck(trace)
     return status
 
 
-def _summarise(trace: Path, meta: dict) -> None:
+def _crosscheck(trace: Path) -> None:
+    """Checks the trace's counts against the kernel's figures for the same run, says so in one
+    line and keeps the result in meta (analysis/crosscheck.py, docs/report.md)."""
+    try:
+        from oslens import store
+        from oslens.analysis import crosscheck
+        from oslens.store import meta_update
+    except ImportError:
+        return
+    con = store.open_trace(trace, quiet=True)
+    try:
+        table = crosscheck.crosscheck(con)
+    finally:
+        con.close()
+    line = crosscheck.summary_line(table)
+    if line is None:
+        return
+    result = crosscheck.to_meta(table)
+    meta_update.add(trace, "crosscheck", result)
+    print(f"oslens: {'warning: ' if not result['agrees'] else ''}cross-check: {line}", file=sys.stderr)
+
+
+def _summarise(trace: Path, meta: dict, announced: bool = False) -> None:
     threads = meta["threads"]
     records = sum(t["records"] for t in threads)
     pids = {t["pid"] for t in threads}
@@ -91,7 +115,7 @@ def _summarise(trace: Path, meta: dict) -> None:
     if hint:
         print(hint, file=sys.stderr)
     kernel = meta.get("kernel") or {}
-    if kernel.get("tier"):
+    if kernel.get("tier") and (not announced or "exited with status" in kernel.get("reason", "")):
         print(f"oslens: kernel events: {kernel['tier']}" + (f" ({kernel['reason']})" if kernel.get("reason") else ""), file=sys.stderr)
     exit_info = meta.get("exit", {})
     if "signal" in exit_info:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from oslens.analysis import breakdown, common, findings, suite
+from oslens.analysis import breakdown, common, crosscheck, findings, suite
 
 
 @dataclass
@@ -80,7 +80,7 @@ def _sync_reason(con) -> str:
     )
 
 
-def header_info(con, trace: str) -> dict:
+def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> dict:
     m = common.meta(con)
     prog = common.program(con)
     wall = (prog.window[1] - prog.window[0]) if prog.window else 0
@@ -101,6 +101,8 @@ def header_info(con, trace: str) -> dict:
             pass
     return {
         **recorder_cost(m),
+        "crosscheck": crosscheck_line(con, m, (tables or {}).get("crosscheck")),
+        "exit": exit_line(m),
         "trace": trace,
         "command": command,
         "program_pids": prog.pids,
@@ -111,6 +113,21 @@ def header_info(con, trace: str) -> dict:
         "lost_records": lost,
         "meta": m,
     }
+
+
+def crosscheck_line(con, m: dict, table: pa.Table | None = None) -> str | None:
+    """The agreement of the trace's counts with the kernel's (recomputed; else as recorded)."""
+    table = table if table is not None else crosscheck.crosscheck(con)
+    return crosscheck.summary_line(table) or m.get("crosscheck.line") or None
+
+
+def exit_line(m: dict) -> str | None:
+    """How the program ended: its exit status or the signal that killed it."""
+    if m.get("exit.signal"):
+        return f"killed by {m.get('exit.signal_name') or 'signal ' + m['exit.signal']} (status {m.get('exit.code', '?')})"
+    if m.get("exit.code", "") != "":
+        return f"exit status {m['exit.code']}"
+    return None
 
 
 def recorder_cost(m: dict) -> dict:
@@ -272,7 +289,7 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         plot="findings",
         notes=[findings.threshold_note()] if tables["findings"].num_rows else ["Nothing unusual found."],
     ))
-    return Report(trace=trace, header=header_info(con, trace), kernel=ks, sections=S, tables=tables)
+    return Report(trace=trace, header=header_info(con, trace, tables), kernel=ks, sections=S, tables=tables)
 
 
 def format_value(v, fmt: str) -> str:

@@ -49,6 +49,10 @@ def render(report: Report, console: Console | None = None) -> None:
         head.append("kernel events: yes" + (f" ({ks['collector']})" if ks.get("collector") else ""))
     else:
         head.append(f"kernel events: no — {ks['reason']}", style="yellow")
+    if h.get("exit"):
+        head.append(f"\nprogram ended: {h['exit']}")
+    if h.get("crosscheck"):
+        head.append(f"\ncross-check: {h['crosscheck']}", style="red" if h["crosscheck"].startswith("DISAGREES") else None)
     cost = model.recorder_cost_line(h)
     if cost:
         head.append(f"\nrecording cost outside the program: {cost}")

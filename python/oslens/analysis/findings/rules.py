@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oslens.analysis import common, states
+from oslens.analysis import common, crosscheck as crosscheck_mod, states
 from oslens.analysis.findings import holders as holders_mod
 from oslens.analysis.findings.context import (CAVEAT, MIN_SHARE, NOTE, OSLENS, OSLENS_LARGE_SHARE, WARN_SHARE,
                                               Context, finding, pct, severity)
@@ -42,6 +42,19 @@ def lost(ctx: Context) -> list[dict]:
     return [finding("warning", "lost", "", f"{total} records were lost",
                     f"The trace lost {total} records: {parts}. Figures that depend on them may be incomplete.",
                     total, group=CAVEAT)]
+
+
+def crosscheck(ctx: Context) -> list[dict]:
+    """The trace's counts disagree with the kernel's figures for the same run: name which."""
+    table = ctx.tables.get("crosscheck") or crosscheck_mod.crosscheck(ctx.con)
+    bad = [r for r in table.to_pylist() if not r["agrees"]]
+    if not bad:
+        return []
+    names = ", ".join(r["count"] for r in bad)
+    return [finding("warning", "crosscheck", names, f"The trace disagrees with the kernel on {names}",
+                    f"Cross-check with the kernel's own figures for this run: {crosscheck_mod.summary_line(table)}. "
+                    "Figures built on these counts may be incomplete (events lost or not traced).",
+                    len(bad), group=CAVEAT)]
 
 
 def _interferers(ctx: Context) -> list[dict]:
@@ -273,4 +286,4 @@ def oslens_cost(ctx: Context) -> list[dict]:
         + advice, cost, share, group=PROGRAM if large else OSLENS)]
 
 
-RULES = [lost, no_kernel, interference, cpu_hog, preemption, sync, io_critical, migrations, page_faults, oslens_cost]
+RULES = [lost, crosscheck, no_kernel, interference, cpu_hog, preemption, sync, io_critical, migrations, page_faults, oslens_cost]

@@ -1,0 +1,103 @@
+"""The built-in cross-check (issue 21): at the end of `oslens record` the trace's own counts for
+the program are compared with the kernel's figures for the same run (rusage from wait4,
+/proc/PID/schedstat), the expected differences accounted for exactly (analysis/crosscheck.py)."""
+
+import json
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from conftest import run_oslens
+from oslens.analysis import common, crosscheck, findings
+from oslens.analysis.synthetic import make_con
+
+
+def _recorded(tmp_path_factory, name, *command):
+    trace = tmp_path_factory.mktemp(name) / "trace"
+    proc = run_oslens("record", "-o", trace, "--", *command, timeout=300)
+    return trace, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def switcher(tmp_path_factory):
+    if not shutil.which("stress-ng"):
+        pytest.skip("stress-ng is not installed (scripts/setup.sh installs it)")
+    return _recorded(tmp_path_factory, "switch", "stress-ng", "--switch", "2", "--switch-ops", "3000", "-q")
+
+
+def _open(trace):
+    from oslens import store
+
+    return store.open_trace(trace, quiet=True)
+
+
+def test_record_prints_and_keeps_the_agreement(switcher):
+    trace, stderr = switcher
+    lines = [ln for ln in stderr.splitlines() if "cross-check" in ln]
+    assert len(lines) == 1 and "agrees with the kernel" in lines[0], stderr
+    assert stderr.count("kernel events:") == 1, stderr  # said once, when the collector attached
+    meta = json.loads((trace / "meta.json").read_text())
+    assert meta["crosscheck"]["agrees"] is True
+    assert meta["rusage"]["nvcsw"] > 3000  # every switch op is a voluntary switch of one of the pair
+    con = _open(trace)
+    assert common.meta(con)["crosscheck.line"] == meta["crosscheck"]["line"]
+    rows = {r["count"]: r for r in crosscheck.crosscheck(con).to_pylist()}
+    # the switches are counted over exactly rusage's tasks: equal, not merely close
+    for name in ("voluntary switches", "involuntary switches"):
+        assert rows[name]["trace"] == rows[name]["kernel"], rows[name]
+    for r in rows.values():
+        assert r["agrees"], r
+    assert rows["CPU time"]["kernel"] > 0 and abs(rows["CPU time"]["difference"]) <= 0.2 * rows["CPU time"]["kernel"]
+
+
+def test_a_falsified_count_is_named(switcher):
+    trace, _ = switcher
+    con = _open(trace)
+    kernel = crosscheck.kernel_from_meta(common.meta(con))
+    kernel["rusage"]["nivcsw"] = int(kernel["rusage"]["nivcsw"] * 1.1) + 5
+    table = crosscheck.compare(crosscheck.counts_by_thread(con), kernel, int(common.meta(con)["pid"]))
+    bad = [r["count"] for r in table.to_pylist() if not r["agrees"]]
+    assert bad == ["involuntary switches"]
+    line = crosscheck.summary_line(table)
+    assert line.startswith("DISAGREES") and "involuntary switches" in line and "voluntary switches 3" not in line
+    f = findings.findings(con, {"crosscheck": table}).to_pylist()
+    assert f[0]["code"] == "crosscheck" and f[0]["subject"] == "involuntary switches"
+
+
+def test_a_shell_pipeline_agrees(tmp_path_factory):
+    trace, stderr = _recorded(tmp_path_factory, "pipe", "sh", "-c", "seq 200000 | sort -r | tail -n 1 >/dev/null")
+    line = next(ln for ln in stderr.splitlines() if "cross-check" in ln)
+    assert "agrees with the kernel" in line, stderr
+
+
+COUNTS = ["pid", "tid", "parent_pid", "end_ns", "voluntary", "involuntary", "faults", "cpu_ns", "slices"]
+
+
+def _counts(rows):
+    return pa.table({k: pa.array([r[i] for r in rows], pa.int64()) for i, k in enumerate(COUNTS)})
+
+
+def test_orphans_are_left_out_and_children_counted():
+    # 10 forks 11 (waited for: ends first) and 12, which outlives it (an orphan) and forks 13
+    counts = _counts([(10, 10, 1, 100, 5, 1, 10, 1000, 3), (10, 15, 10, 90, 2, 0, 0, 0, 1),
+                      (11, 11, 10, 50, 3, 0, 4, 0, 1), (12, 12, 10, 200, 7, 0, 4, 0, 1),
+                      (13, 13, 12, 150, 9, 0, 4, 0, 1)])
+    keep, orphans = crosscheck.rusage_population(counts, 10)
+    assert keep == {10, 11} and orphans == [12]
+    t = {r["count"]: r for r in crosscheck.compare(counts, {"rusage": {"nvcsw": 10, "nivcsw": 1, "minflt": 14,
+                                                                      "utime_ns": 1000}}, 10).to_pylist()}
+    assert t["voluntary switches"]["trace"] == 10 and t["voluntary switches"]["agrees"]
+    assert "1 orphaned process(es) left out" in t["voluntary switches"]["note"]
+
+
+def test_a_dead_threads_last_switch_is_not_rusage():
+    # the main thread's last switch (Z) is in rusage, another thread's (X, released first) is not
+    con = make_con({
+        "threads": [(1, 1, "main", None, 0, 100, True), (1, 2, "worker", 1, 0, 90, True)],
+        "switches": [(10, 0, 1, 1, "main", "S", 0, 0, "idle"), (20, 0, 1, 1, "main", "R", 0, 0, "idle"),
+                     (90, 1, 1, 2, "worker", "X", 0, 0, "idle"), (100, 0, 1, 1, "main", "Z", 0, 0, "idle")],
+    })
+    rows = {r["tid"]: r for r in crosscheck.counts_by_thread(con).to_pylist()}
+    assert (rows[1]["voluntary"], rows[1]["involuntary"]) == (2, 1)
+    assert (rows[2]["voluntary"], rows[2]["involuntary"]) == (0, 0)
