@@ -6,6 +6,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import warnings
 
 # Before numpy loads: the CLI does no sizeable linear algebra, and OpenBLAS's worker threads
 # spin for ~0.1 CPU-s after numpy starts them, on the CPUs a recording or an import needs.
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
         text = module.HELP.replace("%", "%%")  # argparse formats help strings with %
-        p = sub.add_parser(module.NAME, help=text, description=text)
+        p = sub.add_parser(module.NAME, help=text, description=module.HELP)  # a description is not %-formatted
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
@@ -49,7 +50,15 @@ def invoke(run, args) -> int:
         return 0
 
 
+def quiet_warnings() -> None:
+    """Library warnings (numpy on an empty slice, matplotlib's cache) are not a user's business:
+    oslens says what matters in its own words. OSLENS_DEBUG=1 shows them."""
+    if not os.environ.get("OSLENS_DEBUG"):
+        warnings.simplefilter("ignore")
+
+
 def main(argv=None) -> int:
+    quiet_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

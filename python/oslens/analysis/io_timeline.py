@@ -29,6 +29,7 @@ REQ_SCHEMA = {
 SUMMARY_SCHEMA = {
     "rw": pa.string(),
     "requests": pa.int64(),
+    "completed": pa.int64(),
     "bytes": pa.int64(),
     "total_ns": pa.int64(),
     "mean_ns": pa.float64(),
@@ -102,7 +103,11 @@ def io_summary(con, requests: pa.Table | None = None) -> pa.Table:
     if req.num_rows == 0:
         return common.empty_table(SUMMARY_SCHEMA)
     rw = np.array(req.column("rw").to_pylist(), dtype=object)
-    dur = np.array([d if d is not None else 0 for d in req.column("duration_ns").to_pylist()], np.int64)
+    # a request without a completion record has no duration: unknown, not zero (this VM's disk
+    # fires almost no block_rq_complete)
+    dur_list = req.column("duration_ns").to_pylist()
+    done = np.array([d is not None for d in dur_list], bool)
+    dur = np.array([d if d is not None else 0 for d in dur_list], np.int64)
     nbytes = np.array([b or 0 for b in req.column("bytes").to_pylist()], np.int64)
     byp = np.array(req.column("by_program").to_pylist(), bool)
     wait = np.array(req.column("program_waiting_ns").to_pylist(), np.int64)
@@ -115,10 +120,11 @@ def io_summary(con, requests: pa.Table | None = None) -> pa.Table:
             {
                 "rw": d,
                 "requests": int(m.sum()),
+                "completed": int((m & done).sum()),
                 "bytes": int(nbytes[m].sum()),
-                "total_ns": int(dur[m].sum()),
-                "mean_ns": float(dur[m].mean()),
-                "max_ns": int(dur[m].max()),
+                "total_ns": int(dur[m & done].sum()) if (m & done).any() else None,
+                "mean_ns": float(dur[m & done].mean()) if (m & done).any() else None,
+                "max_ns": int(dur[m & done].max()) if (m & done).any() else None,
                 "by_program": int(byp[m].sum()),
                 "program_waiting_ns": int(wait[m].sum()),
             }

@@ -5,7 +5,8 @@ to release, where recorded), and how much of the wait coincided with a program t
 preempted (runnable but off its CPU) - the sign that the wait is caused by the scheduler rather
 than by the program's own load balance.
 
-Rows whose object is '(all)' summarise a kind over all its objects, as the paper's table does.
+Rows whose object is '(all)' summarise a kind over all its objects, as the paper's table does;
+they come first, then every object by total wait, largest first.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ SCHEMA = {
     "wait_total_ns": pa.int64(),
     "wait_mean_ns": pa.float64(),
     "wait_var_ns2": pa.float64(),
+    "wait_sd_ns": pa.float64(),
     "wait_max_ns": pa.int64(),
     "hold_mean_ns": pa.float64(),
     "wait_preempted_ns": pa.int64(),
@@ -77,17 +79,19 @@ def sync_summary(con) -> pa.Table:
             "wait_total_ns": tot,
             "wait_mean_ns": float(w.mean()),
             "wait_var_ns2": float(w.var()),
+            "wait_sd_ns": float(w.std()),
             "wait_max_ns": int(wait[m].max()),
             "hold_mean_ns": float(h.mean()) if len(h) else None,
             "wait_preempted_ns": p,
             "preempted_share": (p / tot) if tot else 0.0,
         }
 
-    out = []
+    # each kind's '(all)' row, then every object of every kind by total wait: the ones that
+    # matter first, whatever their kind (a report shows the top N)
+    totals, obj_rows = [], []
     for kind in sorted(set(kinds.tolist())):
         mk = kinds == kind
-        out.append(summarize(kind, "(all)", mk))
-        obj_rows = [summarize(kind, o, mk & (objs == o)) for o in sorted(set(objs[mk].tolist()))]
-        obj_rows.sort(key=lambda r: (-r["wait_total_ns"], r["object"]))
-        out.extend(obj_rows)
-    return common.from_rows(out, SCHEMA)
+        totals.append(summarize(kind, "(all)", mk))
+        obj_rows += [summarize(kind, o, mk & (objs == o)) for o in sorted(set(objs[mk].tolist()))]
+    obj_rows.sort(key=lambda r: (-r["wait_total_ns"], r["kind"], r["object"]))
+    return common.from_rows(totals + obj_rows, SCHEMA)

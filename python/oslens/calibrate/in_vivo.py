@@ -234,6 +234,8 @@ def in_vitro_cost(counts: dict[str, int], cal: dict | None, baseline_noop: bool 
         total += name_adjust
         low += name_adjust
         high += name_adjust
+    # a cost is never below nothing, whatever the interval's arithmetic gives
+    total, low, high = max(total, 0.0), max(low, 0.0), max(high, 0.0)
     records = sum(counts.values())
     paced_outside = rate_matched_outside(cal, records_per_s)
     factor = context_factor(cal, records_per_s)

@@ -196,3 +196,12 @@ def test_helper_cpu_from_meta():
                                                       {"pid": 2, "cpu_ns": 500_000, "ring_slots_copied": 1}]}) == 0.0025
     assert in_vivo.helper_cpu_s({"recorder_helpers": []}) == 0.0
     assert in_vivo.helper_cpu_s({}) is None and in_vivo.helper_cpu_s(None) is None
+
+
+def test_cost_bounds_are_never_negative():
+    # short names take 2700 ns off the region records' cost, more than their lower bound (0 here)
+    cal = {**CAL, "costs": {**CAL["costs"], "region_begin": {"ns": 30.0, "ci_low": 1.0, "ci_high": 40.0},
+                            "region_end": {"ns": 32.0, "ci_low": 1.0, "ci_high": 40.0}}}
+    v = in_vivo.in_vitro_cost({"region_begin": 100, "region_end": 100}, cal, region_name_bytes=0)
+    assert v["region_name_adjust_ns"] == pytest.approx(-2700)
+    assert v["cost_low_ns"] == 0.0 and v["cost_ns"] == pytest.approx(5800 - 2700) and v["cost_high_ns"] > v["cost_ns"]

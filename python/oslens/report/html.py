@@ -118,17 +118,23 @@ def _header(report: Report) -> str:
     return "<dl class='hdr'>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
 
 
+def findings_first(report: Report) -> list:
+    """The sections with the findings first, as the terminal shows them: they are what a reader wants."""
+    return sorted(report.sections, key=lambda s: s.id != "findings")
+
+
 def render(report: Report) -> str:
+    ordered = findings_first(report)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>oslens report: {_e(report.trace)}</title><style>{CSS}</style></head><body>",
         f"<header><h1>oslens report</h1><div class='sub'>{_e(report.trace)} · generated "
         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}</div></header>",
-        "<nav>" + "".join(f"<a href='#{s.id}'>{_e(s.title)}</a>" for s in report.sections) + "</nav><main>",
+        "<nav>" + "".join(f"<a href='#{s.id}'>{_e(s.title)}</a>" for s in ordered) + "</nav><main>",
         f"<section id='overview'><h2>Trace</h2>{_header(report)}</section>",
     ]
-    for s in report.sections:
+    for s in ordered:
         parts.append(
             f"<section id='{_e(s.id)}' class='report-section' data-available='{1 if s.available else 0}'>"
             f"<h2>{_e(s.title)}</h2><p class='ref'>{_e(s.reference)} · {_e(s.description)}</p>"

@@ -19,6 +19,7 @@ class Column:
     label: str
     fmt: str = "str"  # str | int | ms | ms2 | pct | float | ns
     terminal: bool = True  # shown in the terminal too (HTML and JSON show every column)
+    unknown: str = "-"  # what an unknown (null) value reads as: "n/a (why)"
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Report:
 
 
 C = Column
+SYNC_TOP = 10  # objects shown in the terminal and HTML sync table (every row in JSON and report_sync)
 
 BREAKDOWN_COLUMNS = [
     C("name", "thread"),
@@ -78,6 +80,23 @@ def _sync_reason(con) -> str:
         "No synchronisation events: the trace has no lock, barrier or condition-variable records "
         "(the program did not synchronise, or the pthread preload was not active while recording)."
     )
+
+
+NO_COMPLETION = "n/a (no completions)"
+
+
+def io_notes(requests: pa.Table) -> list[str]:
+    """Why I/O durations are unknown, when they are."""
+    if requests.num_rows == 0:
+        return []
+    durations = requests.column("duration_ns")
+    if durations.null_count == requests.num_rows:
+        return ["Durations are n/a: the device reported no completion for any request (block_rq_complete never "
+                "fired; this VM's virtio disk fires almost none), so only issue times are known."]
+    if durations.null_count:
+        return [f"{durations.null_count} of {requests.num_rows} requests have no completion record: their "
+                "durations are n/a and left out of the totals."]
+    return []
 
 
 def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> dict:
@@ -215,12 +234,13 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         available=tables["sync"].num_rows > 0,
         reason=None if tables["sync"].num_rows else _sync_reason(con),
         notes=[] if has_sched else ["Without scheduling events the preempted share cannot be computed (shown as 0)."],
-        views=[TableView("sync", "Synchronisation summary (ms)", [
+        views=[TableView("sync", f"Synchronisation: each kind, then the top {SYNC_TOP} objects by total wait", [
             C("kind", "kind"), C("object", "object"), C("count", "count", "int"), C("threads", "threads", "int", terminal=False),
-            C("wait_total_ns", "total wait", "ms"), C("wait_mean_ns", "mean wait", "ms"),
-            C("wait_var_ns2", "variance (ms²)", "ms2"), C("wait_max_ns", "max wait", "ms"),
-            C("hold_mean_ns", "mean hold", "ms", terminal=False), C("preempted_share", "preempted", "pct"),
-        ], limit=30)],
+            C("wait_total_ns", "total wait", "ns"), C("wait_mean_ns", "mean wait", "ns"),
+            C("preempted_share", "preempted", "pct"), C("wait_max_ns", "max wait", "ns"),
+            C("wait_sd_ns", "std dev", "ns"), C("wait_var_ns2", "variance (ms²)", "ms2", terminal=False),
+            C("hold_mean_ns", "mean hold", "ns", terminal=False),
+        ], limit=SYNC_TOP + len(set(tables["sync"].column("kind").to_pylist())))],
         plot="sync",
     ))
     S.append(Section(
@@ -262,10 +282,13 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         "Every block request: when it was issued and how long it took, reads versus writes.",
         available=tables["io_requests"].num_rows > 0,
         reason=io_reason,
+        notes=io_notes(tables["io_requests"]),
         views=[TableView("io_summary", "Block I/O by direction", [
-            C("rw", "direction"), C("requests", "requests", "int"), C("bytes", "bytes", "int"),
-            C("total_ns", "total", "ms"), C("mean_ns", "mean", "ms", False), C("max_ns", "max", "ms"),
-            C("by_program", "by program", "int"), C("program_waiting_ns", "program waiting", "ms"),
+            C("rw", "direction"), C("requests", "requests", "int"), C("completed", "completed", "int"),
+            C("bytes", "bytes", "int"),
+            C("total_ns", "total", "ns", unknown=NO_COMPLETION), C("mean_ns", "mean", "ns", False, NO_COMPLETION),
+            C("max_ns", "max", "ns", unknown=NO_COMPLETION),
+            C("by_program", "by program", "int"), C("program_waiting_ns", "program waiting", "ns"),
         ])],
         plot="io",
     ))
@@ -292,9 +315,9 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
     return Report(trace=trace, header=header_info(con, trace, tables), kernel=ks, sections=S, tables=tables)
 
 
-def format_value(v, fmt: str) -> str:
+def format_value(v, fmt: str, unknown: str = "-") -> str:
     if v is None:
-        return "-"
+        return unknown
     if fmt == "ms":
         return f"{v / 1e6:,.3f}"
     if fmt == "ms2":
@@ -320,7 +343,7 @@ def view_rows(report: Report, view: TableView, limit: bool = True, terminal: boo
     cols = [c for c in view.columns if c.terminal or not terminal]
     if terminal and view.hide_zero:
         cols = [c for c in cols if c.fmt == "str" or any(r.get(c.key) for r in rows)]
-    return cols, [[format_value(r.get(c.key), c.fmt) for c in cols] for r in rows], n - len(rows)
+    return cols, [[format_value(r.get(c.key), c.fmt, c.unknown) for c in cols] for r in rows], n - len(rows)
 
 
 def find_trace(arg: str | None, cwd: Path | None = None) -> Path:

@@ -235,6 +235,8 @@ def io(report) -> str | None:
         return None
     _setup()
     rows = [r for r in t.to_pylist() if r["duration_ns"] is not None]
+    if not rows:  # no completions: nothing to plot (the section's note says why), not empty axes
+        return None
     fig, ax = plt.subplots(figsize=(8, 3.2))
     styles = {"read": ("o", "#4c72b0"), "write": ("x", "#c44e52"), "flush": ("s", "#55a868"),
               "discard": ("^", "#8172b2"), "other": (".", "#8c8c8c")}

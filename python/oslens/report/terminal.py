@@ -10,27 +10,28 @@ from rich.table import Table
 from rich.text import Text
 
 from oslens.analysis import common
-from oslens.report import model
+from oslens.report import fit, model
 from oslens.report.model import Report, view_rows
 
 TEXT_FMTS = {"str"}
 
 
-def _rich_table(report: Report, view) -> Table | None:
+def _rich_table(report: Report, view, width: int) -> Table | None:
     cols, rows, more = view_rows(report, view, terminal=True)
     if not rows:
         return None
-    caption = f"{more} more rows in the JSON output / oslens sql (report_{view.name})" if more else None
-    t = Table(title=view.title, title_justify="left", caption=caption, caption_justify="left", show_edge=False,
-              header_style="bold", pad_edge=False)
-    for i, c in enumerate(cols):
-        text = c.fmt in TEXT_FMTS
-        widest_cell = max([len(r[i]) for r in rows] + [1])
-        widest = max(len(c.label), widest_cell)
-        # numbers never wrap; headers may (over two lines); text columns keep a readable width
-        t.add_column(c.label, justify="left" if text else "right", overflow="fold",
-                     min_width=min(widest, 24) if text else widest_cell, max_width=50 if text else None)
-    for r in rows:
+    lay = fit.fit([c.label for c in cols], rows, [c.fmt in TEXT_FMTS for c in cols], width)
+    notes = []
+    if more:
+        notes.append(f"{more} more rows in the JSON output / oslens sql (report_{view.name})")
+    if lay.left_out:
+        notes.append(f"left out at this width: {', '.join(lay.left_out)} (in a wider terminal, the HTML or --json)")
+    t = Table(title=view.title, title_justify="left", caption="; ".join(notes) or None, caption_justify="left",
+              show_edge=False, header_style="bold", pad_edge=False, )
+    for label, text, w in zip(lay.labels, lay.text, lay.widths):
+        # a column is never narrower than its longest word or number (fit.py): it wraps at spaces only
+        t.add_column(label, justify="left" if text else "right", overflow="fold", width=w)
+    for r in lay.rows:
         t.add_row(*r)
     return t
 
@@ -77,7 +78,7 @@ def render(report: Report, console: Console | None = None) -> None:
                 console.print(f"[dim]{n}[/]")
             continue
         for v in s.views:
-            t = _rich_table(report, v)
+            t = _rich_table(report, v, console.width)
             if t is not None:
                 console.print(t)
         for n in s.notes:
