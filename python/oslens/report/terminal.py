@@ -72,7 +72,11 @@ def render(report: Report, console: Console | None = None) -> None:
         if s.id == "findings":
             for f in report.tables["findings"].to_pylist():
                 style = "bold red" if f["severity"] == "warning" else "bold blue"
-                console.print(Text.assemble((f"{f['severity'].upper():8}", style), (f["title"], "bold")))
+                head = Table.grid()  # the title wraps under itself, not under the severity
+                head.add_column(width=8, no_wrap=True)
+                head.add_column()
+                head.add_row(Text(f["severity"].upper(), style), Text(f["title"], "bold"))
+                console.print(head)
                 console.print(Padding(Text(f["text"]), (0, 0, 0, 8)))
             for n in s.notes:
                 console.print(f"[dim]{n}[/]")
