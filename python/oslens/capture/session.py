@@ -106,8 +106,22 @@ class HeldChild:
         self.before_release: dict | None = None
 
     def release(self) -> None:
+        self._until_blocked()
         self.before_release = self._launcher_figures()
         os.write(self._gate, b"g")
+
+    def _until_blocked(self, timeout_s: float = 2.0) -> None:
+        """Waits (briefly) until the held child sleeps on the gate: its figures read while it
+        still ran would leave the rest of that run to neither the snapshot nor the trace."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] in ("S", "D"):
+                        return
+            except (OSError, IndexError):
+                return
+            time.sleep(0.0005)
         os.close(self._gate)
 
     def send_signal(self, signum: int) -> None:
