@@ -13,7 +13,7 @@ from oslens.analysis.findings.context import (CAVEAT, MIN_SHARE, NOTE, OSLENS, O
 
 fmt = common.fmt_ns
 
-INTERFERENCE_RATE = 100  # preemptions per second: frequent enough to matter beyond the CPU taken (Kohr et al.)
+INTERFERENCE_RATE = 20  # preemptions per second: frequent enough to matter beyond the CPU taken (Kohr et al.)
 HOG_CPU_SHARE = 0.05  # a task using this share of the program's CPUs while it ran is named
 SHOWN_TASKS = 3  # tasks named one by one; the rest are in the preemption finding's list
 PLURAL = {"mutex": "mutexes", "barrier": "barriers", "cond": "condition variables", "rwlock": "rwlocks"}
