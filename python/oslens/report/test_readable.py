@@ -25,7 +25,7 @@ def _wide_trace():
     """The reference trace plus 40 mutexes with long names: a sync table wider than 80 columns."""
     con = reference_trace()
     for k in range(40):
-        con.execute(f"INSERT INTO sync VALUES ('mutex', '0x55e927ba{k:04x}', 100, 100, {k * 1000}, {k * 1000 + 700 * k}, NULL)")
+        con.execute(f"INSERT INTO sync (kind, object, pid, tid, request_ns, acquire_ns, release_ns) VALUES ('mutex', '0x55e927ba{k:04x}', 100, 100, {k * 1000}, {k * 1000 + 700 * k}, NULL)")
     return con
 
 
