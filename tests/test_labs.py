@@ -108,3 +108,15 @@ def test_quick_lab_checks_against_its_reference_answers(tmp_path, lab_env, numbe
                     env=lab_env, cwd=tmp_path)
     assert ok.stdout.strip().endswith(f"{total} of {total} right")
     assert list((tmp_path / "state").glob("tune-*.json")) == []
+
+
+@pytest.mark.parametrize("args,message", [
+    ((), "say what to do: oslens lab list | show N"),
+    (("show", "99"), "there is no lab 99; the labs are 1,"),
+    (("run", "1", "--variant", "x"), "lab 1 has no variant 'x'; its variants are default"),
+    (("check", "1", "--answers", "nope.toml"), "nope.toml: no such file"),
+])
+def test_bad_lab_commands_are_one_line(tmp_path, lab_env, args, message):
+    r = run_oslens("lab", *args, env=lab_env, cwd=tmp_path, check=False)
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"oslens: error: {message}") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
