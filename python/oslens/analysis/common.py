@@ -133,6 +133,7 @@ class Program:
     main_tid: int | None
     window: tuple[int, int] | None
     cpus: list[int] = field(default_factory=list)
+    own_tids: set[int] = field(default_factory=set)  # oslens's threads inside the program's processes
 
     @property
     def tidset(self) -> set[int]:
@@ -187,6 +188,7 @@ def _program(con) -> Program:
     start: dict[int, int] = {}
     end: dict[int, int] = {}
     tids: list[int] = []
+    own_tids: set[int] = set()
     if row_count(con, "threads"):
         cols = columns(con, "threads")
         traced = "WHERE is_traced" if "is_traced" in cols else ""
@@ -197,7 +199,9 @@ def _program(con) -> Program:
         launched = launched_tid(con)
         for pid, tid, name, s, e, is_own, x in con.execute(q).fetchall():
             tid = int(tid)
-            if tid in pid_of or is_own or (name or "").startswith("oslens"):
+            if is_own or (name or "").startswith("oslens"):
+                own_tids.add(tid)
+            if tid in pid_of or tid in own_tids:
                 continue  # oslens's own helper threads inside the program are not the program
             tids.append(tid)
             pid_of[tid] = int(pid) if pid is not None else tid
@@ -236,7 +240,7 @@ def _program(con) -> Program:
         con_tids = ",".join(str(t) for t in tids)
         cpus = [int(r[0]) for r in con.execute(
             f"SELECT DISTINCT cpu FROM cpu_slices WHERE tid IN ({con_tids}) ORDER BY cpu").fetchall()]
-    return Program(pids, tids, names, pid_of, start, end, main, window, cpus)
+    return Program(pids, tids, names, pid_of, start, end, main, window, cpus, own_tids)
 
 
 def launched_tid(con) -> int | None:
@@ -398,7 +402,7 @@ def classify_task(tid: int, pid: int | None, comm: str | None, prog: Program | N
         return "idle", "idle task: runs when no other task is ready"
     if prog is not None and tid in prog.tidset:
         return "program", f"the program: {prog.names.get(tid, comm)}"
-    if comm.startswith("oslens"):
+    if comm.startswith("oslens") or (prog is not None and tid in prog.own_tids):
         return "oslens", "oslens itself (recorder, helper thread or kernel collector)"
     if prog is not None and pid is not None and pid in prog.pids:
         return "program", f"the program (untraced thread {comm})"

@@ -39,3 +39,13 @@ def test_oslens_activity_lists_the_launcher_and_the_helper_once():
     assert (launcher["start_ns"], launcher["end_ns"]) == (0, 9 * MS)
     assert launcher["cpu_ns"] == 1 * MS and launcher["syscalls"] == 2 and launcher["faults"] == 1
     assert helper["cpu_ns"] == 1 * MS
+
+
+def test_a_helper_killed_before_it_named_itself_is_oslens_in_the_task_table():
+    con = trace()
+    con.execute("INSERT INTO threads (pid, tid, name, parent_tid, start_ns, end_ns, is_traced, is_oslens) "
+                f"VALUES (100, 102, 'sh', 100, {9 * MS}, {9 * MS + 500}, true, true)")
+    prog = common.program(con)
+    assert 102 not in prog.tids
+    assert common.classify_task(102, 100, "sh", prog)[0] == "oslens"
+    assert common.classify_task(100, 100, "sh", prog)[0] == "program"
