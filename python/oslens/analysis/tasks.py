@@ -131,8 +131,9 @@ def oslens_activity(con) -> pa.Table:
     """oslens's own work in the trace, one row per task and role: `launcher before exec` (the
     process oslens started, from its start until its exec: held until the recorder is ready, then
     PATH search), `recorder helper thread` (inside the program's processes), `kernel collector`
-    and `oslens command` (the recording process itself), each with its CPU time, system calls and
-    page faults over that span. None of it is in the program's tables (common.program)."""
+    and `oslens command` (the recording process itself: the launched process's parent; other
+    oslens runs on the machine are not listed), each with its CPU time, system calls and page
+    faults over that span. None of it is in the program's tables (common.program)."""
     if not common.row_count(con, "threads"):
         return common.empty_table(OWN_SCHEMA)
     prog = common.program(con)
@@ -141,8 +142,12 @@ def oslens_activity(con) -> pa.Table:
     exec_ns = "exec_ns" if "exec_ns" in cols else "NULL"
     spans: list[tuple[str, int, int, str, int, int]] = []
     launched = common.launched_tid(con)
-    for pid, tid, name, s, e, is_own, traced, x in con.execute(
-        f"SELECT pid, tid, name, start_ns, end_ns, {own}, is_traced, {exec_ns} FROM threads").fetchall():
+    rows = con.execute(
+        f"SELECT pid, tid, name, start_ns, end_ns, {own}, is_traced, {exec_ns}, parent_tid FROM threads").fetchall()
+    # this recording's `oslens` command is the launched process's parent, its collector that
+    # command's child: other oslens runs on the machine are other processes
+    command = next((int(r[8]) for r in rows if r[1] == launched and r[8] is not None), None)
+    for pid, tid, name, s, e, is_own, traced, x, parent in rows:
         if s is None and e is None:
             lo, hi = prog.window or (None, None)
         else:
@@ -153,17 +158,24 @@ def oslens_activity(con) -> pa.Table:
                 spans.append((LAUNCHER, pid, tid, name, s, stop))
         if not is_own or lo is None or hi is None:
             continue
-        what = HELPER if traced else (COLLECTOR if (name or "").startswith("oslens-collect") else COMMAND)
+        if traced:
+            what = HELPER
+        elif command is not None and pid == command:
+            what = COMMAND
+        elif command is not None and parent is not None and parent == command and (name or "").startswith("oslens-collect"):
+            what = COLLECTOR
+        else:
+            continue
         spans.append((what, pid, tid, name, lo, hi))
-    rows = [{"what": w, "pid": p, "tid": t, "comm": n, "start_ns": lo, "end_ns": hi,
-             "cpu_ns": _sum_in(con, "cpu_slices", "least(end_ns, {hi}) - greatest(start_ns, {lo})",
-                               "end_ns > {lo} AND start_ns < {hi}", t, lo, hi),
-             "syscalls": _sum_in(con, "syscalls", "1", "coalesce(end_ns, start_ns) >= {lo} AND coalesce(end_ns, start_ns) < {hi}",
-                                 t, lo, hi),
-             "faults": _sum_in(con, "faults", "1", "ts >= {lo} AND ts < {hi}", t, lo, hi)}
-            for w, p, t, n, lo, hi in spans]
-    rows.sort(key=lambda r: ([LAUNCHER, HELPER, COLLECTOR, COMMAND].index(r["what"]), r["start_ns"] or 0, r["tid"]))
-    return common.from_rows(rows, OWN_SCHEMA)
+    out = [{"what": w, "pid": p, "tid": t, "comm": n, "start_ns": lo, "end_ns": hi,
+            "cpu_ns": _sum_in(con, "cpu_slices", "least(end_ns, {hi}) - greatest(start_ns, {lo})",
+                              "end_ns > {lo} AND start_ns < {hi}", t, lo, hi),
+            "syscalls": _sum_in(con, "syscalls", "1", "coalesce(end_ns, start_ns) >= {lo} AND coalesce(end_ns, start_ns) < {hi}",
+                                t, lo, hi),
+            "faults": _sum_in(con, "faults", "1", "ts >= {lo} AND ts < {hi}", t, lo, hi)}
+           for w, p, t, n, lo, hi in spans]
+    out.sort(key=lambda r: ([LAUNCHER, HELPER, COLLECTOR, COMMAND].index(r["what"]), r["start_ns"] or 0, r["tid"]))
+    return common.from_rows(out, OWN_SCHEMA)
 
 
 def _sum_in(con, table: str, value: str, where: str, tid: int, lo: int, hi: int) -> int:

@@ -49,3 +49,12 @@ def test_a_helper_killed_before_it_named_itself_is_oslens_in_the_task_table():
     assert 102 not in prog.tids
     assert common.classify_task(102, 100, "sh", prog)[0] == "oslens"
     assert common.classify_task(100, 100, "sh", prog)[0] == "program"
+
+
+def test_only_this_recordings_oslens_command_is_listed():
+    con = trace()
+    con.execute("UPDATE threads SET parent_tid = 50 WHERE tid = 100")
+    con.execute("INSERT INTO threads (pid, tid, name, is_traced, is_oslens) VALUES (50, 50, 'oslens', false, true), "
+                "(60, 60, 'oslens', false, true)")  # 60: another oslens run on the machine
+    rows = tasks.oslens_activity(con).to_pylist()
+    assert [(r["what"], r["tid"]) for r in rows if r["what"] == tasks.COMMAND] == [(tasks.COMMAND, 50)]
