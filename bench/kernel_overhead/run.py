@@ -7,7 +7,12 @@ unpinned it would measure cross-CPU wake-ups of an idle vCPU) and 3 M getpid (sy
 Prints one JSON object: per program the base, oslens and perf medians, the added times, the
 ratio oslens_added / perf_added (target <= 0.5), lost records of each tool.
 
-usage: run.py [--rounds 3] [--pp 200000] [--gp 3000000] [--events sched,syscalls]
+The bystander case (issue 22): the same two programs *not traced*, run alone, beside
+`oslens record -- sleep` (default eBPF collector, and OSLENS_KERNEL_MECHANISM=perf) and beside
+`perf record -- sleep` on the same tracepoints; their slowdown and the ns added per system call
+and per context switch (target: no worse than beside perf record).
+
+usage: run.py [--rounds 3] [--pp 200000] [--gp 3000000] [--events sched,syscalls] [--no-bystander]
 """
 
 import argparse
@@ -90,12 +95,94 @@ def run_one(cfg: str, cmd: list[str], work: Path, events: str) -> dict:
     return rec
 
 
+def tracer_beside(cfg: str, work: Path, events: str) -> subprocess.Popen | None:
+    """Starts a tracer of another program (`sleep`) for the bystander case: oslens record (its
+    default eBPF collector, or OSLENS_KERNEL_MECHANISM=perf) or perf record on the same
+    tracepoints; returns once it is attached."""
+    if cfg == "alone":
+        return None
+    trace = work / "beside"
+    shutil.rmtree(trace, ignore_errors=True)
+    env = dict(os.environ)
+    if cfg == "beside_perf_record":
+        cmd = ["perf", "record", "-q", "-m", "64M", "-o", str(work / "beside.data")]
+        for e in (e for s in events.split(",") for e in TRACEPOINTS[s]):
+            cmd += ["-e", e]
+        cmd += ["--", "sleep", "600"]
+    else:
+        if cfg == "beside_oslens_perf_mechanism":
+            env["OSLENS_KERNEL_MECHANISM"] = "perf"
+        cmd = [str(OSLENS), "record", "--no-import", "--no-preload", "-f", "-o", str(trace), "--events", events, "--", "sleep", "600"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    deadline = time.monotonic() + 30
+    # attached: oslens's kernel chunks exist (the program is released only after that); perf
+    # has written its header
+    while time.monotonic() < deadline:
+        ready = any((trace / "raw").glob("kernel-*.osl")) if cfg != "beside_perf_record" else (work / "beside.data").exists()
+        if ready:
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    return p
+
+
+def stop_tracer(p: subprocess.Popen | None) -> None:
+    if p is None:
+        return
+    os.killpg(p.pid, 2)
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.wait()
+
+
+BYSTANDER_CFGS = ["alone", "beside_oslens", "beside_oslens_perf_mechanism", "beside_perf_record"]
+
+
+def bystander(exe: dict, args, work: Path, have_perf: bool) -> dict:
+    """What an untraced program pays while oslens (or perf) records another one: its own
+    timings alone and beside each tracer, alternating, medians; the per-syscall and
+    per-switch cost added."""
+    cpu = (os.cpu_count() or 1) - 1
+    programs = {"getpid": ([str(exe["getpid"]), str(args.gp)], args.gp),
+                "pingpong_pinned": ([str(exe["pingpong"]), str(args.pp), str(cpu)], args.pp)}
+    cfgs = [c for c in BYSTANDER_CFGS if have_perf or c != "beside_perf_record"]
+    runs = {name: {c: [] for c in cfgs} for name in programs}
+    for r in range(args.rounds):
+        order = cfgs[r % len(cfgs):] + cfgs[: r % len(cfgs)]
+        for cfg in order:
+            tracer = tracer_beside(cfg, work, args.events)
+            try:
+                for name, (cmd, _) in programs.items():
+                    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                    t = elapsed(p.stderr)
+                    print(json.dumps({"bystander": name, "cfg": cfg, "round": r, "elapsed": t}), file=sys.stderr, flush=True)
+                    if t is not None:
+                        runs[name][cfg].append(t)
+            finally:
+                stop_tracer(tracer)
+    out = {}
+    for name, (_, n) in programs.items():
+        med = {c: statistics.median(v) if v else None for c, v in runs[name].items()}
+        entry = {"median_s": med, "runs": runs[name]}
+        alone = med.get("alone")
+        if alone:
+            # getpid: two tracepoint hits per call; ping-pong: two context switches per round trip
+            unit = "ns_added_per_syscall" if name == "getpid" else "ns_added_per_switch"
+            entry["slowdown"] = {c: round(v / alone, 3) for c, v in med.items() if v and c != "alone"}
+            entry[unit] = {c: round((v - alone) / (n if name == "getpid" else 2 * n) * 1e9, 1) for c, v in med.items() if v and c != "alone"}
+        out[name] = entry
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pp", type=int, default=200_000, help="ping-pong round trips")
     ap.add_argument("--gp", type=int, default=3_000_000, help="getpid calls")
     ap.add_argument("--events", default="sched,syscalls")
+    ap.add_argument("--no-bystander", action="store_true", help="skip the bystander case")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print(json.dumps({"error": "run as root: both tools need kernel tracepoints"}))
@@ -145,6 +232,8 @@ def main() -> int:
             entry["oslens_lost"] = [x.get("lost") for x in rs if x["cfg"] == "oslens"]
             entry["perf_lost"] = [x.get("lost") for x in rs if x["cfg"] == "perf"]
             result["programs"][pname] = entry
+        if not args.no_bystander:
+            result["bystander"] = bystander(exe, args, work, have_perf)
         print(json.dumps(result, indent=2))
         return 0
     finally:

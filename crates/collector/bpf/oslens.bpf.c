@@ -58,12 +58,17 @@ struct osl_irq {
     char name[32];
 };
 
-/* tids of the traced tree (value unused) */
+/* tids of the traced tree: one bit per tid (word tid / 64, bit tid % 64), covering every tid
+ * Linux can hand out (PID_MAX_LIMIT, 4 Mi: 512 KiB). Every task on the machine runs these
+ * programs, so the test that drops a task outside the tree must be as cheap as possible: an
+ * array lookup is inlined by the verifier into a bounds check and a load, where a hash lookup
+ * is a helper call hashing the key (docs/kernel-collector.md, "What an untraced task pays"). */
+#define OSL_TID_WORDS (1 << 16)
 struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 1 << 16);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, OSL_TID_WORDS);
     __type(key, __u32);
-    __type(value, __u8);
+    __type(value, __u64);
 } osl_traced SEC(".maps");
 
 struct {
@@ -94,7 +99,16 @@ static __always_inline int system_wide(void) {
 }
 
 static __always_inline int traced(__u32 tid) {
-    return bpf_map_lookup_elem(&osl_traced, &tid) != 0;
+    __u32 word = tid >> 6;
+    __u64 *bits = bpf_map_lookup_elem(&osl_traced, &word);
+    return bits && (*bits >> (tid & 63)) & 1;
+}
+
+static __always_inline void add_traced(__u32 tid) {
+    __u32 word = tid >> 6;
+    __u64 *bits = bpf_map_lookup_elem(&osl_traced, &word);
+    if (bits)
+        __sync_fetch_and_or(bits, 1ULL << (tid & 63));
 }
 
 static __always_inline void count_lost(void) {
@@ -190,8 +204,7 @@ int BPF_PROG(osl_sched_process_fork, struct task_struct *parent, struct task_str
     __u32 ctid = child->pid, ctgid = child->tgid, ptgid = parent->tgid;
     int keep = traced(ptid);
     if (keep) {
-        __u8 one = 1;
-        bpf_map_update_elem(&osl_traced, &ctid, &one, BPF_ANY);
+        add_traced(ctid);
     } else if (!system_wide()) {
         return 0;
     }

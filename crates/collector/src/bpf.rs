@@ -183,8 +183,9 @@ impl Bpf {
             let sw: u64 = system_wide as u64;
             (b.lib.update)(cfg_fd, &key as *const u32 as *const c_void, &sw as *const u64 as *const c_void, 0);
             if root > 0 {
-                let one: u8 = 1;
-                (b.lib.update)(b.traced_fd, &root as *const u32 as *const c_void, &one as *const u8 as *const c_void, 0);
+                // one bit per tid (oslens.bpf.c, osl_traced)
+                let (word, bits): (u32, u64) = (root >> 6, 1u64 << (root & 63));
+                (b.lib.update)(b.traced_fd, &word as *const u32 as *const c_void, &bits as *const u64 as *const c_void, 0);
             }
             let ctx = &mut *b.sink as *mut Option<*mut dyn FnMut(&[u8])> as *mut c_void;
             b.rb = (b.lib.rb_new)(rb_fd, on_sample, ctx, std::ptr::null());

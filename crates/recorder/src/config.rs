@@ -33,8 +33,9 @@ impl Config {
     /// `None` when OSLENS_TRACE is unset: every call stays a no-op.
     pub fn from_env() -> Option<Config> {
         let trace = std::env::var("OSLENS_TRACE").ok().filter(|t| !t.is_empty())?;
+        // raw/ is made by `oslens record`, and by the first chunk when missing (ensure_raw_dir):
+        // a process that records nothing makes no system call for it.
         let raw_dir = format!("{trace}/raw");
-        let _ = std::fs::create_dir_all(&raw_dir);
         let buffer_mb = env_u64("OSLENS_BUFFER_MB").unwrap_or(64).max(1);
         let buffer_records = env_u64("OSLENS_BUFFER_RECORDS").unwrap_or(buffer_mb * 1024 * 1024 / 32).max(4);
         let limit_events = env_u64("OSLENS_LIMIT_EVENTS");
@@ -57,4 +58,15 @@ impl Config {
             prepare_buffers: std::env::var("OSLENS_PREPARE_BUFFERS").is_ok_and(|v| v == "1"),
         })
     }
+}
+
+/// Creates raw/ when it is missing (a trace directory made by hand, say). Called before a
+/// process's first chunk.
+pub fn ensure_raw_dir(raw_dir: &str) {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        if std::fs::metadata(raw_dir).is_err() {
+            let _ = std::fs::create_dir_all(raw_dir);
+        }
+    });
 }

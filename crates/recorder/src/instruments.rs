@@ -95,6 +95,7 @@ pub fn new_manager(name: &str) -> &'static Manager {
 }
 
 pub fn new_counter(name: &str, manager: &'static Manager) -> &'static Counter {
+    crate::ensure_counter_period();
     let c: &'static Counter = Box::leak(Box::new(Counter {
         value: AtomicI64::new(0),
         next_due: AtomicU64::new(0),

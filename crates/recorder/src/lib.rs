@@ -12,6 +12,7 @@ mod capi;
 mod clock;
 mod config;
 mod funcs;
+mod growth;
 mod instruments;
 mod names;
 mod helper;
@@ -63,12 +64,23 @@ pub(crate) fn init() {
                 if let Some(limit) = c.limit_slots {
                     SLOTS_LEFT.store(limit, Relaxed);
                 }
-                COUNTER_PERIOD_TICKS.store(period_ticks(c.counter_period_us), Relaxed);
                 thread::install_process_hooks();
             }
         }
         INACTIVE.store(inactive, Relaxed);
         cfg
+    });
+}
+
+/// Converts the counter period to clock ticks on the first counter's creation, not at load:
+/// the estimate spins 200 µs, which every process started under oslens paid before
+/// (docs/recorder.md, "Start-up").
+pub(crate) fn ensure_counter_period() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        if let Some(c) = config() {
+            COUNTER_PERIOD_TICKS.store(period_ticks(c.counter_period_us), Relaxed);
+        }
     });
 }
 

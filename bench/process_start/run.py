@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""What starting a process or a thread costs under oslens: the added wall and CPU time per
+process for N fork + exec of /bin/true, and per thread for N pthread_create/join pairs whose
+thread records nothing and records one event, bare, under `oslens record --no-kernel`, under
+`oslens record` with kernel events, under `perf record` on the same tracepoints, and with only
+the libraries preloaded (not tracing), alternating in one run. Also the trace's disk use per
+process (allocated blocks and apparent size of raw/).
+
+Prints one JSON object; the figures are the programs' own timings (spawn.c), so neither tool's
+own start-up is in them. Targets (issue 22): a process that records nothing adds at most its
+own bare time (<= 2x bare), a thread that records nothing <= 20 us, <= 64 KiB of disk per
+process.
+
+usage: run.py [--rounds 3] [--procs 1000] [--threads 1000] [--events sched,syscalls] [--quick]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+OSLENS = ROOT / ".venv" / "bin" / "oslens"
+sys.path.insert(0, str(HERE.parent / "kernel_overhead"))
+from run import TRACEPOINTS  # noqa: E402  (the same tracepoint lists perf gets there)
+
+CFGS = ["bare", "libs_only", "oslens_no_kernel", "oslens_kernel", "perf"]
+
+
+def build(work: Path) -> Path:
+    flags = subprocess.run([str(OSLENS), "flags", "--cflags", "--libs"], capture_output=True, text=True, check=True).stdout.split()
+    exe = work / "spawn"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "spawn.c"), *flags, "-lpthread"], check=True)
+    return exe
+
+
+def library_env() -> dict:
+    """The environment with only the recorder and the wrappers preloaded, not tracing: what
+    loading and relocating them costs a process."""
+    lib = ROOT / ".venv" / "lib"
+    env = dict(os.environ)
+    env.pop("OSLENS_TRACE", None)
+    env["LD_PRELOAD"] = f"{lib / 'liboslens.so'} {lib / 'liboslens_preload.so'}"
+    return env
+
+
+def disk(raw: Path) -> tuple[int, int, int]:
+    """(allocated bytes, apparent bytes, files) under raw/."""
+    alloc = apparent = files = 0
+    for f in raw.glob("*"):
+        st = f.stat()
+        alloc += st.st_blocks * 512
+        apparent += st.st_size
+        files += 1
+    return alloc, apparent, files
+
+
+def run_one(cfg: str, cmd: list[str], work: Path, events: str) -> dict:
+    trace = work / "trace"
+    shutil.rmtree(trace, ignore_errors=True)
+    env = None
+    if cfg in ("bare", "libs_only"):
+        full = cmd
+        env = library_env() if cfg == "libs_only" else None
+    elif cfg.startswith("oslens"):
+        kernel = ["--no-kernel"] if cfg == "oslens_no_kernel" else ["--events", events]
+        full = [str(OSLENS), "record", "--no-import", "-f", "-o", str(trace), *kernel, "--", *cmd]
+    else:
+        full = ["perf", "record", "-q", "-m", "64M", "-o", str(work / "perf.data")]
+        for e in (e for s in events.split(",") for e in TRACEPOINTS[s]):
+            full += ["-e", e]
+        full += ["--", *cmd]
+    p = subprocess.run(full, capture_output=True, text=True, timeout=600, env=env)
+    m = re.search(r"ELAPSED ([\d.]+) CPU ([\d.]+)", p.stderr)
+    rec = {"cfg": cfg, "rc": p.returncode, "wall": float(m.group(1)) if m else None, "cpu": float(m.group(2)) if m else None}
+    if cfg.startswith("oslens") and (trace / "raw").is_dir():
+        rec["disk_alloc"], rec["disk_apparent"], rec["files"] = disk(trace / "raw")
+        lost = re.search(r"\((\d+) events lost", p.stderr)
+        rec["lost"] = int(lost.group(1)) if lost else 0
+    if p.returncode != 0 or m is None:
+        rec["stderr"] = p.stderr[-500:]
+    return rec
+
+
+def summarise(runs: list[dict], n: int) -> dict:
+    out = {}
+    for cfg in CFGS:
+        rs = [r for r in runs if r["cfg"] == cfg and r["wall"] is not None and r["rc"] == 0]
+        if not rs:
+            continue
+        out[cfg] = {"wall_median_s": statistics.median(r["wall"] for r in rs), "wall_min_s": min(r["wall"] for r in rs),
+                    "cpu_median_s": statistics.median(r["cpu"] for r in rs)}
+        if "disk_alloc" in rs[0]:
+            out[cfg]["disk_alloc_per_unit_kib"] = round(statistics.median(r["disk_alloc"] for r in rs) / n / 1024, 2)
+            out[cfg]["disk_apparent_per_unit_kib"] = round(statistics.median(r["disk_apparent"] for r in rs) / n / 1024, 2)
+            out[cfg]["files"] = rs[0]["files"]
+            out[cfg]["lost"] = max(r["lost"] for r in rs)
+    bare = out.get("bare")
+    for cfg, s in out.items():
+        if bare and cfg != "bare":
+            s["added_wall_us_per_unit"] = round((s["wall_median_s"] - bare["wall_median_s"]) / n * 1e6, 1)
+            s["added_wall_us_per_unit_min"] = round((s["wall_min_s"] - bare["wall_min_s"]) / n * 1e6, 1)
+            s["added_cpu_us_per_unit"] = round((s["cpu_median_s"] - bare["cpu_median_s"]) / n * 1e6, 1)
+            s["wall_ratio_to_bare"] = round(s["wall_median_s"] / bare["wall_median_s"], 2)
+    if bare:
+        bare["wall_us_per_unit"] = round(bare["wall_median_s"] / n * 1e6, 1)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--procs", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=1000)
+    ap.add_argument("--events", default="sched,syscalls")
+    ap.add_argument("--quick", action="store_true", help="1 round of 200 processes and 200 threads")
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.procs, args.threads = 1, 200, 200
+    have_perf = shutil.which("perf") is not None and os.geteuid() == 0
+    cfgs = [c for c in CFGS if have_perf or c not in ("perf", "oslens_kernel")]
+    work = Path(tempfile.mkdtemp(prefix="oslens-startbench-"))
+    try:
+        exe = build(work)
+        cases = {"process_fork_exec_true": (["fork", args.procs], args.procs),
+                 "thread_records_nothing": (["thread", args.threads], args.threads),
+                 "thread_records_one_event": (["thread1", args.threads], args.threads)}
+        runs = {c: [] for c in cases}
+        for r in range(args.rounds):
+            for case, (argv, _) in cases.items():
+                order = cfgs[r % len(cfgs):] + cfgs[: r % len(cfgs)]
+                for cfg in order:
+                    rec = run_one(cfg, [str(exe), *map(str, argv)], work, args.events)
+                    runs[case].append({"round": r, **rec})
+                    print(json.dumps({"case": case, "round": r, **rec}), file=sys.stderr, flush=True)
+        result = {
+            "benchmark": "process_start",
+            "rounds": args.rounds,
+            "kernel_events": args.events,
+            "perf": "perf record -m 64M -e <the same tracepoints>" if have_perf else "not run (no perf, or not root)",
+            "load_average": os.getloadavg(),
+            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+            "cases": {c: summarise(rs, n) for c, (_, n) in cases.items() for rs in [runs[c]]},
+            "runs": runs,
+        }
+        print(json.dumps(result, indent=2))
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main_leaving_tracefs_as_found() -> int:
+    """`perf record` mounts tracefs at /sys/kernel/tracing when it is not; unmount it again."""
+    tracefs = "/sys/kernel/tracing"
+    was_mounted = os.path.ismount(tracefs)
+    try:
+        return main()
+    finally:
+        if not was_mounted and os.path.ismount(tracefs):
+            subprocess.run(["umount", tracefs], check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main_leaving_tracefs_as_found())
