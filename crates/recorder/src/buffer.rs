@@ -66,6 +66,10 @@ pub struct Chunk {
     prepared: bool,
     /// Ring slots used at least once (bit per slot): the others' pages are not prepared yet.
     slots_used: u32,
+    /// Record slots the file holds so far: a chunk starts with a few and is extended to its
+    /// capacity, with a staging ring when `ring_on_extend`, once it needs more (growth.rs).
+    in_file: u64,
+    ring_on_extend: bool,
     path: CString,
     pub pid: u32,
     pub tid: u32,
@@ -79,9 +83,22 @@ impl Chunk {
     /// Creates `raw/<stem>-<seq>.osl`, trying the next sequence number when the file exists
     /// (an exec'd image reuses its pid and tid). The chunk writes through a cursor of its own
     /// until `adopt_cursor` hands it a thread's. `staged`: records go through a staging ring.
-    pub fn create(raw_dir: &str, stem: &str, mut seq: u32, capacity: u64, pid: u32, tid: u32, name: &str, staged: bool) -> Option<Chunk> {
+    pub fn create(raw_dir: &str, stem: &str, seq: u32, capacity: u64, pid: u32, tid: u32, name: &str, staged: bool) -> Option<Chunk> {
+        Self::create_growing(raw_dir, stem, seq, capacity, pid, tid, name, staged, capacity)
+    }
+
+    /// As `create`, but the file holds only `in_file` record slots until more are needed: then
+    /// it is extended to `capacity` in place (see `extend`), with a staging ring when `staged`.
+    /// A thread or process that records little so costs a small file and no helper thread.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_growing(raw_dir: &str, stem: &str, mut seq: u32, capacity: u64, pid: u32, tid: u32, name: &str, staged: bool, in_file: u64) -> Option<Chunk> {
+        let in_file = in_file.min(capacity);
+        let ring_on_extend = staged && in_file < capacity;
+        let staged = staged && !ring_on_extend;
         let records_len = HEADER_SIZE + capacity as usize * RECORD_SIZE;
-        let map_len = records_len + if staged { Stage::bytes() as usize } else { 0 };
+        // the whole extent (the ring included) is mapped now; only what the file holds is touched
+        let map_len = records_len + if staged || ring_on_extend { Stage::bytes() as usize } else { 0 };
+        let file_len = if in_file < capacity { HEADER_SIZE + in_file as usize * RECORD_SIZE } else { map_len };
         let (fd, path) = loop {
             let path = CString::new(format!("{raw_dir}/{stem}-{seq}.osl")).ok()?;
             // SAFETY: valid C string.
@@ -116,7 +133,7 @@ impl Chunk {
         // thread, most of a thread's start-up). MADV_RANDOM keeps later faults to one page.
         // SAFETY: fd is ours; the mapping covers the file we just sized.
         let base = unsafe {
-            if libc::ftruncate(fd, map_len as libc::off_t) != 0
+            if libc::ftruncate(fd, file_len as libc::off_t) != 0
                 || libc::pwrite(fd, bytes.as_ptr() as *const libc::c_void, HEADER_SIZE, 0) != HEADER_SIZE as isize
             {
                 libc::close(fd);
@@ -143,7 +160,7 @@ impl Chunk {
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, path, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, in_file, ring_on_extend, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -191,8 +208,41 @@ impl Chunk {
         if let Some(stage) = self.stage {
             return self.next_ring_slot(stage, slots);
         }
-        self.limit = self.capacity;
-        self.pos() + slots <= self.capacity
+        if self.pos() + slots > self.in_file && self.in_file < self.capacity && self.extend() {
+            return self.grow_window(slots);
+        }
+        self.limit = self.in_file;
+        self.pos() + slots <= self.in_file
+    }
+
+    /// Extends a chunk created small (`create_growing`) to its capacity, and gives it its
+    /// staging ring (and the process its helper thread) when it was to have one: no new file,
+    /// so no new name in the directory, which is what a chunk costs most (docs/recorder.md,
+    /// "Start-up"). The records written so far stay where they are.
+    #[cold]
+    fn extend(&mut self) -> bool {
+        // SAFETY: valid C string; our own chunk file.
+        let fd = unsafe { libc::open(self.path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return false;
+        }
+        let len = HEADER_SIZE + self.capacity as usize * RECORD_SIZE + if self.ring_on_extend { Stage::bytes() as usize } else { 0 };
+        // SAFETY: our descriptor; the mapping already covers `len`.
+        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+            unsafe { libc::close(fd) };
+            return false;
+        }
+        self.in_file = self.capacity;
+        if !self.ring_on_extend {
+            unsafe { libc::close(fd) };
+            return true;
+        }
+        self.ring_on_extend = false;
+        let stage = Stage::init(self.base, self.capacity, fd);
+        self.ring = Some(helper::register(stage));
+        self.stage = Some(stage);
+        helper::start();
+        true
     }
 
     /// Past the current ring slot: hands it to the helper and opens the next one (copying it

@@ -10,9 +10,10 @@ use oslens_format::record::{Record, CONT_PAYLOAD};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// Records in a process's first names chunk (32 KiB: most processes name a few threads and
-/// instruments); a full one is followed by one 16 times larger (`grow`).
-const NAMES_FIRST_CAPACITY: u64 = 1 << 10;
+const NAMES_CAPACITY: u64 = 1 << 16;
+/// Record slots the names file holds at first (8 KiB: most processes name a few threads and
+/// instruments); it is extended to NAMES_CAPACITY when needed (Chunk::create_growing).
+const NAMES_FIRST: u64 = 1 << 8;
 
 struct Names {
     chunk: Option<Chunk>,
@@ -114,35 +115,12 @@ fn write_name(names: &mut Names, class: u64, id: u32, manager: u32, name: &str) 
     let Some(chunk) = names.chunk.as_mut() else { return };
     let bytes = name.as_bytes();
     let slots = 1 + bytes.len().div_ceil(CONT_PAYLOAD) as u64;
-    if !chunk.has_room(slots) && !chunk.grow_window(slots) && !grow(names, slots) {
-        if let Some(chunk) = names.chunk.as_mut() {
-            chunk.count_drop(slots);
-        }
+    if !chunk.has_room(slots) && !chunk.grow_window(slots) {
+        chunk.count_drop(slots);
         return;
     }
-    let Some(chunk) = names.chunk.as_mut() else { return };
     let head = Record::new(clock::now(), id, clock::cpu(), kinds::NAME, class | (manager as u64) << 32, bytes.len() as u64);
     chunk.push_with_payload(head, bytes);
-}
-
-/// Replaces a full names chunk with the next, 16 times larger (the names already written
-/// stay in the full one: the importer reads every names chunk of a process).
-fn grow(names: &mut Names, slots: u64) -> bool {
-    let Some(cfg) = config() else { return false };
-    let Some(old) = names.chunk.take() else { return false };
-    let capacity = old.capacity.saturating_mul(16).max(slots + 1);
-    let next = Chunk::create(&cfg.raw_dir, &format!("names-{}", old.pid), old.seq + 1, capacity, old.pid, 0, "names", false);
-    match next {
-        Some(next) => {
-            old.close();
-            names.chunk = Some(next);
-            true
-        }
-        None => {
-            names.chunk = Some(old);
-            false
-        }
-    }
 }
 
 /// A process's names chunk repeats the names of instruments that exist already (created
@@ -153,7 +131,7 @@ fn open_chunk(names: &mut Names) {
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
     crate::config::ensure_raw_dir(&cfg.raw_dir);
-    names.chunk = Chunk::create(&cfg.raw_dir, &format!("names-{pid}"), 0, NAMES_FIRST_CAPACITY, pid, 0, "names", false);
+    names.chunk = Chunk::create_growing(&cfg.raw_dir, &format!("names-{pid}"), 0, NAMES_CAPACITY, pid, 0, "names", false, NAMES_FIRST);
     for (class, id, manager, name) in instruments::all_names() {
         names.defined.insert((class, id));
         write_name(names, class, id, manager, &name);

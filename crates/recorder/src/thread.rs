@@ -4,6 +4,7 @@
 //! fork()ed child (which starts chunks of its own).
 
 use crate::buffer::{Chunk, Cursor};
+use crate::config::OnFull;
 use crate::{clock, config, growth, instruments, names, INACTIVE, SLOTS_LEFT, TRIGGERED};
 use oslens_format::kinds;
 use std::cell::Cell;
@@ -23,8 +24,6 @@ pub struct ThreadState {
     /// when there is no trigger.
     budget_end: u64,
     pub seen: [u32; 256],
-    /// Record slots of the chunks this thread opened so far (its share of the buffer size).
-    buffered: u64,
 }
 
 thread_local! {
@@ -96,17 +95,17 @@ fn create() -> Option<&'static mut ThreadState> {
     let name = thread_name();
     config::ensure_raw_dir(&cfg.raw_dir);
     // A prepared buffer is written in place: the staging ring exists to supply pages while the
-    // program runs, and a prepared one needs none (see Chunk::prepare_all). Otherwise the first
-    // chunk is small and written in place too (see growth::first_chunk).
-    let (capacity, staged) = growth::first_chunk(cfg);
-    let chunk = Chunk::create(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, capacity, pid, tid, &name, staged);
+    // program runs, and a prepared one needs none (see Chunk::prepare_all). Otherwise the file
+    // starts small and gets its ring (and the process its helper) when extended: growth.rs.
+    let first = growth::first_chunk(cfg);
+    let chunk = Chunk::create_growing(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, first.capacity, pid, tid, &name, first.staged, first.in_file);
     let result = chunk.map(|mut chunk| {
         chunk.adopt_cursor(writer());
         chunk.cursor().cpu_id = clock::cpu_id_ptr();
         if cfg.prepare_buffers {
             prepare(&mut chunk);
         }
-        let state = Box::into_raw(Box::new(ThreadState { chunk, fast_limit: 0, budget_end: 0, seen: [u32::MAX; 256], buffered: capacity }));
+        let state = Box::into_raw(Box::new(ThreadState { chunk, fast_limit: 0, budget_end: 0, seen: [u32::MAX; 256] }));
         CURRENT.with(|c| c.set(state));
         // SAFETY: the key was created in install_process_hooks.
         unsafe { libc::pthread_setspecific(EXIT_KEY, state as *const libc::c_void) };
@@ -114,11 +113,6 @@ fn create() -> Option<&'static mut ThreadState> {
         // SAFETY: just created, owned by this thread.
         unsafe { &mut *state }
     });
-    // Only a chunk with a staging ring needs the helper (prepared buffers and small first
-    // chunks are written in place).
-    if staged {
-        crate::helper::start();
-    }
     BUSY.with(|b| b.set(false));
     result
 }
@@ -151,8 +145,7 @@ impl ThreadState {
 
     #[cold]
     fn take_slots_slow(&mut self, n: u64) -> bool {
-        // a new chunk opens a window of its own, which may be smaller than n
-        if !self.chunk.has_room(n) && !self.chunk.grow_window(n) && !(self.make_room(n) && (self.chunk.has_room(n) || self.chunk.grow_window(n))) {
+        if !self.chunk.has_room(n) && !self.chunk.grow_window(n) && !self.make_room(n) {
             self.chunk.count_drop(n);
             return false;
         }
@@ -199,24 +192,22 @@ impl ThreadState {
         self.fast_limit = 0;
     }
 
-    /// Opens the thread's next chunk: a larger one while the buffer size allows (the first
-    /// is small, see growth.rs), and in blocking mode beyond it. Pauses the program and
-    /// records the pause.
+    /// In blocking mode, pauses the program to open the next chunk and records the pause.
     #[cold]
     fn make_room(&mut self, n: u64) -> bool {
-        let Some(cfg) = config() else { return false };
-        let Some((capacity, staged)) = growth::next_chunk(cfg, self.chunk.capacity, self.buffered, n) else { return false };
+        let cfg = match config() {
+            Some(c) if matches!(c.on_full, OnFull::Block) => c,
+            _ => return false,
+        };
         let start = clock::now();
         let stem = format!("app-{}-{}", self.chunk.pid, self.chunk.tid);
-        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, capacity, self.chunk.pid, self.chunk.tid, &thread_name(), staged) {
+        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), !cfg.prepare_buffers) {
             Some(c) => c,
             None => return false,
         };
-        self.buffered = self.buffered.saturating_add(capacity);
         if cfg.prepare_buffers {
             next.prepare_all();
-        }
-        if staged {
+        } else {
             crate::helper::start();
         }
         let mut old = std::mem::replace(&mut self.chunk, next);

@@ -283,45 +283,10 @@ class Session:
                     "ring_slots_self_copied": cost["ring_self_copies"],
                 }
             )
-        self.meta["threads"] = _per_thread(threads)
+        self.meta["threads"] = threads
         # the recorder's helper threads (one per process), measured: CPU outside the program's threads
-        self.meta["recorder_helpers"] = _per_process(helpers)
+        self.meta["recorder_helpers"] = helpers
         self.meta["lost_events"] = sum(t["dropped_events"] for t in threads)
         self.meta["damage"] = damage
         self._write_meta()
         return self.meta
-
-
-def _per_thread(chunks: list[dict]) -> list[dict]:
-    """One entry per thread (pid, tid), as the store has it: a thread's buffer grows chunk by
-    chunk (docs/recorder.md, "Start-up"), so its counts are summed over its chunks in sequence
-    order; "chunk" is its first chunk, "chunks" how many it wrote, the name its last."""
-    out: dict[tuple, dict] = {}
-    for t in sorted(chunks, key=lambda t: (t["pid"], t["tid"], _chunk_seq(t["chunk"]))):
-        key = (t["pid"], t["tid"])
-        if key not in out:
-            out[key] = {**t, "chunks": 1}
-            continue
-        merged = out[key]
-        merged["chunks"] += 1
-        merged["name"] = t["name"] or merged["name"]
-        for k in ("records", "recorder_pauses", "dropped_events", "dropped_bytes", "suppressed_events", "ring_slots_self_copied"):
-            merged[k] += t[k]
-    return list(out.values())
-
-
-def _per_process(helpers: list[dict]) -> list[dict]:
-    """One entry per process: its names chunks' helper figures summed (a grown names chunk
-    carries none; an exec'd image has a helper of its own)."""
-    out: dict[int, dict] = {}
-    for h in helpers:
-        merged = out.setdefault(h["pid"], {"pid": h["pid"], "cpu_ns": 0, "ring_slots_copied": 0})
-        merged["cpu_ns"] += h["cpu_ns"]
-        merged["ring_slots_copied"] += h["ring_slots_copied"]
-    return list(out.values())
-
-
-def _chunk_seq(name: str) -> int:
-    """The sequence number of app-<pid>-<tid>-<seq>.osl (0 when the name is not of that form)."""
-    tail = name.rsplit("-", 1)[-1].split(".")[0]
-    return int(tail) if tail.isdigit() else 0
