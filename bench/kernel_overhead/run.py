@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -149,29 +150,39 @@ def bystander(exe: dict, args, work: Path, have_perf: bool) -> dict:
                 "pingpong_pinned": ([str(exe["pingpong"]), str(args.pp), str(cpu)], args.pp)}
     cfgs = [c for c in BYSTANDER_CFGS if have_perf or c != "beside_perf_record"]
     runs = {name: {c: [] for c in cfgs} for name in programs}
+    cpus = {name: {c: [] for c in cfgs} for name in programs}
     for r in range(args.rounds):
         order = cfgs[r % len(cfgs):] + cfgs[: r % len(cfgs)]
         for cfg in order:
             tracer = tracer_beside(cfg, work, args.events)
             try:
                 for name, (cmd, _) in programs.items():
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
                     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    # its CPU time (the tracer, not yet waited for, is not in it): steadier than
+                    # wall time on a loaded host
+                    cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
                     t = elapsed(p.stderr)
-                    print(json.dumps({"bystander": name, "cfg": cfg, "round": r, "elapsed": t}), file=sys.stderr, flush=True)
+                    print(json.dumps({"bystander": name, "cfg": cfg, "round": r, "elapsed": t, "cpu": cpu_s}), file=sys.stderr, flush=True)
                     if t is not None:
                         runs[name][cfg].append(t)
+                        cpus[name][cfg].append(cpu_s)
             finally:
                 stop_tracer(tracer)
     out = {}
     for name, (_, n) in programs.items():
         med = {c: statistics.median(v) if v else None for c, v in runs[name].items()}
-        entry = {"median_s": med, "runs": runs[name]}
-        alone = med.get("alone")
-        if alone:
-            # getpid: two tracepoint hits per call; ping-pong: two context switches per round trip
-            unit = "ns_added_per_syscall" if name == "getpid" else "ns_added_per_switch"
-            entry["slowdown"] = {c: round(v / alone, 3) for c, v in med.items() if v and c != "alone"}
-            entry[unit] = {c: round((v - alone) / (n if name == "getpid" else 2 * n) * 1e9, 1) for c, v in med.items() if v and c != "alone"}
+        cpu_med = {c: statistics.median(v) if v else None for c, v in cpus[name].items()}
+        entry = {"median_s": med, "cpu_median_s": cpu_med, "runs": runs[name], "cpu_runs": cpus[name]}
+        # getpid: one system call (two tracepoint hits) per call; ping-pong: two context
+        # switches per round trip
+        unit, per = ("per_syscall", n) if name == "getpid" else ("per_switch", 2 * n)
+        for what, m in (("wall", med), ("cpu", cpu_med)):
+            alone = m.get("alone")
+            if alone:
+                entry[f"{what}_slowdown"] = {c: round(v / alone, 3) for c, v in m.items() if v and c != "alone"}
+                entry[f"{what}_ns_added_{unit}"] = {c: round((v - alone) / per * 1e9, 1) for c, v in m.items() if v and c != "alone"}
         out[name] = entry
     return out
 
