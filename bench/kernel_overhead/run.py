@@ -251,16 +251,30 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main_leaving_tracefs_as_found() -> int:
-    """`perf record` mounts tracefs at /sys/kernel/tracing when it is not; unmount it again."""
+def under_tool(cfg: str, cmd: list[str], trace: Path, perf_data: Path, events: str) -> list[str]:
+    """`cmd` under `oslens record` ("oslens": with kernel events `events`, "oslens_no_kernel":
+    without) or under `perf record` on the same tracepoints ("perf"). (bench/process_start
+    uses it too.)"""
+    if cfg.startswith("oslens"):
+        kernel = ["--no-kernel"] if cfg == "oslens_no_kernel" else ["--events", events]
+        return [str(OSLENS), "record", "--no-import", "-f", "-o", str(trace), *kernel, "--", *cmd]
+    full = ["perf", "record", "-q", "-m", "64M", "-o", str(perf_data)]
+    for e in (e for s in events.split(",") for e in TRACEPOINTS[s]):
+        full += ["-e", e]
+    return full + ["--", *cmd]
+
+
+def leaving_tracefs_as_found(run_main) -> int:
+    """`perf record` mounts tracefs at /sys/kernel/tracing when it is not; unmount it again.
+    (bench/process_start uses it too.)"""
     tracefs = "/sys/kernel/tracing"
     was_mounted = os.path.ismount(tracefs)
     try:
-        return main()
+        return run_main()
     finally:
         if not was_mounted and os.path.ismount(tracefs):
             subprocess.run(["umount", tracefs], check=False)
 
 
 if __name__ == "__main__":
-    sys.exit(main_leaving_tracefs_as_found())
+    sys.exit(leaving_tracefs_as_found(main))

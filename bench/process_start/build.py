@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 OSLENS = ROOT / ".venv" / "bin" / "oslens"
 sys.path.insert(0, str(HERE.parent / "kernel_overhead"))
-from run import TRACEPOINTS  # noqa: E402
+from run import leaving_tracefs_as_found, under_tool  # noqa: E402
 
 EVENTS = "sched,syscalls"
 CFGS = ["bare", "oslens", "oslens_no_kernel", "perf"]
@@ -56,16 +56,7 @@ def run_one(cfg: str, src: Path, work: Path) -> dict:
     trace = work / "trace"
     shutil.rmtree(trace, ignore_errors=True)
     make = ["make", "-s", "-j2", "-C", str(src)]
-    if cfg == "bare":
-        cmd = make
-    elif cfg.startswith("oslens"):
-        kernel = ["--no-kernel"] if cfg == "oslens_no_kernel" else ["--events", EVENTS]
-        cmd = [str(OSLENS), "record", "--no-import", "-f", "-o", str(trace), *kernel, "--", *make]
-    else:
-        cmd = ["perf", "record", "-q", "-m", "64M", "-o", str(work / "perf.data")]
-        for e in (e for s in EVENTS.split(",") for e in TRACEPOINTS[s]):
-            cmd += ["-e", e]
-        cmd += ["--", *make]
+    cmd = make if cfg == "bare" else under_tool(cfg, make, trace, work / "perf.data", EVENTS)
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     rec = {"cfg": cfg, "wall": round(time.monotonic() - t0, 3), "rc": p.returncode}
@@ -113,16 +104,5 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main_leaving_tracefs_as_found() -> int:
-    """`perf record` mounts tracefs at /sys/kernel/tracing when it is not; unmount it again."""
-    tracefs = "/sys/kernel/tracing"
-    was_mounted = os.path.ismount(tracefs)
-    try:
-        return main()
-    finally:
-        if not was_mounted and os.path.ismount(tracefs):
-            subprocess.run(["umount", tracefs], check=False)
-
-
 if __name__ == "__main__":
-    sys.exit(main_leaving_tracefs_as_found())
+    sys.exit(leaving_tracefs_as_found(main))

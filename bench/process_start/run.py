@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 OSLENS = ROOT / ".venv" / "bin" / "oslens"
 sys.path.insert(0, str(HERE.parent / "kernel_overhead"))
-from run import TRACEPOINTS  # noqa: E402  (the same tracepoint lists perf gets there)
+from run import leaving_tracefs_as_found, under_tool  # noqa: E402  (the same tool commands as there)
 
 CFGS = ["bare", "libs_only", "oslens_no_kernel", "oslens_kernel", "perf"]
 
@@ -69,14 +69,8 @@ def run_one(cfg: str, cmd: list[str], work: Path, events: str) -> dict:
     if cfg in ("bare", "libs_only"):
         full = cmd
         env = library_env() if cfg == "libs_only" else None
-    elif cfg.startswith("oslens"):
-        kernel = ["--no-kernel"] if cfg == "oslens_no_kernel" else ["--events", events]
-        full = [str(OSLENS), "record", "--no-import", "-f", "-o", str(trace), *kernel, "--", *cmd]
     else:
-        full = ["perf", "record", "-q", "-m", "64M", "-o", str(work / "perf.data")]
-        for e in (e for s in events.split(",") for e in TRACEPOINTS[s]):
-            full += ["-e", e]
-        full += ["--", *cmd]
+        full = under_tool(cfg, cmd, trace, work / "perf.data", events)
     p = subprocess.run(full, capture_output=True, text=True, timeout=600, env=env)
     m = re.search(r"ELAPSED ([\d.]+) CPU ([\d.]+)", p.stderr)
     rec = {"cfg": cfg, "rc": p.returncode, "wall": float(m.group(1)) if m else None, "cpu": float(m.group(2)) if m else None}
@@ -156,16 +150,5 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main_leaving_tracefs_as_found() -> int:
-    """`perf record` mounts tracefs at /sys/kernel/tracing when it is not; unmount it again."""
-    tracefs = "/sys/kernel/tracing"
-    was_mounted = os.path.ismount(tracefs)
-    try:
-        return main()
-    finally:
-        if not was_mounted and os.path.ismount(tracefs):
-            subprocess.run(["umount", tracefs], check=False)
-
-
 if __name__ == "__main__":
-    sys.exit(main_leaving_tracefs_as_found())
+    sys.exit(leaving_tracefs_as_found(main))
