@@ -211,10 +211,16 @@ class Session:
         self.meta["pid"] = self.child.pid
         self.collector = self._start_collector(self.child.pid)
         previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        maps = None
         try:
             self.child.release()
+            if self.options.get("sample_hz"):  # samples are named through the processes' maps
+                from oslens.capture.maps import MapsWatcher
+                maps = MapsWatcher(self.trace / "raw", self.child.pid).start()
             status = self.child.wait()
         finally:
+            if maps:
+                maps.stop()
             for s, h in previous.items():
                 signal.signal(s, h)
         self.meta["end_ns"] = time.monotonic_ns()

@@ -1,0 +1,128 @@
+"""The resource vector: what the OS did for the program in each interval.
+
+Fractions of the program's thread time (every thread alive in the interval, from the state
+timelines of oslens.analysis.states): on a CPU in user code, in the kernel (system calls, page
+faults with durations), runnable but not running, blocked on I/O, sleeping, waiting on a lock,
+barrier or condition. Rates per second: system calls, page faults, I/O bytes (block requests
+issued; without block records, bytes returned by read/write system calls), context switches
+away from the program's threads, wakeups of them. Rates are log-scaled and standardised over the
+run (z-scores with a floor on the spread, so a rate that barely moves is not blown up to noise),
+then divided by their number, so the rates together weigh about as much as the fractions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from oslens.analysis import common, states
+from oslens.phases import binning
+
+FRACTIONS = ["user", "system", "runnable", "io_wait", "sleeping", "sync_wait"]
+RATES = ["syscalls", "faults", "io_bytes", "switches", "wakeups"]
+# states.STATE_NAMES code -> fraction column (page faults with durations count as system time)
+_STATE_TO_FRACTION = {
+    states.COMPUTATION: "user",
+    states.SYSCALLS: "system",
+    states.PAGE_FAULTS: "system",
+    states.PREEMPTED: "runnable",
+    states.IO_WAIT: "io_wait",
+    states.SLEEPING: "sleeping",
+    states.SYNC_WAIT: "sync_wait",
+}
+RATE_SPREAD_FLOOR = 0.5  # in natural-log units: a factor of 1.6
+_IO_SYSCALLS = ("read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2")
+
+
+@dataclass
+class ResourceVector:
+    matrix: np.ndarray  # intervals x (fractions + rates), scaled for distances
+    fractions: np.ndarray  # intervals x FRACTIONS, raw (0..1)
+    rates: np.ndarray  # intervals x RATES, raw (per second)
+    known: np.ndarray  # share of thread time whose state is known, per interval
+    names: list[str]
+
+
+def has_scheduling(con) -> bool:
+    return common.table_exists(con, "cpu_slices") and common.row_count(con, "cpu_slices") > 0
+
+
+def _fractions(con, prog, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lines = states.timelines(con, prog)
+    per_state: dict[str, tuple[list, list]] = {name: ([], []) for name in FRACTIONS}
+    alive_s, alive_e = [], []
+    for tl in lines.values():
+        alive_s.append(np.array([tl.start], np.int64))
+        alive_e.append(np.array([tl.end], np.int64))
+        for code, name in _STATE_TO_FRACTION.items():
+            s, e = tl.intervals(code)
+            per_state[name][0].append(s)
+            per_state[name][1].append(e)
+    alive = binning.overlap(np.concatenate(alive_s or [np.zeros(0, np.int64)]),
+                            np.concatenate(alive_e or [np.zeros(0, np.int64)]), edges)
+    denom = np.where(alive > 0, alive, 1.0)
+    out = np.zeros((len(edges) - 1, len(FRACTIONS)))
+    for j, name in enumerate(FRACTIONS):
+        s, e = per_state[name]
+        if s:
+            out[:, j] = binning.overlap(np.concatenate(s), np.concatenate(e), edges) / denom
+    return out, np.clip(out.sum(axis=1), 0.0, 1.0)
+
+
+def _points(con, table: str, ts_col: str, tid_col: str, tids: list[int], extra: str = "", weight: str | None = None):
+    if not (common.table_exists(con, table) and common.row_count(con, table)):
+        return None
+    tid_list = ",".join(str(int(t)) for t in tids) or "NULL"
+    w = f", {weight}" if weight else ""
+    res = con.execute(f"SELECT {ts_col}{w} FROM {table} WHERE {tid_col} IN ({tid_list}) AND {ts_col} IS NOT NULL {extra}").fetchnumpy()
+    cols = list(res.values())
+    return cols[0], (cols[1] if weight else None)
+
+
+def _rates(con, tids: list[int], edges: np.ndarray) -> np.ndarray:
+    dt_s = np.diff(edges).astype(np.float64) / 1e9
+    out = np.zeros((len(edges) - 1, len(RATES)))
+
+    def put(name, found):
+        if found is not None:
+            pts, w = found
+            out[:, RATES.index(name)] = binning.counts(pts, edges, None if w is None else np.nan_to_num(np.asarray(w, dtype=np.float64))) / dt_s
+
+    put("syscalls", _points(con, "syscalls", "start_ns", "tid", tids))
+    put("faults", _points(con, "faults", "ts", "tid", tids))
+    io = _points(con, "block_io", "issue_ns", "tid", tids, weight="bytes")
+    if io is None:
+        names = ",".join(f"'{n}'" for n in _IO_SYSCALLS)
+        io = _points(con, "syscalls", "end_ns", "tid", tids, extra=f"AND name IN ({names}) AND ret > 0", weight="ret")
+    put("io_bytes", io)
+    put("switches", _points(con, "switches", "ts", "prev_tid", tids))
+    put("wakeups", _points(con, "wakeups", "ts", "tid", tids))
+    return out
+
+
+def standardise_rates(rates: np.ndarray) -> np.ndarray:
+    logs = np.log1p(np.maximum(rates, 0.0))
+    spread = np.maximum(logs.std(axis=0), RATE_SPREAD_FLOOR)
+    return (logs - logs.mean(axis=0)) / spread / rates.shape[1]
+
+
+def demand(fractions: np.ndarray) -> np.ndarray:
+    """(user, system) CPU demand: on-CPU time plus runnable time, the runnable part split as the
+    on-CPU time was (all user when the interval never ran). Time spent runnable but not running
+    measures the host's other load, not the program's phase, so distances use demand."""
+    user, system, runnable = (fractions[:, FRACTIONS.index(n)] for n in ("user", "system", "runnable"))
+    on = user + system
+    share_user = np.where(on > 0, user / np.where(on > 0, on, 1.0), 1.0)
+    return np.column_stack([user + runnable * share_user, system + runnable * (1 - share_user)])
+
+
+def resource_vector(con, prog, edges: np.ndarray) -> ResourceVector | None:
+    """The resource vector of each interval, or None without the kernel's scheduling records."""
+    if not has_scheduling(con):
+        return None
+    fractions, known = _fractions(con, prog, edges)
+    rates = _rates(con, list(prog.tids), edges)
+    off_cpu = fractions[:, [FRACTIONS.index(n) for n in ("io_wait", "sleeping", "sync_wait")]]
+    matrix = np.hstack([demand(fractions), off_cpu, standardise_rates(rates)])
+    names = ["user demand", "system demand", "io_wait", "sleeping", "sync_wait"] + [f"log {r}/s" for r in RATES]
+    return ResourceVector(matrix, fractions, rates, known, names)

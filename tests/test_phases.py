@@ -1,0 +1,111 @@
+"""`oslens phases` on real recordings of workloads/phases, whose phases are known: the program
+prints when each of its phases began and ended (CLOCK_MONOTONIC, the trace's clock)."""
+
+import json
+
+import pytest
+
+from conftest import ROOT, run_oslens
+
+WORKLOAD = ROOT / "workloads" / "phases" / "phases"
+SCRIPT = "compute:400,io:350,compute:400"
+INTERVAL = "20ms"
+
+
+def _truth(stderr: str) -> list[tuple[str, int, int]]:
+    return [(p[1], int(p[2]), int(p[3])) for p in (line.split() for line in stderr.splitlines())
+            if len(p) == 4 and p[0] == "phase"]
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    if not WORKLOAD.exists():
+        pytest.skip("workloads/phases is not built (make build)")
+    out = []
+    for i in range(2):
+        d = tmp_path_factory.mktemp(f"phases{i}")
+        rec = run_oslens("record", "--phases", "-o", d / "trace", "--", WORKLOAD, "--script", SCRIPT, "--dir", d)
+        truth = _truth(rec.stderr)
+        assert [k for k, _, _ in truth] == ["compute", "io", "compute"]
+        out.append((d / "trace", truth))
+    return out
+
+
+def _phases(trace, *extra):
+    proc = run_oslens("phases", trace, "--interval", INTERVAL, "--json", *extra)
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _segment_at(result, t_abs):
+    rel = t_abs - result["origin_ns"]
+    return next(s for s in result["segments"] if s["start_ns"] <= rel < s["end_ns"])
+
+
+def _check_against_truth(result, truth):
+    dt = result["interval_ns"]
+    origin = result["origin_ns"]
+    found = [s["start_ns"] + origin for s in result["segments"][1:]]
+    # the two switches land within one interval of the truth
+    for t in (truth[1][1], truth[2][1]):
+        assert min(abs(f - t) for f in found) <= dt, (t, found)
+    # no other boundary inside a phase of the script
+    for _, b, e in truth:
+        inside = [f for f in found if b + dt < f < e - dt]
+        assert inside == [], (b, e, inside)
+    # kinds right, and the compute phase recurs as one phase
+    segs = [_segment_at(result, (b + e) // 2) for _, b, e in truth]
+    assert [s["kind"] for s in segs] == ["compute", "io", "compute"]
+    assert segs[0]["phase"] == segs[2]["phase"] != segs[1]["phase"]
+    io_phase = next(p for p in result["phases"] if p["phase"] == segs[1]["phase"])
+    assert io_phase["io_wait"] > 0.5
+    assert "sys:fdatasync" in io_phase["functions"] or "sys:write" in io_phase["functions"]
+    compute_phase = next(p for p in result["phases"] if p["phase"] == segs[0]["phase"])
+    assert compute_phase["functions"].split(", ")[0].startswith("compute_kernel") or "libm" in compute_phase["functions"]
+
+
+def test_phases_of_the_workload_without_its_regions(recordings):
+    """Code and resource vectors alone find the script (the region vector would make it easy)."""
+    trace, truth = recordings[0]
+    first, _ = _phases(trace, "--weights", "region=0", "--no-store")
+    assert first["vectors"] == ["code", "resource"]
+    _check_against_truth(first, truth)
+    again, _ = _phases(trace, "--weights", "region=0", "--no-store")
+    assert again["phases"] == first["phases"] and again["segments"] == first["segments"]
+
+
+def test_phases_of_another_run_with_every_vector(recordings, tmp_path):
+    trace, truth = recordings[1]
+    result, _ = _phases(trace, "--png", tmp_path / "m.png", "--svg", tmp_path / "m.svg")
+    assert result["vectors"] == ["code", "resource", "region"]
+    _check_against_truth(result, truth)
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (tmp_path / "m.svg").read_bytes()[:2000]
+    # the stored tables answer SQL
+    rows = run_oslens("sql", trace, "SELECT kind, count(*) AS n FROM intervals GROUP BY kind", "--format", "json").stdout
+    counts = {r["kind"]: r["n"] for r in json.loads(rows)}
+    assert {"compute", "io"} <= set(counts) and sum(counts.values()) == result["intervals"]
+    phases = json.loads(run_oslens("sql", trace, "SELECT * FROM phases ORDER BY phase", "--format", "json").stdout)
+    assert [p["kind"] for p in phases] == [p["kind"] for p in result["phases"]]
+
+
+def test_compare_draws_two_matrices(recordings, tmp_path):
+    (a, _), (b, _) = recordings
+    proc = run_oslens("phases", a, "--compare", b, "--interval", INTERVAL, "--no-store", "--png", tmp_path / "c.png",
+                      "--svg", tmp_path / "c.svg")
+    assert "similarity matrix" in proc.stdout
+    assert proc.stdout.count("phases") >= 2
+
+
+def test_bad_input_gives_one_line(tmp_path):
+    missing = run_oslens("phases", tmp_path / "nope", check=False)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
+    (tmp_path / "t").mkdir()
+    bad = run_oslens("phases", tmp_path / "t", "--interval", "soon", check=False)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_a_trace_without_vectors_says_so(tmp_path):
+    run_oslens("record", "--no-kernel", "-o", tmp_path / "t", "--", "true")
+    proc = run_oslens("phases", tmp_path / "t", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("oslens: error:")
