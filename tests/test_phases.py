@@ -63,37 +63,32 @@ def _check_against_truth(result, truth):
     assert compute_phase["functions"].split(", ")[0].startswith("compute_kernel") or "libm" in compute_phase["functions"]
 
 
-def test_phases_of_the_workload_without_its_regions(recordings):
-    """Code and resource vectors alone find the script (the region vector would make it easy)."""
-    trace, truth = recordings[0]
-    first, _ = _phases(trace, "--weights", "region=0", "--no-store")
+def test_phases_of_the_workload_without_its_regions(recordings, tmp_path):
+    """Code and resource vectors alone find the script (the region vector would make it easy);
+    --compare analyses the second run beside the first and draws both."""
+    (a, truth_a), (b, truth_b) = recordings
+    first, _ = _phases(a, "--weights", "region=0", "--no-store", "--compare", b,
+                       "--png", tmp_path / "c.png", "--svg", tmp_path / "c.svg")
     assert first["vectors"] == ["code", "resource"]
-    _check_against_truth(first, truth)
-    again, _ = _phases(trace, "--weights", "region=0", "--no-store")
-    assert again["phases"] == first["phases"] and again["segments"] == first["segments"]
+    _check_against_truth(first, truth_a)
+    _check_against_truth(first["compare"], truth_b)
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # identical inputs, identical phases
+    again, _ = _phases(b, "--weights", "region=0", "--no-store")
+    assert again["phases"] == first["compare"]["phases"] and again["segments"] == first["compare"]["segments"]
 
 
-def test_phases_of_another_run_with_every_vector(recordings, tmp_path):
+def test_phases_with_every_vector_and_the_stored_tables(recordings, tmp_path):
     trace, truth = recordings[1]
     result, _ = _phases(trace, "--png", tmp_path / "m.png", "--svg", tmp_path / "m.svg")
     assert result["vectors"] == ["code", "resource", "region"]
     _check_against_truth(result, truth)
-    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (tmp_path / "m.svg").read_bytes()[:2000]
-    # the stored tables answer SQL
     rows = run_oslens("sql", trace, "SELECT kind, count(*) AS n FROM intervals GROUP BY kind", "--format", "json").stdout
     counts = {r["kind"]: r["n"] for r in json.loads(rows)}
     assert {"compute", "io"} <= set(counts) and sum(counts.values()) == result["intervals"]
     phases = json.loads(run_oslens("sql", trace, "SELECT * FROM phases ORDER BY phase", "--format", "json").stdout)
     assert [p["kind"] for p in phases] == [p["kind"] for p in result["phases"]]
-
-
-def test_compare_draws_two_matrices(recordings, tmp_path):
-    (a, _), (b, _) = recordings
-    proc = run_oslens("phases", a, "--compare", b, "--interval", INTERVAL, "--no-store", "--png", tmp_path / "c.png",
-                      "--svg", tmp_path / "c.svg")
-    assert "similarity matrix" in proc.stdout
-    assert proc.stdout.count("phases") >= 2
 
 
 def test_bad_input_gives_one_line(tmp_path):

@@ -43,5 +43,6 @@ def analyse(con, trace, interval_ns: int | None = None, weights: dict | None = N
             penalty: float = segment.PENALTY) -> PhaseAnalysis:
     vec = vectors.interval_vectors(con, trace, interval_ns, weights)
     x = vec.matrix()
-    seg = segment.segment(x, penalty)
+    used = [vec.weights[k] for k in vec.used()]
+    seg = segment.segment(x, penalty, merge=segment.MERGE_L1 * (sum(used) / len(used)))
     return PhaseAnalysis(str(trace), vec, seg, phase_kinds(vec, seg.labels, seg.k), x)

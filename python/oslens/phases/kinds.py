@@ -9,8 +9,9 @@ import numpy as np
 from oslens.phases import resources
 
 DOMINANT = 0.5  # a kind needs half of the thread time; below that the phase is `mixed`
-FAULTS_PER_S = 20_000  # with at least MEMORY_SYSTEM of system time: memory-bound
-MEMORY_SYSTEM = 0.25
+SYNC_SHARE = 0.25  # a quarter of the thread time waiting on locks makes a phase `sync`
+FAULTS_PER_S = 20_000  # faulting this often while on a CPU makes a compute phase `memory`
+# (page faults without durations count as CPU time: the fault rate tells them apart)
 
 F = {name: i for i, name in enumerate(resources.FRACTIONS)}
 R = {name: i for i, name in enumerate(resources.RATES)}
@@ -18,13 +19,17 @@ R = {name: i for i, name in enumerate(resources.RATES)}
 
 def classify(fractions: np.ndarray, rates: np.ndarray) -> str:
     """The kind of a phase from its mean fractions (resources.FRACTIONS) and rates (RATES)."""
-    if rates[R["faults"]] >= FAULTS_PER_S and fractions[F["system"]] >= MEMORY_SYSTEM:
-        return "memory"
     shares = {
         "compute": fractions[F["user"]] + fractions[F["system"]] + fractions[F["runnable"]],
         "io": fractions[F["io_wait"]],
         "sync": fractions[F["sync_wait"]],
         "sleep": fractions[F["sleeping"]],
     }
+    if shares["sync"] >= SYNC_SHARE and shares["sync"] >= max(shares["io"], shares["sleep"]):
+        return "sync"
     kind = max(shares, key=lambda k: shares[k])
-    return kind if shares[kind] >= DOMINANT else "mixed"
+    if shares[kind] < DOMINANT:
+        return "mixed"
+    if kind == "compute" and rates[R["faults"]] >= FAULTS_PER_S:
+        return "memory"
+    return kind

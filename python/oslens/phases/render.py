@@ -25,12 +25,13 @@ def _figure(panels: list[dict]):
     top = max((float(p["distances"].max()) for p in panels), default=1.0) or 1.0
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.9), squeeze=False)
     for ax, p in zip(axes[0], panels):
-        d = p["distances"] / top
+        # one gray scale for traces of one kind (--compare); a panel of other vectors brings its own
+        d = p["distances"] / (float(p["distances"].max()) or 1.0 if p.get("own_scale") else top)
         upper = np.where(np.triu(np.ones_like(d, dtype=bool)), d, np.nan)
         cmap = matplotlib.colormaps["gray"].copy()
         cmap.set_bad("white")
         n = len(d)
-        extent_ms = p["wall_ns"] / 1e6
+        extent_ms = p.get("extent", p["wall_ns"] / 1e6)  # another axis (e.g. instructions) when given
         ax.imshow(upper, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest",
                   extent=(0, extent_ms, extent_ms, 0))
         strip = np.asarray(p["phases"], dtype=float)[None, :]
@@ -40,9 +41,10 @@ def _figure(panels: list[dict]):
         ax.set_ylim(extent_ms, -0.07 * extent_ms)
         ax.set_xlim(0, extent_ms)
         ax.set_title(p["title"], fontsize=9)
-        ax.set_xlabel(f"time (ms); {n} {'intervals' if p['per'] == 1 else 'blocks of ' + str(p['per']) + ' intervals'}",
+        unit = p.get("axis", "time (ms)")
+        ax.set_xlabel(f"{unit}; {n} {'intervals' if p['per'] == 1 else 'blocks of ' + str(p['per']) + ' intervals'}",
                       fontsize=8)
-        ax.set_ylabel("time (ms)", fontsize=8)
+        ax.set_ylabel(unit, fontsize=8)
         ax.tick_params(labelsize=7)
         for spine in ax.spines.values():
             spine.set_visible(False)

@@ -49,24 +49,20 @@ def has_scheduling(con) -> bool:
 
 def _fractions(con, prog, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lines = states.timelines(con, prog)
-    per_state: dict[str, tuple[list, list]] = {name: ([], []) for name in FRACTIONS}
-    alive_s, alive_e = [], []
+    alive = np.zeros(len(edges) - 1)
+    out = np.zeros((len(edges) - 1, len(FRACTIONS)))
     for tl in lines.values():
-        alive_s.append(np.array([tl.start], np.int64))
-        alive_e.append(np.array([tl.end], np.int64))
+        alive += overlap_one(tl.start, tl.end, edges)
         for code, name in _STATE_TO_FRACTION.items():
             s, e = tl.intervals(code)
-            per_state[name][0].append(s)
-            per_state[name][1].append(e)
-    alive = binning.overlap(np.concatenate(alive_s or [np.zeros(0, np.int64)]),
-                            np.concatenate(alive_e or [np.zeros(0, np.int64)]), edges)
-    denom = np.where(alive > 0, alive, 1.0)
-    out = np.zeros((len(edges) - 1, len(FRACTIONS)))
-    for j, name in enumerate(FRACTIONS):
-        s, e = per_state[name]
-        if s:
-            out[:, j] = binning.overlap(np.concatenate(s), np.concatenate(e), edges) / denom
+            if len(s):  # one thread's segments are in time order: no sort needed
+                out[:, FRACTIONS.index(name)] += binning.overlap(s, e, edges, presorted=True)
+    out /= np.where(alive > 0, alive, 1.0)[:, None]
     return out, np.clip(out.sum(axis=1), 0.0, 1.0)
+
+
+def overlap_one(start: int, end: int, edges: np.ndarray) -> np.ndarray:
+    return np.clip(np.minimum(edges[1:], end) - np.maximum(edges[:-1], start), 0, None).astype(np.float64)
 
 
 def _points(con, table: str, ts_col: str, tid_col: str, tids: list[int], extra: str = "", weight: str | None = None):

@@ -4,12 +4,11 @@ few recurring phases, each given a kind from its resource figures.
 Change points: ruptures' KernelCPD with a linear kernel (PELT; the cost of a segment is the sum of
 squared distances of its vectors to their mean) and a BIC-like penalty scaled by the run's own
 noise (the median squared step between consecutive intervals, which change points barely move).
-Clustering: Ward's agglomeration of the segments (weighted by their lengths), joining clusters
-while the sum of squares a join adds stays below MERGE times the change-point penalty: the same
-yardstick as the change points, so two stretches are one phase when telling them apart is not
-worth much more than a change point. (k-means with k chosen by BIC, as SimPoint does, split one
-I/O phase in two on this VM whenever the disk stalled; docs/phases.md.) No randomness: identical
-vectors give identical phases."""
+Clustering: average-linkage agglomeration of the segments' mean vectors by Manhattan distance,
+cut at MERGE_L1 (times the mean weight of the vectors used). k-means with k chosen by BIC, as
+SimPoint does, and Ward's criterion both split one I/O phase in two whenever this VM's disk
+stalled, or swallowed short phases (docs/phases.md). No randomness: identical vectors give
+identical phases."""
 
 from __future__ import annotations
 
@@ -21,7 +20,12 @@ MAX_K = 8
 MIN_SIZE = 2  # intervals per segment: one odd interval is noise, not a phase
 PENALTY = 4.0  # times noise x log(n): calibrated on workloads/phases (docs/phases.md)
 MIN_STRETCH = 3  # intervals: a phase seen only for less than this at a time is a transition
-MERGE = 8.0  # segments join one phase while joining them costs less than MERGE x the penalty
+# Segments whose mean vectors are closer than this (Manhattan; average linkage) are one phase.
+# A vector block that changes completely moves ~2 (fractions and shares sum to about 1), so 2.5
+# asks for more than one block's worth of difference; measured on workloads/phases (docs/phases.md):
+# one phase's repeats 0.4-0.8 apart, an I/O phase with a disk stall 2.0-2.6 from the rest of it,
+# sleep vs lock contention 3.7-4.0, compute vs I/O 4.4 and more.
+MERGE_L1 = 2.5
 
 
 @dataclass
@@ -56,38 +60,18 @@ def change_points(x: np.ndarray, penalty: float = PENALTY) -> tuple[np.ndarray, 
     return np.array([0] + [int(e) for e in ends], dtype=np.int64), float(pen)
 
 
-def ward(means: np.ndarray, sizes: np.ndarray, threshold: float, max_k: int = MAX_K) -> np.ndarray:
-    """Agglomerative (Ward) clustering of segments: repeatedly joins the two clusters whose
-    union adds least to the sum of squares, n_a n_b / (n_a + n_b) |mu_a - mu_b|^2, while that
-    is below `threshold` or more than max_k clusters remain. Returns each segment's cluster."""
-    s = len(means)
-    cluster = np.arange(s)
-    if s <= 1:
-        return cluster
-    n = sizes.astype(np.float64).copy()
-    sq = ((means[:, None, :] - means[None, :, :]) ** 2).sum(axis=2)
-    cost = n[:, None] * n[None, :] / (n[:, None] + n[None, :]) * sq
-    alive = np.ones(s, bool)
-    np.fill_diagonal(cost, np.inf)
-    while alive.sum() > 1:
-        flat = int(np.argmin(cost))
-        a, b = divmod(flat, s)
-        if cost[a, b] >= threshold and alive.sum() <= max_k:
-            break
-        a, b = min(a, b), max(a, b)
-        # Lance-Williams update for Ward's sum-of-squares increase
-        na, nb = n[a], n[b]
-        nc = n
-        new = ((na + nc) * cost[a] + (nb + nc) * cost[b] - nc * cost[a, b]) / (na + nb + nc)
-        cost[a, :] = new
-        cost[:, a] = new
-        cost[a, a] = np.inf
-        cost[b, :] = np.inf
-        cost[:, b] = np.inf
-        n[a] = na + nb
-        alive[b] = False
-        cluster[cluster == b] = a
-    return cluster
+def join(means: np.ndarray, threshold: float, max_k: int = MAX_K) -> np.ndarray:
+    """Average-linkage clustering of segment means by Manhattan distance, cut at `threshold`
+    (and at max_k clusters): each segment's cluster, numbered from 0."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    if len(means) <= 1:
+        return np.zeros(len(means), dtype=np.int64)
+    tree = linkage(means, method="average", metric="cityblock")
+    labels = fcluster(tree, t=threshold, criterion="distance")
+    if labels.max() > max_k:
+        labels = fcluster(tree, t=max_k, criterion="maxclust")
+    return labels.astype(np.int64) - 1
 
 
 def _absorb_short(cluster: np.ndarray, lengths: np.ndarray, means: np.ndarray) -> np.ndarray:
@@ -116,12 +100,12 @@ def _relabel(assign: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return np.array([order[int(a)] for a in assign], dtype=np.int64)
 
 
-def segment(x: np.ndarray, penalty: float = PENALTY, max_k: int = MAX_K, merge: float = MERGE) -> Segmentation:
+def segment(x: np.ndarray, penalty: float = PENALTY, max_k: int = MAX_K, merge: float = MERGE_L1) -> Segmentation:
     bounds, pen = change_points(x, penalty)
     nseg = len(bounds) - 1
     lengths = np.diff(bounds)
     means = np.array([x[bounds[i]:bounds[i + 1]].mean(axis=0) for i in range(nseg)]) if x.shape[1] else np.zeros((nseg, 0))
-    cluster = _absorb_short(ward(means, lengths, merge * pen, max_k), lengths, means)
+    cluster = _absorb_short(join(means, merge, max_k), lengths, means)
     phase_of_segment = _relabel(cluster, bounds)
     k = int(phase_of_segment.max()) + 1
     labels_all = np.repeat(phase_of_segment, lengths)

@@ -38,7 +38,7 @@ def _script(rng, lengths, centres, noise=0.05):
 
 def test_segmentation_finds_a_recurring_script():
     rng = np.random.default_rng(7)
-    a, b, c = np.array([1.0, 0, 0, 0]), np.array([0, 1.0, 0, 0]), np.array([0, 0, 1.0, 0.5])
+    a, b, c = np.array([2.0, 0, 0, 0]), np.array([0, 2.0, 0, 0]), np.array([0, 0, 2.0, 1.0])
     x = _script(rng, [40, 30, 40, 20, 30], [a, b, a, c, b])
     seg = segment.segment(x)
     assert seg.bounds.tolist() == [0, 40, 70, 110, 130, 160]
@@ -49,9 +49,16 @@ def test_segmentation_finds_a_recurring_script():
 
 def test_short_transitions_join_a_neighbour():
     rng = np.random.default_rng(3)
-    x = _script(rng, [2, 40, 40], [np.array([5.0, 5.0]), np.array([0.0, 1.0]), np.array([1.0, 0.0])], 0.02)
+    x = _script(rng, [2, 40, 40], [np.array([5.0, 5.0]), np.array([0.0, 2.0]), np.array([2.0, 0.0])], 0.02)
     seg = segment.segment(x)
     assert seg.bounds.tolist() == [0, 42, 82] and seg.k == 2
+
+
+def test_close_segments_are_one_phase():
+    rng = np.random.default_rng(5)
+    a, a2, b = np.array([2.0, 0, 0]), np.array([2.0, 0.8, 0]), np.array([0, 0, 2.0])
+    seg = segment.segment(_script(rng, [30, 30, 30], [a, a2, b], 0.02))
+    assert seg.k == 2 and seg.bounds.tolist() == [0, 60, 90]
 
 
 def test_kinds():
@@ -62,10 +69,12 @@ def test_kinds():
     assert kinds.classify(fr(user=0.3, runnable=0.6), rates) == "compute"
     assert kinds.classify(fr(io_wait=0.9), rates) == "io"
     assert kinds.classify(fr(sync_wait=0.7, user=0.3), rates) == "sync"
+    assert kinds.classify(fr(sync_wait=0.3, user=0.7), rates) == "sync"
     assert kinds.classify(fr(sleeping=0.4, io_wait=0.3, user=0.3), rates) == "mixed"
     faulting = rates.copy()
     faulting[resources.RATES.index("faults")] = 100_000
-    assert kinds.classify(fr(system=0.6, user=0.4), faulting) == "memory"
+    assert kinds.classify(fr(system=0.1, user=0.3, runnable=0.6), faulting) == "memory"
+    assert kinds.classify(fr(io_wait=0.9), faulting) == "io"
 
 
 def test_demand_gives_runnable_time_back_to_the_cpu():
@@ -79,3 +88,12 @@ def test_similarity_blocks():
     x = np.arange(20, dtype=float).reshape(10, 2)
     d, per = similarity.similarity(x, max_side=4)
     assert per == 3 and d.shape == (4, 4) and d[0, 0] == 0 and d[0, 1] == 12
+
+
+def test_report_hook_embeds_the_matrix(tmp_path):
+    from oslens.phases import report_hook
+
+    assert report_hook.html_section(str(tmp_path)) == ""
+    (tmp_path / "phases.svg").write_text("<?xml version='1.0'?>\n<svg id='m'></svg>")
+    section = report_hook.html_section(str(tmp_path))
+    assert "<svg id='m'></svg>" in section and "<?xml" not in section

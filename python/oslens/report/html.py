@@ -154,5 +154,8 @@ def render(report: Report) -> str:
                     continue
                 parts.append(_table(report, v))
         parts.append("</section>")
+    from oslens.phases.report_hook import html_section  # drawn by `oslens phases` (docs/phases.md)
+
+    parts.append(html_section(report.trace))
     parts.append(f"</main><script>{SCRIPT}</script></body></html>")
     return "".join(parts)
