@@ -80,7 +80,7 @@ def test_phases_of_the_workload_without_its_regions(recordings, tmp_path):
 
 def test_phases_with_every_vector_and_the_stored_tables(recordings, tmp_path):
     trace, truth = recordings[1]
-    result, _ = _phases(trace, "--png", tmp_path / "m.png", "--svg", tmp_path / "m.svg")
+    result, _ = _phases(trace, "--png", tmp_path / "m.png", "--svg", tmp_path / "m.svg", "--plan-out", tmp_path / "plan.toml")
     assert result["vectors"] == ["code", "resource", "region"]
     _check_against_truth(result, truth)
     assert b"<svg" in (tmp_path / "m.svg").read_bytes()[:2000]
@@ -89,6 +89,13 @@ def test_phases_with_every_vector_and_the_stored_tables(recordings, tmp_path):
     assert {"compute", "io"} <= set(counts) and sum(counts.values()) == result["intervals"]
     phases = json.loads(run_oslens("sql", trace, "SELECT * FROM phases ORDER BY phase", "--format", "json").stdout)
     assert [p["kind"] for p in phases] == [p["kind"] for p in result["phases"]]
+    # the starting plan is one oslens tune accepts, with the phase model beside it
+    plan = (tmp_path / "plan.toml").read_text()
+    assert "[phase.compute]" in plan and "[phase.io]" in plan
+    run_oslens("config", "check", tmp_path / "plan.toml")
+    model = json.loads((tmp_path / "plan.phases.json").read_text())
+    assert [p["kind"] for p in model["phases"]] == [p["kind"] for p in result["phases"]]
+    assert all(len(p["centroid"]) == len(model["features"]) for p in model["phases"])
 
 
 def test_bad_input_gives_one_line(tmp_path):

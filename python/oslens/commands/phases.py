@@ -23,6 +23,8 @@ def add_arguments(parser):
     parser.add_argument("--png", metavar="FILE", help="similarity matrix as PNG (default: TRACE/phases.png)")
     parser.add_argument("--svg", metavar="FILE", help="similarity matrix as SVG (default: TRACE/phases.svg)")
     parser.add_argument("--no-store", action="store_true", help="do not write the intervals/phases tables into TRACE/tables")
+    parser.add_argument("--plan-out", metavar="PLAN", help="write a starting plan (one [phase.KIND] per kind found) for oslens tune, "
+                        "and the phase model beside it (PLAN with .phases.json)")
 
 
 def _analyse(path: str | None, args):
@@ -53,6 +55,14 @@ def run(args) -> int:
         except OSError as err:
             print(f"oslens: cannot store the phase tables in {trace}/tables: {err.strerror}", file=sys.stderr)
     images = _write_images(panels, trace, args)
+    if args.plan_out:
+        from oslens.phases import plan_out
+
+        try:
+            plan, model = plan_out.write(a, Path(args.plan_out))
+        except OSError as err:
+            raise OslensError(f"cannot write {args.plan_out}: {err.strerror}", 1) from None
+        print(f"oslens: plan {plan} (check: oslens config check {plan}); phase model {model}", file=sys.stderr)
     if args.json:
         out = _as_json(a)
         if other is not None:

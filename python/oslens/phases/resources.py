@@ -31,6 +31,7 @@ _STATE_TO_FRACTION = {
     states.SYNC_WAIT: "sync_wait",
 }
 RATE_SPREAD_FLOOR = 0.5  # in natural-log units: a factor of 1.6
+_CHILD_WAITS = ("wait4", "waitid")
 _IO_SYSCALLS = ("read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2")
 
 
@@ -47,6 +48,16 @@ def has_scheduling(con) -> bool:
     return common.table_exists(con, "cpu_slices") and common.row_count(con, "cpu_slices") > 0
 
 
+def _child_waits(con, tids: list[int], edges: np.ndarray) -> np.ndarray:
+    """Thread time spent waiting for a child process (wait4, waitid) in each interval."""
+    found = _points(con, "syscalls", "start_ns", "tid", tids, extra=f"AND name IN ({','.join(repr(n) for n in _CHILD_WAITS)})",
+                    weight=f"coalesce(end_ns, {int(edges[-1])})")
+    if found is None:
+        return np.zeros(len(edges) - 1)
+    s, e = (np.asarray(a, dtype=np.int64) for a in found)
+    return binning.overlap(s, e, edges)
+
+
 def _fractions(con, prog, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lines = states.timelines(con, prog)
     alive = np.zeros(len(edges) - 1)
@@ -57,6 +68,11 @@ def _fractions(con, prog, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             s, e = tl.intervals(code)
             if len(s):  # one thread's segments are in time order: no sort needed
                 out[:, FRACTIONS.index(name)] += binning.overlap(s, e, edges, presorted=True)
+    # A parent waiting for its child (a shell, make, time) is not part of the phase: that wait
+    # counts neither as thread time nor as sleep.
+    waits = np.minimum(_child_waits(con, list(prog.tids), edges), out[:, FRACTIONS.index("sleeping")])
+    out[:, FRACTIONS.index("sleeping")] -= waits
+    alive -= waits
     out /= np.where(alive > 0, alive, 1.0)[:, None]
     return out, np.clip(out.sum(axis=1), 0.0, 1.0)
 

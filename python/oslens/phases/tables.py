@@ -25,27 +25,25 @@ def intervals_table(a: analyse_mod.PhaseAnalysis) -> pa.Table:
         "top_function": pa.array(_top_functions(vec), pa.string()),
     }
     for j, name in enumerate(resources.FRACTIONS):
-        cols[name] = pa.array(vec.resource.fractions[:, j] if vec.resource else np.full(vec.n, np.nan), pa.float64())
+        cols[name] = pa.array(vec.resource.fractions[:, j], pa.float64()) if vec.resource else pa.nulls(vec.n, pa.float64())
     for j, name in enumerate(resources.RATES):
-        cols[f"{name}_per_s"] = pa.array(vec.resource.rates[:, j] if vec.resource else np.full(vec.n, np.nan), pa.float64())
+        cols[f"{name}_per_s"] = pa.array(vec.resource.rates[:, j], pa.float64()) if vec.resource else pa.nulls(vec.n, pa.float64())
     cols["top_region"] = pa.array(_top_regions(vec), pa.string())
     return pa.table(cols)
 
 
 def _top_functions(vec) -> list:
-    if vec.code is None:
-        return [None] * vec.n
-    c = vec.code.counts
-    best = c.argmax(axis=1)
-    return [vec.code.names[b] if c[i, b] > 0 else None for i, b in enumerate(best)]
+    return _top(vec.code.counts, vec.code.names) if vec.code else [None] * vec.n
 
 
 def _top_regions(vec) -> list:
-    if vec.region is None:
-        return [None] * vec.n
-    m = vec.region.matrix
-    best = m.argmax(axis=1)
-    return [vec.region.names[b] if m[i, b] > 0 else None for i, b in enumerate(best)]
+    return _top(vec.region.matrix, vec.region.names) if vec.region else [None] * vec.n
+
+
+def _top(matrix, names) -> list:
+    """The name of each row's largest entry (None where the row is all zero)."""
+    best = matrix.argmax(axis=1)
+    return [names[b] if matrix[i, b] > 0 else None for i, b in enumerate(best)]
 
 
 def segments_table(a: analyse_mod.PhaseAnalysis) -> pa.Table:
