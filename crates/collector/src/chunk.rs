@@ -1,6 +1,9 @@
 //! Per-CPU raw chunks: `raw/kernel-cpu<N>-<seq>.osl`, memory-mapped, `committed` updated after
 //! each record so a crash of the collector loses nothing it wrote. A full chunk is closed and
-//! the next sequence number opened.
+//! the next sequence number opened. File space is reserved (fallocate) a window ahead of the
+//! records, so a full disk never raises SIGBUS here: a reservation that fails stops the writer
+//! for good, and every record after it is counted (header FAULT_DROPPED, the collector's
+//! `unwritten`) with the errno and time in the header (docs/recorder.md, "Faults").
 
 use oslens_format::header::{offset, ChunkHeader, CLOCK_MONOTONIC_NS, HEADER_SIZE, SOURCE_KERNEL_CPU};
 use oslens_format::kinds;
@@ -18,14 +21,22 @@ pub struct Writer {
     pub records: u64,
     pub lost: u64,
     pub files: Vec<String>,
+    /// The errno that stopped this writer (0: none), and the records not written since.
+    fault: u32,
+    pub fault_dropped: u64,
 }
+
+/// How far ahead of the records file space is reserved.
+const AHEAD: u64 = 1 << 20;
 
 struct Mapped {
     base: *mut u8,
     len: usize,
     pos: u64,
     lost: u64,
-    path: String,
+    fd: i32,
+    /// Bytes of the file known to be backed.
+    reserved: u64,
 }
 
 fn now_ns() -> u64 {
@@ -44,7 +55,83 @@ impl Mapped {
 
 impl Writer {
     pub fn new(raw_dir: &str, stem: &str, cpu: u32, capacity: u64) -> Writer {
-        Writer { raw_dir: raw_dir.into(), stem: stem.into(), cpu, capacity, seq: 0, cur: None, records: 0, lost: 0, files: vec![] }
+        Writer { raw_dir: raw_dir.into(), stem: stem.into(), cpu, capacity, seq: 0, cur: None, records: 0, lost: 0, files: vec![], fault: 0, fault_dropped: 0 }
+    }
+
+    /// Backs the file up to `need` bytes (and AHEAD more), leaving the file system its margin.
+    fn reserve(m: &mut Mapped, need: u64) -> Result<(), i32> {
+        if m.reserved >= need {
+            return Ok(());
+        }
+        let to = (need + AHEAD).next_multiple_of(4096).min(m.len as u64);
+        let len = to - m.reserved;
+        // SAFETY: fstatfs fills the struct; fallocate inside the file's size on our own fd.
+        unsafe {
+            let mut st: libc::statfs = std::mem::zeroed();
+            if libc::fstatfs(m.fd, &mut st) == 0 {
+                let bsize = st.f_bsize as u64;
+                if !oslens_format::space::may_reserve(st.f_blocks as u64 * bsize, st.f_bavail as u64 * bsize, len) {
+                    return Err(libc::ENOSPC);
+                }
+            }
+            loop {
+                if libc::fallocate(m.fd, 0, m.reserved as libc::off_t, len as libc::off_t) == 0 {
+                    break;
+                }
+                match std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) {
+                    libc::EINTR => continue,
+                    libc::EOPNOTSUPP => return Self::write_zeros(m.fd, m.reserved, len).map(|_| m.reserved = to),
+                    e => return Err(e),
+                }
+            }
+        }
+        m.reserved = to;
+        Ok(())
+    }
+
+    /// Backs a range by writing zeros (file systems without fallocate; nothing is stored there yet).
+    fn write_zeros(fd: i32, mut at: u64, len: u64) -> Result<(), i32> {
+        static ZEROS: [u8; 65536] = [0; 65536];
+        let end = at + len;
+        while at < end {
+            let n = ((end - at) as usize).min(ZEROS.len());
+            // SAFETY: a static buffer of at least n bytes.
+            let w = unsafe { libc::pwrite(fd, ZEROS.as_ptr() as *const libc::c_void, n, at as libc::off_t) };
+            match w {
+                w if w > 0 => at += w as u64,
+                0 => return Err(libc::ENOSPC),
+                _ => match std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) {
+                    libc::EINTR => continue,
+                    e => return Err(e),
+                },
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the writer for good (a reservation failed): the header says why and when.
+    fn stop(&mut self, errno: i32) -> String {
+        self.fault = errno.max(1) as u32;
+        if let Some(m) = &self.cur {
+            let at = |off: usize| m.u64_at(off);
+            at(offset::FAULT_NS).store(now_ns(), Ordering::Relaxed);
+            // SAFETY: a 4-byte aligned field inside the header page.
+            unsafe { (*(m.base.add(offset::FAULT_ERRNO) as *const std::sync::atomic::AtomicU32)).store(self.fault, Ordering::Relaxed) };
+        }
+        self.fault_message()
+    }
+
+    fn fault_message(&self) -> String {
+        format!("{}: {} (kernel records after it not kept)", self.raw_dir, oslens_format::header::fault_reason(self.fault))
+    }
+
+    /// Counts a record not written because the writer stopped.
+    fn drop_record(&mut self) -> String {
+        self.fault_dropped += 1;
+        if let Some(m) = &self.cur {
+            m.u64_at(offset::FAULT_DROPPED).store(self.fault_dropped, Ordering::Relaxed);
+        }
+        self.fault_message()
     }
 
     fn open(&mut self) -> Result<(), String> {
@@ -63,20 +150,6 @@ impl Writer {
             }
             self.seq += 1;
         };
-        // SAFETY: our fd; the mapping covers the sized file.
-        let base = unsafe {
-            if libc::ftruncate(fd, len as libc::off_t) != 0 {
-                let e = std::io::Error::last_os_error();
-                libc::close(fd);
-                return Err(format!("cannot size {name}: {e}"));
-            }
-            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
-            libc::close(fd);
-            if p == libc::MAP_FAILED {
-                return Err(format!("cannot map {name}: {}", std::io::Error::last_os_error()));
-            }
-            p as *mut u8
-        };
         let now = now_ns();
         let h = ChunkHeader {
             version: oslens_format::VERSION,
@@ -93,10 +166,32 @@ impl Writer {
             ..Default::default()
         };
         let bytes = h.to_bytes();
-        // SAFETY: the mapping is at least HEADER_SIZE long.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, HEADER_SIZE) };
+        let path = format!("{}/{}", self.raw_dir, name);
+        let fail = |fd: i32, what: &str| {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: our own descriptor; the file holds nothing worth keeping.
+            unsafe { libc::close(fd) };
+            let _ = std::fs::remove_file(&path);
+            (e.raw_os_error().unwrap_or(libc::EIO), format!("cannot {what} {name}: {e}"))
+        };
+        // The header goes in with pwrite (so its page is backed), never through the mapping.
+        // SAFETY: our fd; the mapping covers the sized file.
+        let base = unsafe {
+            if libc::ftruncate(fd, len as libc::off_t) != 0 || libc::pwrite(fd, bytes.as_ptr() as *const libc::c_void, HEADER_SIZE, 0) != HEADER_SIZE as isize {
+                let (e, msg) = fail(fd, "write");
+                self.stop(e);
+                return Err(msg);
+            }
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            if p == libc::MAP_FAILED {
+                let (e, msg) = fail(fd, "map");
+                self.stop(e);
+                return Err(msg);
+            }
+            p as *mut u8
+        };
         self.files.push(name.clone());
-        self.cur = Some(Mapped { base, len, pos: 0, lost: 0, path: format!("{}/{}", self.raw_dir, name) });
+        self.cur = Some(Mapped { base, len, pos: 0, lost: 0, fd, reserved: HEADER_SIZE as u64 });
         Ok(())
     }
 
@@ -112,9 +207,8 @@ impl Writer {
             unsafe {
                 (m.base.add(offset::CLOSED) as *mut u32).write_volatile(1);
                 libc::munmap(m.base as *mut libc::c_void, m.len);
-            }
-            if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&m.path) {
-                let _ = f.set_len((HEADER_SIZE + m.pos as usize * RECORD_SIZE) as u64);
+                libc::ftruncate(m.fd, (HEADER_SIZE + m.pos as usize * RECORD_SIZE) as libc::off_t);
+                libc::close(m.fd);
             }
             self.seq += 1;
         }
@@ -122,13 +216,25 @@ impl Writer {
 
     /// Room for `slots` records, opening the next chunk when needed.
     fn room(&mut self, slots: u64) -> Result<&mut Mapped, String> {
+        if self.fault != 0 {
+            return Err(self.drop_record());
+        }
         let need_new = match &self.cur {
             None => true,
             Some(m) => m.pos + slots > self.capacity,
         };
         if need_new {
             self.close_current();
-            self.open()?;
+            if let Err(e) = self.open() {
+                self.fault_dropped += 1;
+                return Err(e);
+            }
+        }
+        let m = self.cur.as_mut().unwrap();
+        let need = (HEADER_SIZE + (m.pos + slots) as usize * RECORD_SIZE) as u64;
+        if let Err(e) = Self::reserve(m, need) {
+            self.stop(e);
+            return Err(self.drop_record());
         }
         Ok(self.cur.as_mut().unwrap())
     }
@@ -166,10 +272,18 @@ impl Writer {
 
     /// Counts records the kernel dropped (header dropped_events of the current chunk).
     pub fn count_lost(&mut self, n: u64) -> Result<(), String> {
+        self.lost += n;
+        if self.fault != 0 {
+            // the header page is backed: the count still goes there
+            if let Some(m) = self.cur.as_mut() {
+                m.lost += n;
+                m.u64_at(offset::DROPPED_EVENTS).store(m.lost, Ordering::Relaxed);
+            }
+            return Ok(());
+        }
         let m = self.room(0)?;
         m.lost += n;
         m.u64_at(offset::DROPPED_EVENTS).store(m.lost, Ordering::Relaxed);
-        self.lost += n;
         Ok(())
     }
 

@@ -54,7 +54,35 @@ pub mod offset {
     /// threads, measured.
     pub const HELPER_CPU_NS: usize = 200;
     pub const HELPER_COPIES: usize = 208;
+    /// The errno that stopped recording into this chunk (a file-space reservation or write that
+    /// failed: ENOSPC, EDQUOT, EIO, EROFS...; see `fault_reason`); 0 while nothing failed.
+    pub const FAULT_ERRNO: usize = 216;
+    /// CLOCK_MONOTONIC ns when it failed.
+    pub const FAULT_NS: usize = 224;
+    /// Events (kernel chunks: records) not kept because of that fault. In a names chunk: the
+    /// events of this process's threads that could get no chunk at all.
+    pub const FAULT_DROPPED: usize = 232;
 }
+
+/// What a fault's errno means for a trace, in words (`lost` table reasons).
+pub fn fault_reason(errno: u32) -> String {
+    match errno {
+        0 => "no fault".into(),
+        28 => "disk full".into(),
+        122 => "disk quota exceeded".into(),
+        5 => "I/O error".into(),
+        30 => "file system read-only".into(),
+        2 | 19 | 116 => "trace directory gone".into(),
+        12 => "out of memory".into(),
+        // the recorder's own: the memory budget of the program's cgroup (see memlimit.rs)
+        FAULT_MEMORY_BUDGET => "memory headroom of the cgroup used up".into(),
+        e => format!("error {e}"),
+    }
+}
+
+/// A fault errno of the recorder's own (not a kernel errno): no chunk because the buffers would
+/// not fit the memory the program's cgroup has left.
+pub const FAULT_MEMORY_BUDGET: u32 = 10_000;
 
 /// A thread's chunk may carry a staging ring after its records: the writer fills small slots
 /// that stay in its cache, and a helper copies each full slot to the slot positions it holds.
@@ -105,6 +133,10 @@ pub struct ChunkHeader {
     pub seq: u32,
     pub suppressed_events: u64,
     pub name: String,
+    /// See offset::FAULT_*.
+    pub fault_errno: u32,
+    pub fault_ns: u64,
+    pub fault_dropped: u64,
 }
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
@@ -145,6 +177,9 @@ impl ChunkHeader {
             seq: u32_at(raw, offset::SEQ),
             suppressed_events: u64_at(raw, offset::SUPPRESSED_EVENTS),
             name: String::from_utf8_lossy(&name_raw[..end]).into_owned(),
+            fault_errno: u32_at(raw, offset::FAULT_ERRNO),
+            fault_ns: u64_at(raw, offset::FAULT_NS),
+            fault_dropped: u64_at(raw, offset::FAULT_DROPPED),
         })
     }
 
@@ -173,6 +208,9 @@ impl ChunkHeader {
         put32(&mut out, offset::CLOSED, self.closed as u32);
         put32(&mut out, offset::SEQ, self.seq);
         put64(&mut out, offset::SUPPRESSED_EVENTS, self.suppressed_events);
+        put32(&mut out, offset::FAULT_ERRNO, self.fault_errno);
+        put64(&mut out, offset::FAULT_NS, self.fault_ns);
+        put64(&mut out, offset::FAULT_DROPPED, self.fault_dropped);
         let name = self.name.as_bytes();
         let n = name.len().min(offset::NAME_LEN - 1);
         out[offset::NAME..offset::NAME + n].copy_from_slice(&name[..n]);
@@ -203,8 +241,18 @@ mod tests {
             seq: 0,
             suppressed_events: 9,
             name: "worker-1".into(),
+            fault_errno: 28,
+            fault_ns: 77,
+            fault_dropped: 5,
         };
         assert_eq!(ChunkHeader::parse(&h.to_bytes()), Some(h));
         assert_eq!(ChunkHeader::parse(&[0u8; HEADER_SIZE]), None);
+    }
+
+    #[test]
+    fn fault_fields_fit_between_the_cost_fields_and_the_ring_descriptors() {
+        assert!(offset::HELPER_COPIES + 8 <= offset::FAULT_ERRNO && offset::FAULT_DROPPED + 8 <= stage::DESCRIPTORS);
+        assert_eq!(fault_reason(28), "disk full");
+        assert_eq!(fault_reason(FAULT_MEMORY_BUDGET), "memory headroom of the cgroup used up");
     }
 }

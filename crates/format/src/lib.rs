@@ -12,6 +12,7 @@ pub mod kernel;
 pub mod kinds;
 pub mod reader;
 pub mod record;
+pub mod space;
 
 pub use header::{ChunkHeader, HEADER_SIZE, MAGIC, VERSION};
 pub use reader::{read_chunk, Chunk, Damage};

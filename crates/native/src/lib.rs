@@ -35,6 +35,10 @@ fn header_dict<'py>(py: Python<'py>, h: &ChunkHeader) -> PyResult<Bound<'py, PyD
     d.set_item("seq", h.seq)?;
     d.set_item("suppressed_events", h.suppressed_events)?;
     d.set_item("name", &h.name)?;
+    d.set_item("fault_errno", h.fault_errno)?;
+    d.set_item("fault_ns", h.fault_ns)?;
+    d.set_item("fault_dropped", h.fault_dropped)?;
+    d.set_item("fault_reason", oslens_format::header::fault_reason(h.fault_errno))?;
     Ok(d)
 }
 
@@ -95,12 +99,22 @@ fn clean_slots(map: &[u8]) -> Option<(ChunkHeader, usize)> {
 /// range of its records.
 fn map_clean(path: &str) -> std::io::Result<Option<(ChunkHeader, Records)>> {
     let file = std::fs::File::open(path)?;
-    if file.metadata()?.len() == 0 {
+    let len = file.metadata()?.len();
+    if len == 0 {
         return Ok(None);
     }
+    // Only the header and the committed records are mapped and populated: on tmpfs, populating
+    // the holes of a sparse chunk (an unfilled buffer) allocates them, which filled a small
+    // trace file system with zeros (docs/recorder.md, "Faults").
+    let mut head = [0u8; HEADER_SIZE];
+    use std::os::unix::fs::FileExt;
+    let used = match file.read_exact_at(&mut head, 0).ok().and_then(|_| ChunkHeader::parse(&head)) {
+        Some(h) => (HEADER_SIZE as u64 + h.committed.min(h.capacity) * RECORD_SIZE as u64).min(len),
+        None => return Ok(None),
+    };
     // SAFETY: read-only mapping of a finished chunk (a writer still running only appends past
     // `committed`); a file truncated while mapped would fault, as with the format's own reader.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
+    let map = unsafe { memmap2::MmapOptions::new().len(used as usize).populate().map(&file)? };
     Ok(clean_slots(&map).map(|(h, n)| (h, Records::Mapped(map, HEADER_SIZE..HEADER_SIZE + n * RECORD_SIZE))))
 }
 
@@ -233,6 +247,9 @@ fn write_chunk(
         seq: get(header, "seq", 0)?,
         suppressed_events: get(header, "suppressed_events", 0)?,
         name: get(header, "name", String::new())?,
+        fault_errno: get(header, "fault_errno", 0)?,
+        fault_ns: get(header, "fault_ns", 0)?,
+        fault_dropped: get(header, "fault_dropped", 0)?,
     };
     let mut f = std::fs::File::create(path).map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
     f.write_all(&h.to_bytes()).and_then(|_| f.write_all(&body)).map_err(|e| PyOSError::new_err(e.to_string()))?;

@@ -8,6 +8,7 @@ use oslens_format::record::{continuation_record, Record, RECORD_SIZE};
 use oslens_format::kinds;
 use crate::helper::{self, Ring};
 use crate::stage::{self, Stage};
+use crate::space::{self, Space};
 use std::ffi::CString;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,6 +55,8 @@ pub struct Chunk {
     /// names chunks write in place.
     stage: Option<Stage>,
     ring: Option<Arc<Ring>>,
+    /// The file space backing the mapping (space.rs): no store goes past what it reserved.
+    space: Arc<Space>,
     /// The ring slot being written and the positions it takes; None between slots or while a
     /// record too large for a slot is written in place.
     slot: Option<u32>,
@@ -106,7 +109,9 @@ impl Chunk {
             if fd >= 0 {
                 break (fd, path);
             }
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) || seq > 100_000 {
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            if e != libc::EEXIST || seq > 100_000 {
+                space::note_process_fault(e as u32);
                 return None;
             }
             seq += 1;
@@ -136,31 +141,45 @@ impl Chunk {
             if libc::ftruncate(fd, file_len as libc::off_t) != 0
                 || libc::pwrite(fd, bytes.as_ptr() as *const libc::c_void, HEADER_SIZE, 0) != HEADER_SIZE as isize
             {
-                libc::close(fd);
+                let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOSPC);
+                abandon(fd, &path, e);
                 return None;
             }
             let p = libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
-            if !staged || p == libc::MAP_FAILED {
-                libc::close(fd);
-            }
             if p == libc::MAP_FAILED {
+                let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM);
+                abandon(fd, &path, e);
                 return None;
             }
             libc::madvise(p, map_len, libc::MADV_RANDOM);
             p as *mut u8
         };
+        let records_end = (HEADER_SIZE + capacity as usize * RECORD_SIZE) as u64;
+        let ahead = if staged { space::THREAD_AHEAD } else { space::NAMES_AHEAD };
+        let space = Arc::new(Space::new(fd, base, HEADER_SIZE as u64, records_end, ahead));
+        // The ring and the first slot's records are backed before anything is stored there;
+        // a file system that cannot back them gets no chunk (the header says why).
+        let first = HEADER_SIZE as u64 + in_file.min(stage::SLOT_RECORDS) * RECORD_SIZE as u64;
+        if (staged && !space.reserve_range(records_end, Stage::bytes())) || !space.reserve(first) {
+            // SAFETY: our own fresh mapping.
+            unsafe { libc::munmap(base as *mut libc::c_void, map_len) };
+            space.close_fd();
+            // SAFETY: valid C string: the chunk holds nothing yet.
+            unsafe { libc::unlink(path.as_ptr()) };
+            return None;
+        }
         // A ring's pages are prepared slot by slot as they are first used (a thread that
         // records little touches little); the records' pages are the helper's. A chunk without
         // a ring (names: written rarely) takes its pages as it faults them, one at a time.
-        let stage = staged.then(|| Stage::init(base, capacity, fd));
-        let ring = stage.map(helper::register);
+        let stage = staged.then(|| Stage::init(base, capacity, space.fd()));
+        let ring = stage.map(|st| helper::register(st, space.clone()));
         let mut own = Box::new(Cursor::empty());
         // SAFETY: the records start after the header, inside the mapping.
         own.records = unsafe { base.add(HEADER_SIZE) } as *mut Record;
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, in_file, ring_on_extend, path, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, space, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, in_file, ring_on_extend, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -208,38 +227,54 @@ impl Chunk {
         if let Some(stage) = self.stage {
             return self.next_ring_slot(stage, slots);
         }
-        if self.pos() + slots > self.in_file && self.in_file < self.capacity && self.extend() {
+        let pos = self.pos();
+        if pos + slots > self.in_file && self.in_file < self.capacity && self.extend() {
             return self.grow_window(slots);
         }
-        self.limit = self.in_file;
-        self.pos() + slots <= self.in_file
+        if pos + slots > self.in_file || !self.space.reserve(records_bytes(pos + slots)) {
+            self.limit = self.limit.min(self.backed_records());
+            return false;
+        }
+        self.limit = self.backed_records();
+        true
+    }
+
+    /// Record positions below this are backed by file space (and within the file).
+    fn backed_records(&self) -> u64 {
+        (self.space.reserved().saturating_sub(HEADER_SIZE as u64) / RECORD_SIZE as u64).min(self.in_file)
+    }
+
+    /// True once a fault stopped this chunk (it then records nothing more).
+    pub fn faulted(&self) -> bool {
+        self.space.faulted()
     }
 
     /// Extends a chunk created small (`create_growing`) to its capacity, and gives it its
     /// staging ring (and the process its helper thread) when it was to have one: no new file,
     /// so no new name in the directory, which is what a chunk costs most (docs/recorder.md,
-    /// "Start-up"). The records written so far stay where they are.
+    /// "Start-up"). The records written so far stay where they are. The ring is backed before
+    /// it is used (space.rs); false when the file system refused.
     #[cold]
     fn extend(&mut self) -> bool {
-        // SAFETY: valid C string; our own chunk file.
-        let fd = unsafe { libc::open(self.path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if fd < 0 {
+        let fd = self.space.fd();
+        if fd < 0 || self.space.faulted() {
             return false;
         }
         let len = HEADER_SIZE + self.capacity as usize * RECORD_SIZE + if self.ring_on_extend { Stage::bytes() as usize } else { 0 };
         // SAFETY: our descriptor; the mapping already covers `len`.
         if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-            unsafe { libc::close(fd) };
             return false;
         }
         self.in_file = self.capacity;
         if !self.ring_on_extend {
-            unsafe { libc::close(fd) };
             return true;
         }
         self.ring_on_extend = false;
+        if !self.space.reserve_range(records_bytes(self.capacity), Stage::bytes()) {
+            return false;
+        }
         let stage = Stage::init(self.base, self.capacity, fd);
-        self.ring = Some(helper::register(stage));
+        self.ring = Some(helper::register(stage, self.space.clone()));
         self.stage = Some(stage);
         helper::start();
         true
@@ -253,6 +288,12 @@ impl Chunk {
             return false;
         }
         self.finish_slot(stage);
+        // The positions this slot (or in-place group) takes are backed before it opens, so its
+        // copy-out (or in-place stores) cannot meet a full disk; the helper reserves ahead.
+        let need = pos + slots.max(stage::SLOT_RECORDS).min(self.capacity - pos);
+        if !self.space.reserve(records_bytes(need)) {
+            return false;
+        }
         let records = self.records();
         if slots > stage::SLOT_RECORDS {
             self.cursor().records = records;
@@ -330,8 +371,8 @@ impl Chunk {
         if let Some(ring) = self.ring.take() {
             ring.retire();
         }
-        let records_end = (HEADER_SIZE + self.capacity as usize * RECORD_SIZE) as u64;
-        if !stage.close_file(Some(records_end)) {
+        let records_end = records_bytes(self.capacity);
+        if !stage.cut(records_end) {
             // SAFETY: valid C string. The ring stays mapped but is never touched again: every
             // slot is free, and the helper reads only their descriptors (in the header).
             unsafe { libc::truncate(self.path.as_ptr(), records_end as libc::off_t) };
@@ -346,10 +387,17 @@ impl Chunk {
     /// busy threads it cost ~20% per record, the threads copying 40% of the slots themselves).
     pub fn prepare_all(&mut self) {
         debug_assert!(self.stage.is_none(), "a prepared chunk writes in place");
-        self.write_zeros();
-        // Maps the pages (now in the page cache) so the writer takes no fault.
+        // Backed first (fallocate, leaving the file system its margin), as far as it goes: a
+        // buffer cut short by a full disk records up to there, then stops (space.rs).
+        let end = records_bytes(self.capacity);
+        while self.space.reserved() < end && self.space.reserve((self.space.reserved() + (4 << 20)).min(end)) {}
+        if let Err(errno) = self.write_zeros(self.space.reserved() as usize) {
+            self.space.stop(errno);
+        }
+        // Maps the backed pages (now in the page cache) so the writer takes no fault.
+        let backed = (self.space.reserved() as usize).min(self.map_len);
         // SAFETY: inside our own mapping.
-        unsafe { libc::madvise(self.base.add(HEADER_SIZE) as *mut libc::c_void, self.map_len - HEADER_SIZE, helper::MADV_POPULATE_WRITE) };
+        unsafe { libc::madvise(self.base.add(HEADER_SIZE) as *mut libc::c_void, backed.saturating_sub(HEADER_SIZE), helper::MADV_POPULATE_WRITE) };
         self.prepared = true;
         self.grow_window(1);
     }
@@ -357,17 +405,17 @@ impl Chunk {
     /// Gives the pages past the last record to the file with 1 MiB writes of zeros: whole pages
     /// written are not zero-filled first, as pages faulted in are (measured for 64 MiB: 17-18 ms
     /// with this and the populate after it, 22-38 ms populating alone). Best effort: populating
-    /// alone still prepares the pages.
-    fn write_zeros(&self) {
-        // SAFETY: valid C string; plain open/pwritev/close on our own chunk file.
-        let fd = unsafe { libc::open(self.path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    /// alone still prepares the pages. Writes up to `end` (what is backed); the errno when a
+    /// write failed.
+    fn write_zeros(&self, end: usize) -> Result<(), u32> {
+        let fd = self.space.fd();
         if fd < 0 {
-            return;
+            return Err(libc::EBADF as u32);
         }
         let zeros = &stage::ZEROS;
         let iov = [libc::iovec { iov_base: zeros.as_ptr() as *mut libc::c_void, iov_len: zeros.len() }; 32];
         // (a fresh chunk has no records yet; never overwrite any)
-        let (mut at, end) = ((HEADER_SIZE + self.pos() as usize * RECORD_SIZE).next_multiple_of(4096), self.map_len);
+        let mut at = (HEADER_SIZE + self.pos() as usize * RECORD_SIZE).next_multiple_of(4096);
         while at < end {
             let n = ((end - at).div_ceil(zeros.len())).min(iov.len());
             let last = (end - at).min(n * zeros.len());
@@ -375,13 +423,16 @@ impl Chunk {
             v[n - 1].iov_len = last - (n - 1) * zeros.len();
             // SAFETY: the iovecs point at a static buffer of their length.
             let written = unsafe { libc::pwritev(fd, v.as_ptr(), n as libc::c_int, at as libc::off_t) };
+            if written < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
             if written <= 0 {
-                break;
+                let e = std::io::Error::last_os_error().raw_os_error().filter(|_| written < 0).unwrap_or(libc::ENOSPC);
+                return Err(e as u32);
             }
             at += written as usize;
         }
-        // SAFETY: ours.
-        unsafe { libc::close(fd) };
+        Ok(())
     }
 
     /// Gives back the prepared pages past the last record (a hole in the file, which reads as
@@ -395,6 +446,9 @@ impl Chunk {
         if used < self.map_len {
             // SAFETY: a page-aligned range inside our own shared file mapping.
             unsafe { libc::madvise(self.base.add(used) as *mut libc::c_void, self.map_len - used, libc::MADV_REMOVE) };
+            // Those bytes are holes again: a later store there must reserve them first.
+            self.space.shrink_to(used as u64);
+            self.limit = self.limit.min(self.backed_records());
         }
     }
 
@@ -427,7 +481,31 @@ impl Chunk {
         self.header_u64(offset::COMMITTED).store(pos, Ordering::Release);
     }
 
+    /// Cuts the file `spare` records past the last one written, and the capacity with it, as
+    /// the kernel collector does: a finished chunk is its records, not megabytes of holes (which
+    /// a copy without sparse support, or a tmpfs mapping read whole, fills). Only without a ring.
+    pub fn cut_after(&mut self, spare: u64) {
+        if self.stage.is_some() {
+            return;
+        }
+        let keep = (self.pos() + spare).min(self.capacity);
+        let fd = self.space.fd();
+        // SAFETY: our own descriptor; nothing is stored past `keep` from now on (capacity).
+        if fd < 0 || unsafe { libc::ftruncate(fd, records_bytes(keep) as libc::off_t) } != 0 {
+            return;
+        }
+        self.capacity = keep;
+        self.in_file = self.in_file.min(keep);
+        self.limit = self.limit.min(keep);
+        self.space.shrink_to(records_bytes(keep));
+        self.header_u64(offset::CAPACITY).store(keep, Ordering::Relaxed);
+    }
+
     pub fn count_drop(&self, slots: u64) {
+        if self.space.faulted() {
+            self.space.count_dropped();
+            return;
+        }
         let h = self.header_u64(offset::DROPPED_EVENTS);
         h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let b = self.header_u64(offset::DROPPED_BYTES);
@@ -436,6 +514,15 @@ impl Chunk {
 
     pub fn set_header_u64(&self, off: usize, value: u64) {
         self.header_u64(off).store(value, Ordering::Relaxed);
+    }
+
+    pub fn add_header_u64(&self, off: usize, n: u64) {
+        self.header_u64(off).fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn set_header_u32(&self, off: usize, value: u32) {
+        // SAFETY: a 4-byte aligned field inside the header page.
+        unsafe { (*(self.base.add(off) as *const std::sync::atomic::AtomicU32)).store(value, Ordering::Relaxed) };
     }
 
     pub fn count_suppressed(&self) {
@@ -476,6 +563,7 @@ impl Chunk {
         self.write_clock_pair();
         self.unstage();
         self.release_unused();
+        self.cut_after(0);
         // SAFETY: CLOSED lies inside the header.
         unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
         self.cursor().detach();
@@ -485,5 +573,28 @@ impl Chunk {
         // SAFETY: our own mapping, not used after this.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
         self.base = std::ptr::null_mut();
+        self.space.close_fd();
     }
+
+    /// Drops the chunk without touching its file (a fork()ed child's copy of its parent's).
+    pub fn forget(self) {
+        self.space.close_fd();
+        std::mem::forget(self);
+    }
+}
+
+/// Bytes from the start of a chunk file to the end of record position `records`.
+fn records_bytes(records: u64) -> u64 {
+    (HEADER_SIZE + records as usize * RECORD_SIZE) as u64
+}
+
+/// Gives up a chunk file being created: it holds nothing, so it goes (a chunk left there would
+/// read as damage), and the process learns why.
+fn abandon(fd: i32, path: &CString, errno: i32) {
+    // SAFETY: our own descriptor; a valid C string.
+    unsafe {
+        libc::close(fd);
+        libc::unlink(path.as_ptr());
+    }
+    space::note_process_fault(errno as u32);
 }

@@ -5,6 +5,7 @@
 //! falls behind they copy a slot out themselves: recording never waits for it. Its CPU time and
 //! the slots it copied are measured (`helper_cost`) and kept in the trace.
 
+use crate::space::Space;
 use crate::stage::Stage;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -14,6 +15,8 @@ pub const MADV_POPULATE_WRITE: libc::c_int = 23;
 /// A staging ring the helper serves, from its chunk's creation until the chunk is unmapped.
 pub struct Ring {
     stage: Stage,
+    /// The chunk's file space: the helper keeps it reserved ahead of the writer.
+    space: Arc<Space>,
     /// Cleared when the writer unmaps the chunk; `busy` holds the unmap until a copy ends.
     alive: AtomicBool,
     busy: AtomicBool,
@@ -51,8 +54,8 @@ fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
     r
 }
 
-pub fn register(stage: Stage) -> Arc<Ring> {
-    let ring = Arc::new(Ring { stage, alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
+pub fn register(stage: Stage, space: Arc<Space>) -> Arc<Ring> {
+    let ring = Arc::new(Ring { stage, space, alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
     with_rings(|rings| rings.push(ring.clone()));
     ring
 }
@@ -114,6 +117,7 @@ fn helper_loop() {
             r.busy.store(true, SeqCst);
             if r.alive.load(SeqCst) {
                 HELPER_COPIES.fetch_add(r.stage.copy_full_slots(), Relaxed);
+                r.stage.keep_reserved_ahead(&r.space);
             }
             r.busy.store(false, SeqCst);
         }
@@ -133,7 +137,7 @@ pub fn forget_after_fork() {
     // Their chunk files' descriptors are the child's copies, closed here.
     with_rings(|rings| {
         for r in rings.iter() {
-            r.stage.close_file(None);
+            r.space.close_fd();
         }
         std::mem::forget(std::mem::take(rings))
     });

@@ -16,6 +16,7 @@ mod growth;
 mod instruments;
 mod names;
 mod helper;
+mod space;
 mod stage;
 mod thread;
 

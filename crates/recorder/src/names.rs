@@ -146,7 +146,16 @@ pub fn close_for_exit() {
                 c.set_header_u64(offset::HELPER_CPU_NS, cpu_ns);
                 c.set_header_u64(offset::HELPER_COPIES, copies);
             }
+            // Events of threads that could get no chunk (space.rs) are counted here.
+            let (errno, ns, dropped) = crate::space::no_chunk_drops();
+            if dropped > 0 {
+                c.add_header_u64(offset::FAULT_DROPPED, dropped);
+                c.set_header_u64(offset::FAULT_NS, ns);
+                c.set_header_u32(offset::FAULT_ERRNO, errno);
+            }
             c.write_clock_pair();
+            // a few names may still come from later exit handlers
+            c.cut_after(256);
             c.sync_to_disk();
         }
     });
@@ -169,7 +178,9 @@ pub fn forget_after_fork() {
     unsafe {
         if let Some(names) = (*std::ptr::addr_of_mut!(NAMES)).as_mut() {
             // The parent's mapping stays mapped but is never written by the child.
-            std::mem::forget(names.chunk.take());
+            if let Some(c) = names.chunk.take() {
+                c.forget();
+            }
             names.opened = false;
             names.defined.clear();
         }

@@ -49,42 +49,28 @@ impl Stage {
     }
 
     /// Sets up the ring of a chunk mapped at `base` (capacity records, ring after them);
-    /// takes `fd` (the chunk file's), which `close_file` closes.
+    /// `fd` is the chunk file's descriptor, owned by the chunk's `Space` (-1: copy through the
+    /// mapping).
     pub fn init(base: *mut u8, capacity: u64, fd: i32) -> Stage {
         // SAFETY: the header page is mapped and ours; the fields lie inside it.
         unsafe {
             (base.add(offset::STAGE_SLOTS) as *mut u32).write(SLOTS);
             (base.add(offset::STAGE_SLOT_RECORDS) as *mut u32).write(SLOT_RECORDS as u32);
         }
-        // Moved to a high number, out of the way of programs that expect low ones free.
-        // SAFETY: plain fcntl/close on our own descriptor.
-        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 512) };
-        let fd = if high >= 0 {
-            unsafe { libc::close(fd) };
-            high
-        } else {
-            fd // a descriptor limit under 512: the low one then
-        };
         match identity(fd) {
             Some(file) => Stage { base: base as usize, capacity, fd, file },
             None => Stage { base: base as usize, capacity, fd: -1, file: (0, 0) },
         }
     }
 
-    /// Closes the chunk file, first cutting the ring off it (`records_end`: the file's length
-    /// without the ring) when `cut`; false when the descriptor was no longer ours.
-    pub fn close_file(&self, cut: Option<u64>) -> bool {
+    /// Cuts the ring off the chunk file (`records_end`: the file's length without it); false
+    /// when the descriptor was no longer ours. The descriptor stays open (the Space's).
+    pub fn cut(&self, records_end: u64) -> bool {
         if self.fd < 0 || identity(self.fd) != Some(self.file) {
             return false;
         }
         // SAFETY: our descriptor (checked above).
-        unsafe {
-            if let Some(len) = cut {
-                libc::ftruncate(self.fd, len as libc::off_t);
-            }
-            libc::close(self.fd);
-        }
-        true
+        unsafe { libc::ftruncate(self.fd, records_end as libc::off_t) == 0 }
     }
 
     /// Marks the chunk as having no ring (before the ring is cut off the file).
@@ -223,6 +209,17 @@ impl Stage {
         claimed.len() as u64
     }
 
+    /// Tops up the file space reserved ahead of the writer (the helper's, after copying), so
+    /// the writer seldom reserves on its own thread. A failure stops the chunk (space.rs).
+    pub fn keep_reserved_ahead(&self, space: &crate::space::Space) {
+        // SAFETY: an aligned u64 inside the header page: the writer's position.
+        let pos = unsafe { &*((self.base + offset::COMMITTED) as *const AtomicU64) }.load(Relaxed);
+        let at = (HEADER_SIZE as u64 + pos * RECORD_SIZE as u64) + crate::space::THREAD_AHEAD / 2;
+        if !space.covers(at) && !space.faulted() {
+            space.reserve(at);
+        }
+    }
+
     /// Counts a slot the writer copied out itself, in the chunk header.
     fn count_self_copies(&self, n: u64) {
         // SAFETY: an aligned u64 inside the header page; only the writer updates it.
@@ -279,12 +276,4 @@ impl Stage {
     }
 }
 
-/// (st_dev, st_ino) of an open descriptor.
-fn identity(fd: i32) -> Option<(u64, u64)> {
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fstat fills the struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
-}
+use crate::space::identity;

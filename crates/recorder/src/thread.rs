@@ -14,6 +14,8 @@ use std::sync::Once;
 /// Trigger budget a thread takes from the shared pool at a time, so threads do not contend on
 /// one counter per event.
 const QUOTA_BATCH: u64 = 1024;
+/// Records the exiting thread's chunk keeps room for after it is cut at exit (64 KiB).
+const EXIT_SPARE_RECORDS: u64 = 2048;
 
 pub struct ThreadState {
     pub chunk: Chunk,
@@ -38,6 +40,9 @@ thread_local! {
     /// Set while the recorder creates this thread's chunk or after the thread closed it, so
     /// instrumented code called from there (or from later destructors) does not recurse.
     static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// Set when this thread could get no chunk (a fault: disk full, trace directory gone...):
+    /// its events are counted (space::count_no_chunk_drop), and no chunk is tried again.
+    static NO_CHUNK: Cell<bool> = const { Cell::new(false) };
 }
 
 static mut EXIT_KEY: libc::pthread_key_t = 0;
@@ -90,6 +95,13 @@ fn create() -> Option<&'static mut ThreadState> {
         return None;
     }
     let cfg = config()?;
+    if NO_CHUNK.with(|n| n.get()) || crate::space::process_fault() != 0 {
+        // After a fault recording stops for threads that have no chunk yet: counted, not tried.
+        NO_CHUNK.with(|n| n.set(true));
+        crate::space::count_no_chunk_drop();
+        BUSY.with(|b| b.set(false));
+        return None;
+    }
     // SAFETY: no preconditions.
     let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
     let name = thread_name();
@@ -113,6 +125,10 @@ fn create() -> Option<&'static mut ThreadState> {
         // SAFETY: just created, owned by this thread.
         unsafe { &mut *state }
     });
+    if result.is_none() {
+        NO_CHUNK.with(|n| n.set(true));
+        crate::space::count_no_chunk_drop();
+    }
     BUSY.with(|b| b.set(false));
     result
 }
@@ -196,7 +212,7 @@ impl ThreadState {
     #[cold]
     fn make_room(&mut self, n: u64) -> bool {
         let cfg = match config() {
-            Some(c) if matches!(c.on_full, OnFull::Block) => c,
+            Some(c) if matches!(c.on_full, OnFull::Block) && !self.chunk.faulted() => c,
             _ => return false,
         };
         let start = clock::now();
@@ -250,6 +266,8 @@ extern "C" fn on_process_exit() {
         // handlers record goes straight to it.
         t.unstage();
         t.chunk.release_unused();
+        // room for what exit handlers record after this (counters' final values, names...)
+        t.chunk.cut_after(EXIT_SPARE_RECORDS);
         t.chunk.sync_to_disk();
     }
     names::close_for_exit();
@@ -274,6 +292,8 @@ extern "C" fn after_fork_child() {
     }
     crate::NAMES_EPOCH.fetch_add(1, Relaxed);
     BUSY.with(|b| b.set(false));
+    NO_CHUNK.with(|n| n.set(false));
+    crate::space::forget_after_fork();
     crate::helper::forget_after_fork();
     names::forget_after_fork();
 }

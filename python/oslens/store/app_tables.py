@@ -52,6 +52,7 @@ class AppThread:
     chunks: list = field(default_factory=list)
     records: int = 0
     dropped_events: int = 0
+    fault_dropped: int = 0  # events not kept after a fault stopped the thread's chunk (store/faults.py)
     closed: bool = True
 
 
@@ -195,6 +196,7 @@ def app_threads(chunks: list[raw.ChunkData]) -> list[AppThread]:
             t.name = h.get("name") or t.name
             t.ppid = h.get("ppid") or t.ppid
             t.dropped_events += int(h.get("dropped_events") or 0)
+            t.fault_dropped += int(h.get("fault_dropped") or 0)
             t.closed = t.closed and bool(h.get("closed", True))
         else:
             t.closed = False

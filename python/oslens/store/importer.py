@@ -26,7 +26,7 @@ from oslens import _native
 from oslens.version import __version__
 from oslens.capture import raw
 from oslens.errors import OslensError
-from oslens.store import app_tables, native_parquet, salvage, schema, threads
+from oslens.store import app_tables, faults, native_parquet, salvage, schema, threads
 
 TABLES_DIR = "tables"
 MANIFEST = "manifest.json"
@@ -379,6 +379,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
         if t.dropped_events:
             losses.add("app", f"thread {t.tid} ({t.name or '?'}) of process {t.pid}", t.dropped_events,
                        "buffer full: events dropped by the recorder")
+    faults.add_losses(losses, chunks, meta)
     kl = kernel.get("kernel_lost")
     if kl is not None and kl.num_rows:
         for r in kl.to_pylist():

@@ -37,7 +37,7 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
             "pid": t.pid, "tid": t.tid, "name": name, "parent_tid": parent,
             "start_ns": None if start[i] == imax else int(start[i]),
             "end_ns": None if end[i] == imin else int(end[i]),
-            "is_traced": True, "source": "app", "app_records": t.records, "lost_events": t.dropped_events,
+            "is_traced": True, "source": "app", "app_records": t.records, "lost_events": t.dropped_events + t.fault_dropped,
             "exec_ns": None, "is_oslens": False,
         }
     # A main thread exists before the threads it starts and (as far as the recorder can tell)

@@ -1,0 +1,32 @@
+"""Losses from faults of the machine, as the writers kept them in their chunk headers: a chunk
+the recorder or the kernel collector stopped writing (disk full, quota, I/O error, file system
+read-only or gone: see docs/recorder.md, "Faults") and, in a process's names chunk, the events of
+threads that could get no chunk at all. Each becomes a `lost` row whose reason says what failed
+and when (seconds from the start of the run)."""
+
+from __future__ import annotations
+
+from oslens.capture import raw
+
+
+def add_losses(losses, chunks: list, meta: dict) -> None:
+    start = meta.get("start_ns") if isinstance(meta, dict) else None
+    for c in chunks:
+        h = c.header
+        if not h or not h.get("fault_errno"):
+            continue
+        source, where = _where(h)
+        when = ""
+        if isinstance(start, int) and h.get("fault_ns", 0) >= start:
+            when = f" at {(h['fault_ns'] - start) / 1e9:.3f} s"
+        what = "records" if source == "kernel" else "events"
+        losses.add(source, where, int(h.get("fault_dropped") or 0),
+                   f"{h.get('fault_reason', 'fault')}{when}: recording stopped, {what} after it not kept")
+
+
+def _where(h: dict) -> tuple[str, str]:
+    if h.get("source") == raw.SOURCE_KERNEL_CPU:
+        return "kernel", f"cpu {h.get('cpu')}"
+    if h.get("tid") == 0:
+        return "app", f"threads of process {h.get('pid')} that got no buffer (and its names)"
+    return "app", f"thread {h.get('tid')} ({h.get('name') or '?'}) of process {h.get('pid')}"
