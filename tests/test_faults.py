@@ -3,14 +3,16 @@ system that fills up. Each test mounts its own small tmpfs under /tmp and always
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from conftest import run_oslens
+from conftest import OSLENS, run_oslens
 
 EVENTS = 1_000_000
 
@@ -92,3 +94,151 @@ def test_full_disk_from_the_start_kernel_and_app_losses_counted(tmp_path, small_
         kernel = [r for r in lost if r[0] == "kernel"]
         assert kernel and all(r[2] > 0 for r in kernel), lost
         assert "disk full" in meta["kernel"].get("write_error", ""), meta["kernel"]
+
+
+MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
+
+
+@pytest.fixture
+def memcg():
+    """A cgroup v1 memory cgroup capped at 128 MiB, removed whatever the test did."""
+    if not (MEMCG_ROOT / "memory.limit_in_bytes").exists():
+        pytest.skip("no cgroup v1 memory controller")
+    cg = MEMCG_ROOT / f"oslens-test-{os.getpid()}-{time.monotonic_ns()}"
+    cg.mkdir()
+    try:
+        (cg / "memory.limit_in_bytes").write_text(str(128 << 20))
+        yield cg
+    finally:
+        for pid in (cg / "cgroup.procs").read_text().split():  # none left normally
+            try:
+                (MEMCG_ROOT / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def in_cgroup(cg, *command):
+    """The command moved into `cg` before it runs (only the program, not oslens record)."""
+    return ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *map(str, command)]
+
+
+def oom_kills(cg) -> int:
+    return int(dict(l.split() for l in (cg / "memory.oom_control").read_text().splitlines())["oom_kill"])
+
+
+def test_flood_under_a_memory_cap_with_the_trace_in_memory_is_never_oom_killed(memcg, flood, tmp_path):
+    """A trace on tmpfs is resident and charged to the program's cgroup: the recorder sizes the
+    buffers to a quarter of the headroom, so the flood runs on, its losses counted."""
+    shm = Path(tempfile.mkdtemp(prefix="oslens-faults-", dir="/dev/shm"))
+    try:
+        trace = shm / "t"
+        proc = run_oslens("record", "--no-kernel", "--no-preload", "-o", trace, "--",
+                          *in_cgroup(memcg, flood, 2, 3_000_000, 64), check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert "own pages intact 16384 of 16384" in proc.stdout
+        assert oom_kills(memcg) == 0
+        assert json.loads((trace / "meta.json").read_text())["exit"] == {"code": 0}
+        recorded = dict(rows(trace, "SELECT tid, count(*) FROM app_events WHERE kind = 'event' AND id = 1 GROUP BY tid"))
+        lost = rows(trace, "SELECT \"where\", count, reason FROM lost")
+        dropped = {int(w.split()[1]): c for w, c, r in lost if w.startswith("thread ")}
+        assert recorded and all(recorded[t] + dropped.get(t, 0) == 3_000_000 for t in recorded), (recorded, lost)
+        # the buffers were sized to fit: 2 x 64 MiB would not have
+        assert sum(recorded.values()) * 32 < 64 << 20
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+def test_program_using_most_of_its_cap_runs_to_completion_recorded(memcg, flood, tmp_path):
+    """100 MiB of the program's own under a 128 MiB cap, a trace on disk: written behind and
+    dropped from the page cache as it goes, so the program is neither killed nor starved."""
+    trace = tmp_path / "t"
+    proc = run_oslens("record", "--no-kernel", "--no-preload", "-o", trace, "--",
+                      *in_cgroup(memcg, flood, 2, 1_500_000, 100), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "own pages intact 25600 of 25600" in proc.stdout
+    assert oom_kills(memcg) == 0
+    recorded = rows(trace, "SELECT count(*) FROM app_events WHERE kind = 'event' AND id = 1")[0][0]
+    lost = rows(trace, "SELECT coalesce(sum(count), 0) FROM lost")[0][0]
+    assert recorded + lost == 2 * 1_500_000 and recorded > 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _wait_for(predicate, timeout=60.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def _runs(pid: int, program) -> bool:
+    """True once `pid` has exec'd `program` (a held child is still oslens's fork before that)."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe") == str(program)
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_record_killed_leaves_the_program_running_to_its_end(tmp_path, flood):
+    """SIGKILL of `oslens record` itself: the program is not left held or stopped; it runs on
+    and finishes, still recording (the trace is then incomplete: meta.json has no exit)."""
+    out = tmp_path / "out"
+    with open(out, "w") as f:
+        rec = subprocess.Popen([*OSLENS, "record", "--no-kernel", "-o", tmp_path / "t", "--", flood, "2", "1000000", "0", "300"],
+                               stdout=f, stderr=subprocess.DEVNULL)
+    program = _wait_for(lambda: [c for c in _children(rec.pid) if _runs(c, flood)])[0]
+    rec.kill()
+    rec.wait()
+    state = Path(f"/proc/{program}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    assert state in "RSD", state  # running, not stopped (T) nor held
+    _wait_for(lambda: "own pages intact" in out.read_text())
+    assert out.read_text().count(" sum ") == 2
+    assert "exit" not in json.loads((tmp_path / "t" / "meta.json").read_text())
+
+
+def test_killed_kernel_collector_counts_kernel_losses_from_then(tmp_path, flood):
+    out = tmp_path / "out"
+    trace = tmp_path / "t"
+    with open(out, "w") as f:
+        rec = subprocess.Popen([*OSLENS, "record", "--no-preload", "-o", trace, "--", flood, "2", "1000000", "0", "300"],
+                               stdout=f, stderr=subprocess.PIPE, text=True)
+    collector = _wait_for(lambda: [c for c in _children(rec.pid) if "oslens-collector" in _cmdline(c)], timeout=30)[0]
+    _wait_for(lambda: [c for c in _children(rec.pid) if _runs(c, flood)])
+    os.kill(collector, 9)
+    _, err = rec.communicate(timeout=120)
+    assert rec.returncode == 0, err
+    assert out.read_text().count(" sum ") == 2
+    lost = rows(trace, "SELECT source, \"where\", count, reason FROM lost WHERE source = 'kernel'")
+    assert [(s, w, c) for s, w, c, _ in lost] == [("kernel", "collector", None)], lost
+    assert lost[0][3].startswith("kernel collector died (exit status -9)"), lost
+
+
+def test_buffer_size_that_cannot_fit_the_cgroup_is_kept_with_a_warning(memcg, flood, tmp_path):
+    """--buffer-mb wins over the cgroup's headroom, but says so (prepared buffers are resident)."""
+    script = (f"echo $$ > {memcg}/cgroup.procs && exec {OSLENS[0]} record --no-kernel --no-preload --no-import "
+              f"--prepare-buffers --buffer-mb 64 -o {tmp_path / 't'} -- {flood} 1 1000")
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"--buffer-mb 64 does not fit the memory cgroup {memcg}" in proc.stderr
+    assert oom_kills(memcg) == 0

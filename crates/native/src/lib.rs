@@ -42,6 +42,13 @@ fn header_dict<'py>(py: Python<'py>, h: &ChunkHeader) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
+/// memory_limit() -> (limit, usage, cgroup dir) of this process's nearest limited memory
+/// cgroup (v1 or v2), or None; the recorder sizes its buffers from the same figures.
+#[pyfunction]
+fn memory_limit() -> Option<(u64, u64, String)> {
+    oslens::memory_limit()
+}
+
 /// read_chunk(path) -> dict(header, records, names, payloads, damage)
 #[pyfunction]
 fn read_chunk<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyDict>> {
@@ -910,6 +917,8 @@ fn kind_name(kind: u8) -> &'static str {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_chunk, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_limit, m)?)?;
+    m.add("HEADROOM_SHARE_DIV", oslens::HEADROOM_SHARE_DIV)?;
     m.add_function(wrap_pyfunction!(write_chunk, m)?)?;
     m.add_function(wrap_pyfunction!(split_records, m)?)?;
     m.add_function(wrap_pyfunction!(pair_nested, m)?)?;

@@ -69,6 +69,8 @@ pub struct Chunk {
     prepared: bool,
     /// Ring slots used at least once (bit per slot): the others' pages are not prepared yet.
     slots_used: u32,
+    /// Resident bytes this chunk took from the memory budget (memlimit.rs), given back at close.
+    budget: u64,
     /// Record slots the file holds so far: a chunk starts with a few and is extended to its
     /// capacity, with a staging ring when `ring_on_extend`, once it needs more (growth.rs).
     in_file: u64,
@@ -179,7 +181,7 @@ impl Chunk {
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, space, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, in_file, ring_on_extend, path, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, space, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, budget: 0, in_file, ring_on_extend, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -315,6 +317,10 @@ impl Chunk {
         // the slot (only positions inside the slot are ever written through it).
         self.cursor().records = stage.slot(j).wrapping_sub(pos as usize);
         if copied {
+            // The helper is behind: so is its write-behind, which this copy-out pause does too.
+            if let Some(ring) = &self.ring {
+                ring.write_behind();
+            }
             // A buffer dump on the program's thread, removed by compensation as Kohr et al. did.
             self.record_pause(started, kinds::PAUSE_COPY, slots);
         }
@@ -574,6 +580,11 @@ impl Chunk {
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
         self.base = std::ptr::null_mut();
         self.space.close_fd();
+        crate::memlimit::give_back(std::mem::take(&mut self.budget));
+    }
+
+    pub fn set_budget(&mut self, bytes: u64) {
+        self.budget = bytes;
     }
 
     /// Drops the chunk without touching its file (a fork()ed child's copy of its parent's).

@@ -23,6 +23,20 @@ pub struct Config {
     /// Prepare every page of a thread's buffer when it is created, so no page is prepared
     /// while the program runs (memory and start-up time up front).
     pub prepare_buffers: bool,
+    /// The buffer size was given (`--buffer-mb`): it is kept even where it does not fit the
+    /// memory budget (memlimit.rs).
+    pub buffer_explicit: bool,
+    /// The trace is on a file system in memory (tmpfs, ramfs): every recorded page stays
+    /// resident, charged to the program's cgroup.
+    pub trace_in_memory: bool,
+}
+
+/// True when `dir` is on tmpfs or ramfs.
+fn in_memory(dir: &str) -> bool {
+    let Ok(c) = CString::new(dir) else { return false };
+    // SAFETY: statfs fills the struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && matches!(st.f_type as u64, 0x0102_1994 | 0x8584_58f6) }
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -44,7 +58,9 @@ impl Config {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let trace_in_memory = in_memory(&raw_dir);
         Some(Config {
+            trace_in_memory,
             raw_dir,
             trace_dir: CString::new(trace).ok()?,
             buffer_records,
@@ -56,6 +72,7 @@ impl Config {
             limit_slots,
             counter_period_us: env_u64("OSLENS_COUNTER_PERIOD_US").unwrap_or(1000),
             prepare_buffers: std::env::var("OSLENS_PREPARE_BUFFERS").is_ok_and(|v| v == "1"),
+            buffer_explicit: env_u64("OSLENS_BUFFER_MB").is_some() || env_u64("OSLENS_BUFFER_RECORDS").is_some(),
         })
     }
 }

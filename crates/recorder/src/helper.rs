@@ -17,12 +17,21 @@ pub struct Ring {
     stage: Stage,
     /// The chunk's file space: the helper keeps it reserved ahead of the writer.
     space: Arc<Space>,
+    /// How far the records were written back and dropped from the page cache.
+    behind: crate::writeback::WriteBehind,
     /// Cleared when the writer unmaps the chunk; `busy` holds the unmap until a copy ends.
     alive: AtomicBool,
     busy: AtomicBool,
 }
 
 impl Ring {
+    /// Writes back and drops the records already in the file (writeback.rs), where enabled.
+    pub fn write_behind(&self) {
+        if crate::writeback::enabled() {
+            self.behind.advance(self.space.fd(), self.stage.in_file_bytes(), oslens_format::header::HEADER_SIZE as u64);
+        }
+    }
+
     /// Called by the writer before it unmaps: waits out a copy in progress.
     pub fn retire(&self) {
         self.alive.store(false, SeqCst);
@@ -55,7 +64,7 @@ fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
 }
 
 pub fn register(stage: Stage, space: Arc<Space>) -> Arc<Ring> {
-    let ring = Arc::new(Ring { stage, space, alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
+    let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
     with_rings(|rings| rings.push(ring.clone()));
     ring
 }
@@ -118,6 +127,7 @@ fn helper_loop() {
             if r.alive.load(SeqCst) {
                 HELPER_COPIES.fetch_add(r.stage.copy_full_slots(), Relaxed);
                 r.stage.keep_reserved_ahead(&r.space);
+                r.write_behind();
             }
             r.busy.store(false, SeqCst);
         }

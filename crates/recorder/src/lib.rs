@@ -16,9 +16,11 @@ mod growth;
 mod instruments;
 mod names;
 mod helper;
+mod memlimit;
 mod space;
 mod stage;
 mod thread;
+mod writeback;
 
 pub use capi::*;
 
@@ -65,6 +67,9 @@ pub(crate) fn init() {
                 if let Some(limit) = c.limit_slots {
                     SLOTS_LEFT.store(limit, Relaxed);
                 }
+                // the memory the recording may keep resident, and whether it writes behind
+                memlimit::init();
+                writeback::init(memlimit::budget_left() != u64::MAX);
                 thread::install_process_hooks();
             }
         }
@@ -150,6 +155,15 @@ pub(crate) fn record_at(ts: u64, kind: u8, id: u32, a: u64, b: u64) {
         }
     }
 }
+
+/// (limit, usage, cgroup directory) of the nearest limited memory cgroup of the calling
+/// process (`oslens record` warns when `--buffer-mb` cannot fit a quarter of its headroom).
+pub fn memory_limit() -> Option<(u64, u64, String)> {
+    memlimit::nearest_limit()
+}
+
+/// The share of a memory cgroup's headroom a recording keeps resident at most (1/N).
+pub const HEADROOM_SHARE_DIV: u64 = memlimit::HEADROOM_SHARE_DIV;
 
 /// The id of a name of the given class, defining the name in the trace on first use.
 pub fn name_id(class: u64, name: &str) -> u32 {

@@ -33,18 +33,33 @@ pub fn note_process_fault(errno: u32) {
     }
 }
 
+/// Why threads got no chunk when it was not a fault of the file system (the memory budget).
+static NO_CHUNK_REASON: AtomicU32 = AtomicU32::new(0);
+
 pub fn count_no_chunk_drop() {
     NO_CHUNK_DROPPED.fetch_add(1, Relaxed);
 }
 
+/// Notes why a thread got no chunk, where no file-system fault says so.
+pub fn note_no_chunk_reason(errno: u32) {
+    let _ = NO_CHUNK_REASON.compare_exchange(0, errno, Relaxed, Relaxed);
+    let _ = PROCESS_FAULT_NS.compare_exchange(0, monotonic_ns(), Relaxed, Relaxed);
+}
+
 /// (errno, ns, events) of the process's threads that had no chunk to record into.
 pub fn no_chunk_drops() -> (u32, u64, u64) {
-    (PROCESS_FAULT.load(Relaxed), PROCESS_FAULT_NS.load(Relaxed), NO_CHUNK_DROPPED.load(Relaxed))
+    let errno = match PROCESS_FAULT.load(Relaxed) {
+        0 => NO_CHUNK_REASON.load(Relaxed),
+        e => e,
+    };
+    (errno, PROCESS_FAULT_NS.load(Relaxed), NO_CHUNK_DROPPED.load(Relaxed))
 }
 
 /// A fork()ed child starts with a clean slate (its own chunks, its own counts).
 pub fn forget_after_fork() {
     PROCESS_FAULT.store(0, Relaxed);
+    PROCESS_FAULT_NS.store(0, Relaxed);
+    NO_CHUNK_REASON.store(0, Relaxed);
     NO_CHUNK_DROPPED.store(0, Relaxed);
 }
 
@@ -244,7 +259,8 @@ pub fn leaves_margin(fd: i32, len: u64) -> bool {
 /// Writes zeros over `len` bytes at `at` (file systems without fallocate).
 fn write_zeros(fd: i32, mut at: u64, len: u64) -> Result<(), u32> {
     let end = at + len;
-    let zeros = &crate::stage::ZEROS;
+    static ZEROS: [u8; 65536] = [0; 65536];
+    let zeros = &ZEROS;
     while at < end {
         let n = ((end - at) as usize).min(zeros.len());
         // SAFETY: a static buffer of at least n bytes.

@@ -220,6 +220,21 @@ impl Stage {
         }
     }
 
+    /// Bytes from the file's start whose records are all in place (copied out): below the
+    /// oldest slot still holding records (the writer's position when none does).
+    pub fn in_file_bytes(&self) -> u64 {
+        // SAFETY: as in keep_reserved_ahead. Read before the descriptors: a slot opened after
+        // this starts at or past it.
+        let mut pos = unsafe { &*((self.base + offset::COMMITTED) as *const AtomicU64) }.load(Acquire);
+        for j in 0..SLOTS {
+            let d = self.descriptor(j);
+            if d.state.load(Acquire) != stage::FREE {
+                pos = pos.min(d.start.load(Relaxed));
+            }
+        }
+        HEADER_SIZE as u64 + pos * RECORD_SIZE as u64
+    }
+
     /// Counts a slot the writer copied out itself, in the chunk header.
     fn count_self_copies(&self, n: u64) {
         // SAFETY: an aligned u64 inside the header page; only the writer updates it.

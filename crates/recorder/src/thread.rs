@@ -110,8 +110,20 @@ fn create() -> Option<&'static mut ThreadState> {
     // program runs, and a prepared one needs none (see Chunk::prepare_all). Otherwise the file
     // starts small and gets its ring (and the process its helper) when extended: growth.rs.
     let first = growth::first_chunk(cfg);
-    let chunk = Chunk::create_growing(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, first.capacity, pid, tid, &name, first.staged, first.in_file);
+    let Some((capacity, budget)) = thread_buffer(cfg, first.capacity) else {
+        // the memory the program's cgroup has left cannot hold another buffer
+        NO_CHUNK.with(|n| n.set(true));
+        crate::space::note_no_chunk_reason(oslens_format::header::FAULT_MEMORY_BUDGET);
+        crate::space::count_no_chunk_drop();
+        BUSY.with(|b| b.set(false));
+        return None;
+    };
+    let chunk = Chunk::create_growing(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, capacity, pid, tid, &name, first.staged, first.in_file);
+    if chunk.is_none() {
+        crate::memlimit::give_back(budget);
+    }
     let result = chunk.map(|mut chunk| {
+        chunk.set_budget(budget);
         chunk.adopt_cursor(writer());
         chunk.cursor().cpu_id = clock::cpu_id_ptr();
         if cfg.prepare_buffers {
@@ -131,6 +143,15 @@ fn create() -> Option<&'static mut ThreadState> {
     }
     BUSY.with(|b| b.set(false));
     result
+}
+
+/// (records, resident bytes taken from the budget) of a new thread's buffer.
+fn thread_buffer(cfg: &crate::config::Config, wanted: u64) -> Option<(u64, u64)> {
+    let record = oslens_format::record::RECORD_SIZE as u64;
+    let whole = cfg.prepare_buffers || cfg.trace_in_memory;
+    // staged, written behind: the ring, the header and about three windows not yet dropped
+    let streaming = crate::stage::Stage::bytes() + 4096 + 3 * crate::writeback::WINDOW;
+    crate::memlimit::buffer_records(wanted, crate::stage::SLOT_RECORDS, record, whole, streaming, cfg.buffer_explicit)
 }
 
 /// Prepares the whole buffer and records how long the thread waited for it.

@@ -91,6 +91,8 @@ class KernelCollector:
         if done is not None:
             info.update(done)
         else:
+            # killed (or crashed): the importer counts kernel events as lost from its last record
+            info["collector_died"] = {"status": proc.returncode}
             info["reason"] = (info.get("reason", "") + "; " if info.get("reason") else "") + (
                 f"the collector exited with status {proc.returncode} before reporting; its chunks are kept "
                 f"but lost counts are unknown" + (f" ({err.strip()})" if err and err.strip() else "")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from oslens import _native
 from oslens.version import __version__
-from oslens.capture import raw
+from oslens.capture import memory, raw
 from oslens.errors import OslensError
 
 RAW_SCHEMA_VERSION = 1
@@ -198,6 +198,7 @@ class Session:
             "settings": {k: v for k, v in self.options.items() if v is not None and k not in ("force", "command")},
         }
         self._write_meta()
+        memory.warn_if_buffers_cannot_fit(self.trace, self.options)
 
     def _write_meta(self) -> None:
         tmp = self.trace / "meta.json.tmp"

@@ -11,6 +11,7 @@ from oslens.capture import raw
 
 def add_losses(losses, chunks: list, meta: dict) -> None:
     start = meta.get("start_ns") if isinstance(meta, dict) else None
+    _collector_died(losses, chunks, meta, start)
     for c in chunks:
         h = c.header
         if not h or not h.get("fault_errno"):
@@ -22,6 +23,20 @@ def add_losses(losses, chunks: list, meta: dict) -> None:
         what = "records" if source == "kernel" else "events"
         losses.add(source, where, int(h.get("fault_dropped") or 0),
                    f"{h.get('fault_reason', 'fault')}{when}: recording stopped, {what} after it not kept")
+
+
+def _collector_died(losses, chunks: list, meta: dict, start) -> None:
+    """The kernel collector was killed mid-run: kernel events after its last record are lost,
+    how many is unknown."""
+    kernel = meta.get("kernel") if isinstance(meta, dict) else None
+    died = kernel.get("collector_died") if isinstance(kernel, dict) else None
+    if not isinstance(died, dict):
+        return
+    last = max((int(c.records["ts"].max()) for c in chunks
+                if c.header and c.header.get("source") == raw.SOURCE_KERNEL_CPU and len(c.records)), default=None)
+    when = f" after {(last - start) / 1e9:.3f} s (its last record)" if last is not None and isinstance(start, int) else ""
+    losses.add("kernel", "collector", None,
+               f"kernel collector died (exit status {died.get('status')}){when}: kernel events after it not recorded")
 
 
 def _where(h: dict) -> tuple[str, str]:

@@ -1,0 +1,160 @@
+//! The memory a recording may hold resident: a stated fraction of the headroom the program's
+//! memory cgroup has left when recording starts (the nearest limited ancestor: cgroup v1
+//! `memory.limit_in_bytes` - `memory.usage_in_bytes`, v2 `memory.max` - `memory.current`), so
+//! the trace's pages, which are charged to the program's cgroup, never push it into the OOM
+//! killer (issue 20, docs/recorder.md "Faults"). Buffers draw on the budget as threads start
+//! and give it back when they end; see `buffer_records`.
+
+use std::sync::atomic::{AtomicU64, Ordering::*};
+
+/// The share of the cgroup's headroom the recording may keep resident (1/4).
+pub const HEADROOM_SHARE_DIV: u64 = 4;
+/// Limits at or above this are "no limit" (v1 writes PAGE_COUNTER_MAX pages as ~2^63).
+const UNLIMITED: u64 = 1 << 60;
+
+/// Bytes of the budget left (u64::MAX: no memory limit).
+static BUDGET_LEFT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// (limit, usage, cgroup directory) of the nearest limited memory cgroup of this process; None
+/// without a limit (or without cgroups).
+pub fn nearest_limit() -> Option<(u64, u64, String)> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut best: Option<(u64, u64, String)> = None;
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let found = if controllers.split(',').any(|c| c == "memory") {
+            walk_up("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes")
+        } else if controllers.is_empty() {
+            walk_up("/sys/fs/cgroup", path, "memory.max", "memory.current")
+                .or_else(|| walk_up("/sys/fs/cgroup/unified", path, "memory.max", "memory.current"))
+        } else {
+            None
+        };
+        if let Some(f) = found {
+            if best.as_ref().is_none_or(|b| f.0.saturating_sub(f.1) < b.0.saturating_sub(b.1)) {
+                best = Some(f);
+            }
+        }
+    }
+    best
+}
+
+/// The limited cgroup with the least headroom among `path` and its ancestors under `root`.
+fn walk_up(root: &str, path: &str, limit_file: &str, usage_file: &str) -> Option<(u64, u64, String)> {
+    let mut dir = format!("{root}{}", path.trim_end_matches('/'));
+    let mut best: Option<(u64, u64, String)> = None;
+    loop {
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok().map(|s| s.trim().to_string());
+        if let (Some(limit), Some(usage)) = (read(limit_file), read(usage_file)) {
+            let limit = if limit == "max" { u64::MAX } else { limit.parse().unwrap_or(u64::MAX) };
+            let usage: u64 = usage.parse().unwrap_or(0);
+            if limit < UNLIMITED && best.as_ref().is_none_or(|b| limit.saturating_sub(usage) < b.0.saturating_sub(b.1)) {
+                best = Some((limit, usage, dir.clone()));
+            }
+        }
+        if dir.len() <= root.len() {
+            return best;
+        }
+        match dir.rfind('/') {
+            Some(i) if i >= root.len() => dir.truncate(i),
+            _ => return best,
+        }
+    }
+}
+
+/// Sets the budget from the cgroup's headroom now (at library load).
+pub fn init() {
+    if let Some((limit, usage, _)) = nearest_limit() {
+        BUDGET_LEFT.store(limit.saturating_sub(usage) / HEADROOM_SHARE_DIV, Relaxed);
+    }
+}
+
+/// The budget left (u64::MAX: unlimited).
+pub fn budget_left() -> u64 {
+    BUDGET_LEFT.load(Relaxed)
+}
+
+/// Takes `bytes` of resident memory from the budget; false when they do not fit.
+pub fn take(bytes: u64) -> bool {
+    let mut left = BUDGET_LEFT.load(Relaxed);
+    loop {
+        if left == u64::MAX {
+            return true;
+        }
+        if left < bytes {
+            return false;
+        }
+        match BUDGET_LEFT.compare_exchange_weak(left, left - bytes, Relaxed, Relaxed) {
+            Ok(_) => return true,
+            Err(now) => left = now,
+        }
+    }
+}
+
+/// Gives back what `take` took (a chunk closed).
+pub fn give_back(bytes: u64) {
+    let _ = BUDGET_LEFT.fetch_update(Relaxed, Relaxed, |left| (left != u64::MAX).then(|| left.saturating_add(bytes)));
+}
+
+/// A thread buffer's records and the resident bytes it will hold, for a buffer of `wanted`
+/// records: `resident_whole` when every recorded page stays resident (a trace on tmpfs, or a
+/// prepared buffer), else only the staging ring and the windows not yet written back count
+/// (`streaming`). An explicit size (`--buffer-mb`) is kept even when it does not fit; otherwise
+/// a buffer is shrunk to half the budget left (so later threads get some), never below `min`.
+/// None: not even that fits (the thread records nothing: counted as a fault).
+pub fn buffer_records(wanted: u64, min: u64, record_bytes: u64, resident_whole: bool, streaming: u64, explicit: bool) -> Option<(u64, u64)> {
+    let left = budget_left();
+    if !resident_whole {
+        return (explicit || take(streaming)).then_some((wanted, if explicit { 0 } else { streaming }));
+    }
+    if explicit || left == u64::MAX {
+        return Some((wanted, 0));
+    }
+    let records = wanted.min(left / 2 / record_bytes);
+    if records < min {
+        return None;
+    }
+    take(records * record_bytes).then_some((records, records * record_bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walks_up_to_the_nearest_limited_ancestor() {
+        let root = std::env::temp_dir().join(format!("oslens-memlimit-{}", std::process::id()));
+        let leaf = root.join("a/b");
+        std::fs::create_dir_all(&leaf).unwrap();
+        let put = |dir: &std::path::Path, limit: &str, usage: &str| {
+            std::fs::write(dir.join("memory.max"), limit).unwrap();
+            std::fs::write(dir.join("memory.current"), usage).unwrap();
+        };
+        put(&root, "max", "1000");
+        put(&root.join("a"), "134217728\n", "34217728\n");
+        put(&leaf, "max\n", "5\n");
+        let got = walk_up(root.to_str().unwrap(), "/a/b", "memory.max", "memory.current").unwrap();
+        assert_eq!((got.0, got.1), (134217728, 34217728));
+        assert!(got.2.ends_with("/a"));
+        put(&leaf, "9223372036854771712", "5"); // v1's "unlimited"
+        assert_eq!(walk_up(root.to_str().unwrap(), "/a/b", "memory.max", "memory.current").unwrap().0, 134217728);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn buffers_fit_half_the_budget_left_unless_the_size_was_given() {
+        BUDGET_LEFT.store(10 << 20, Relaxed);
+        // a resident buffer of 64 MiB is shrunk to 5 MiB (half of 10)
+        assert_eq!(buffer_records(2 << 20, 1024, 32, true, 0, false), Some((160 << 10, 5 << 20)));
+        assert_eq!(budget_left(), 5 << 20);
+        // an explicit size is kept, and takes nothing
+        assert_eq!(buffer_records(2 << 20, 1024, 32, true, 0, true), Some((2 << 20, 0)));
+        // a streaming buffer takes its ring and windows
+        assert_eq!(buffer_records(2 << 20, 1024, 32, false, 3 << 20, false), Some((2 << 20, 3 << 20)));
+        assert_eq!(buffer_records(2 << 20, 1024, 32, false, 3 << 20, false), None);
+        give_back(3 << 20);
+        assert_eq!(budget_left(), 5 << 20);
+        BUDGET_LEFT.store(u64::MAX, Relaxed);
+    }
+}
