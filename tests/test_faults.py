@@ -24,17 +24,26 @@ def _root_with_mount() -> bool:
 pytestmark = pytest.mark.skipif(not _root_with_mount(), reason="mounting a tmpfs needs root")
 
 
-@pytest.fixture
-def small_fs():
-    """A 6 MiB tmpfs under /tmp, unmounted and removed whatever the test did."""
+def _tmpfs(size: str):
+    """A tmpfs under /tmp, unmounted and removed whatever the test did."""
     where = Path(tempfile.mkdtemp(prefix="oslens-faults-", dir="/tmp"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "oslens-test", str(where)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "oslens-test", str(where)], check=True)
     try:
         yield where
     finally:
-        if subprocess.run(["umount", str(where)]).returncode != 0:
-            subprocess.run(["umount", "-l", str(where)])
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(where)], capture_output=True)
         where.rmdir()
+
+
+@pytest.fixture
+def small_fs():
+    yield from _tmpfs("6m")
+
+
+@pytest.fixture
+def roomy_fs():
+    yield from _tmpfs("64m")
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +251,19 @@ def test_buffer_size_that_cannot_fit_the_cgroup_is_kept_with_a_warning(memcg, fl
     assert proc.returncode == 0, proc.stderr
     assert f"--buffer-mb 64 does not fit the memory cgroup {memcg}" in proc.stderr
     assert oom_kills(memcg) == 0
+
+
+def test_trace_file_system_removed_mid_run(roomy_fs, flood, tmp_path):
+    """The trace's file system goes away (lazily unmounted) while the program records: the
+    program runs on to its end; oslens record says in one line that the trace is gone."""
+    out = tmp_path / "out"
+    with open(out, "w") as f:
+        rec = subprocess.Popen([*OSLENS, "record", "--no-kernel", "-o", roomy_fs / "t", "--", flood, "2", "1000000", "0", "300"],
+                               stdout=f, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: [c for c in _children(rec.pid) if _runs(c, flood)])
+    time.sleep(0.3)
+    subprocess.run(["umount", "-l", str(roomy_fs)], check=True)
+    _, err = rec.communicate(timeout=120)
+    assert out.read_text().count(" sum ") == 2 and "own pages intact" in out.read_text()
+    assert rec.returncode == 1 and "Traceback" not in err, err
+    assert "the program exited with status 0, but its trace" in err and "can no longer be written" in err

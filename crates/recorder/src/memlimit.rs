@@ -97,18 +97,16 @@ pub fn give_back(bytes: u64) {
     let _ = BUDGET_LEFT.fetch_update(Relaxed, Relaxed, |left| (left != u64::MAX).then(|| left.saturating_add(bytes)));
 }
 
-/// A thread buffer's records and the resident bytes it will hold, for a buffer of `wanted`
-/// records: `resident_whole` when every recorded page stays resident (a trace on tmpfs, or a
-/// prepared buffer), else only the staging ring and the windows not yet written back count
-/// (`streaming`). An explicit size (`--buffer-mb`) is kept even when it does not fit; otherwise
-/// a buffer is shrunk to half the budget left (so later threads get some), never below `min`.
-/// None: not even that fits (the thread records nothing: counted as a fault).
-pub fn buffer_records(wanted: u64, min: u64, record_bytes: u64, resident_whole: bool, streaming: u64, explicit: bool) -> Option<(u64, u64)> {
+/// A thread buffer's records and the resident bytes it takes from the budget, for a buffer of
+/// `wanted` records. Only where every recorded page stays resident (`resident_whole`: a trace on
+/// tmpfs, or a prepared buffer) does the buffer count: a trace on disk keeps its staging ring
+/// and the windows not yet written back (writeback.rs), whatever its size. An explicit size
+/// (`--buffer-mb`) is kept even when it does not fit; otherwise a buffer is shrunk to half the
+/// budget left (so later threads get some), never below `min`. None: not even that fits (the
+/// thread records nothing: counted, as a fault is).
+pub fn buffer_records(wanted: u64, min: u64, record_bytes: u64, resident_whole: bool, explicit: bool) -> Option<(u64, u64)> {
     let left = budget_left();
-    if !resident_whole {
-        return (explicit || take(streaming)).then_some((wanted, if explicit { 0 } else { streaming }));
-    }
-    if explicit || left == u64::MAX {
+    if !resident_whole || explicit || left == u64::MAX {
         return Some((wanted, 0));
     }
     let records = wanted.min(left / 2 / record_bytes);
@@ -146,15 +144,16 @@ mod tests {
     fn buffers_fit_half_the_budget_left_unless_the_size_was_given() {
         BUDGET_LEFT.store(10 << 20, Relaxed);
         // a resident buffer of 64 MiB is shrunk to 5 MiB (half of 10)
-        assert_eq!(buffer_records(2 << 20, 1024, 32, true, 0, false), Some((160 << 10, 5 << 20)));
+        assert_eq!(buffer_records(2 << 20, 1024, 32, true, false), Some((160 << 10, 5 << 20)));
         assert_eq!(budget_left(), 5 << 20);
-        // an explicit size is kept, and takes nothing
-        assert_eq!(buffer_records(2 << 20, 1024, 32, true, 0, true), Some((2 << 20, 0)));
-        // a streaming buffer takes its ring and windows
-        assert_eq!(buffer_records(2 << 20, 1024, 32, false, 3 << 20, false), Some((2 << 20, 3 << 20)));
-        assert_eq!(buffer_records(2 << 20, 1024, 32, false, 3 << 20, false), None);
-        give_back(3 << 20);
-        assert_eq!(budget_left(), 5 << 20);
+        // an explicit size is kept, and takes nothing; nor does a buffer on disk (written behind)
+        assert_eq!(buffer_records(2 << 20, 1024, 32, true, true), Some((2 << 20, 0)));
+        assert_eq!(buffer_records(2 << 20, 1024, 32, false, false), Some((2 << 20, 0)));
+        // shrunk until not even the minimum fits
+        BUDGET_LEFT.store(40 << 10, Relaxed);
+        assert_eq!(buffer_records(2 << 20, 1024, 32, true, false), None);
+        give_back(5 << 20);
+        assert_eq!(budget_left(), (5 << 20) + (40 << 10));
         BUDGET_LEFT.store(u64::MAX, Relaxed);
     }
 }

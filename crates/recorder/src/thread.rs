@@ -149,9 +149,7 @@ fn create() -> Option<&'static mut ThreadState> {
 fn thread_buffer(cfg: &crate::config::Config, wanted: u64) -> Option<(u64, u64)> {
     let record = oslens_format::record::RECORD_SIZE as u64;
     let whole = cfg.prepare_buffers || cfg.trace_in_memory;
-    // staged, written behind: the ring, the header and about three windows not yet dropped
-    let streaming = crate::stage::Stage::bytes() + 4096 + 3 * crate::writeback::WINDOW;
-    crate::memlimit::buffer_records(wanted, crate::stage::SLOT_RECORDS, record, whole, streaming, cfg.buffer_explicit)
+    crate::memlimit::buffer_records(wanted, crate::stage::SLOT_RECORDS, record, whole, cfg.buffer_explicit)
 }
 
 /// Prepares the whole buffer and records how long the thread waited for it.

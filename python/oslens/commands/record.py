@@ -69,7 +69,11 @@ def run(args):
     session.prepare()
     status = session.run()
     announced = session.collector is not None  # the collector said its tier when it attached
-    meta = session.finish()
+    try:
+        meta = session.finish()
+    except OSError as err:  # the trace's file system was removed or made read-only mid-run
+        raise OslensError(f"the program exited with status {status}, but its trace {trace} can no longer be written "
+                          f"({err.strerror or err}): its file system was removed or is read-only", status or 1) from None
     _summarise(trace, meta, announced)
     if not args.no_import:
         _import(trace)
