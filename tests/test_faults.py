@@ -86,8 +86,9 @@ def test_disk_full_never_kills_the_program_and_counts_every_event(tmp_path, smal
 
 
 def test_full_disk_from_the_start_kernel_and_app_losses_counted(tmp_path, small_fs, flood):
-    """The file system is past its margin before the run: no buffer can be reserved. The program
-    runs untouched, every app event is counted as lost, and the kernel collector stops too."""
+    """The file system is nearly past its margin before the run: at most a thread's small first
+    chunk fits. The program runs untouched, every app event is recorded or counted as lost, and
+    the kernel collector stops too."""
     (small_fs / "filler").write_bytes(b"\1" * (4 << 20))
     want = subprocess.run([flood, "2", "20000"], capture_output=True, text=True, check=True).stdout
     trace = small_fs / "t"
@@ -96,8 +97,10 @@ def test_full_disk_from_the_start_kernel_and_app_losses_counted(tmp_path, small_
     assert want in proc.stdout
     lost = rows(trace, "SELECT source, \"where\", count, reason FROM lost WHERE reason LIKE 'disk full%'")
     app = [r for r in lost if r[0] == "app"]
-    assert sum(r[2] for r in app) == 2 * (20000 + 1), lost
-    assert rows(trace, "SELECT count(*) FROM app_events")[0][0] == 0
+    recorded = rows(trace, "SELECT count(*) FROM app_events WHERE kind = 'event'")[0][0]
+    # a thread's small first chunk (growth) may fit; its ring, past the margin, does not
+    assert recorded + sum(r[2] for r in app) == 2 * (20000 + 1), (recorded, lost)
+    assert recorded < 2 * 20000
     meta = json.loads((trace / "meta.json").read_text())
     if meta["kernel"].get("tier_level", 0) > 0:  # kernel events were available
         kernel = [r for r in lost if r[0] == "kernel"]

@@ -157,7 +157,7 @@ impl Chunk {
             p as *mut u8
         };
         let records_end = (HEADER_SIZE + capacity as usize * RECORD_SIZE) as u64;
-        let ahead = if staged { space::THREAD_AHEAD } else { space::NAMES_AHEAD };
+        let ahead = if staged || ring_on_extend { space::THREAD_AHEAD } else { space::NAMES_AHEAD };
         let space = Arc::new(Space::new(fd, base, HEADER_SIZE as u64, records_end, ahead));
         // The ring and the first slot's records are backed before anything is stored there;
         // a file system that cannot back them gets no chunk (the header says why).

@@ -45,6 +45,8 @@ mod tests {
             limit_slots: None,
             counter_period_us: 0,
             prepare_buffers,
+            buffer_explicit: false,
+            trace_in_memory: false,
         }
     }
 
