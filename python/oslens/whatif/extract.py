@@ -1,0 +1,240 @@
+"""From a trace's scheduling tables to a workload (tables in, workload out).
+
+Per program thread, from `cpu_slices` joined with the state `switches` says it left each slice in:
+  - a CPU burst is the CPU time between two blocks (slices that ended preempted, 'R', are joined:
+    the gap between them is waiting, which the simulator recomputes);
+  - a block starts when a slice ends in 'D' (io) or 'S'/other (sleep or sync) and lasts until the
+    `wakeups` record that ended it (the time from there to the next slice is waiting again);
+  - a block is a dependency (sync) when another program thread woke it from inside a system call
+    (futex, pipe write, exit...) and the thread was not in a timed sleep: the simulator then ends it
+    when the waker reaches the same point of its own execution; otherwise it lasts as recorded;
+  - a thread arrives when its parent reaches the point where it created it (fork time).
+Other tasks' slices inside the program's window are background load pinned to their CPU.
+See docs/whatif.md for what this model leaves out."""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from oslens.analysis import common
+from oslens.analysis.states import STATE_CODE_SQL
+from oslens.errors import OslensError
+from oslens.whatif.workload import IO, SLEEP, SYNC, Block, Dep, Task, Workload
+
+MAX_TASKS = 20_000  # program threads plus background slices; beyond it the trace is refused
+TIMED_SLEEPS = {"nanosleep", "clock_nanosleep"}  # their wake-up comes from a timer, not the waker
+RUNNABLE, DISK = 1, 2  # codes of STATE_CODE_SQL
+
+
+def _arrays(con, sql: str, params=None) -> list[np.ndarray]:
+    t = con.execute(sql, params or []).fetch_arrow_table()
+    return [t.column(i).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for i in range(t.num_columns)]
+
+
+def _slices(con, tids: list[int]):
+    """(tid, start, end, cpu, code) of every slice of `tids`, by tid then start."""
+    tid_list = ",".join(str(t) for t in tids)
+    return _arrays(con, f"""
+        SELECT s.tid, s.start_ns, s.end_ns, s.cpu, max({STATE_CODE_SQL.format(col="w.prev_state")}) AS code
+        FROM cpu_slices s LEFT JOIN switches w ON w.prev_tid = s.tid AND w.ts = s.end_ns AND w.cpu = s.cpu
+        WHERE s.tid IN ({tid_list}) GROUP BY ALL ORDER BY s.tid, s.start_ns""")
+
+
+class _Progress:
+    """Maps a trace time to a point (burst, CPU offset) of one task's execution."""
+
+    def __init__(self, starts, ends, burst_of, cum_at_start):
+        self.starts, self.ends, self.burst_of, self.cum = starts, ends, burst_of, cum_at_start
+
+    def point(self, ts: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self.starts, ts) - 1
+        if i < 0:
+            return 0, 0
+        into = min(ts, self.ends[i]) - self.starts[i]
+        return self.burst_of[i], self.cum[i] + max(0, into)
+
+
+class _Syscalls:
+    """Which system call each program thread was in at a time (for telling sleeps from sync)."""
+
+    def __init__(self, con, tids):
+        self.by_tid: dict[int, tuple[list, list, list]] = {}
+        if not common.row_count(con, "syscalls"):
+            self.present = False
+            return
+        self.present = True
+        tid_list = ",".join(str(t) for t in tids)
+        t = con.execute(f"""SELECT tid, start_ns, coalesce(end_ns, 9223372036854775807), name FROM syscalls
+                            WHERE tid IN ({tid_list}) AND start_ns IS NOT NULL ORDER BY tid, start_ns""").fetchall()
+        for tid, s, e, name in t:
+            rec = self.by_tid.setdefault(int(tid), ([], [], []))
+            rec[0].append(int(s))
+            rec[1].append(int(e))
+            rec[2].append(name or "")
+
+    def at(self, tid: int, ts: int) -> str | None:
+        rec = self.by_tid.get(tid)
+        if not rec:
+            return None
+        i = bisect.bisect_right(rec[0], ts) - 1
+        if i >= 0 and rec[1][i] >= ts:
+            return rec[2][i]
+        return None
+
+
+def _ncpus(con, meta: dict) -> int:
+    for k in ("kernel.cpus", "machine.cpus", "machine.cpus_online"):
+        try:
+            n = int(meta.get(k) or 0)
+        except ValueError:
+            n = 0
+        if n > 0:
+            return n
+    row = con.execute("SELECT max(cpu) FROM cpu_slices").fetchone()
+    return int(row[0]) + 1 if row and row[0] is not None else 1
+
+
+def _task_shape(tid, s, e, cpu, code, wake_ts, wake_by):
+    """Bursts and raw blocks of one thread from its slices; also the per-slice progress map."""
+    bursts, raw_blocks = [], []
+    burst_of, cum = [], []
+    acc = 0
+    waiting = 0
+    n = len(s)
+    for i in range(n):
+        burst_of.append(len(bursts))
+        cum.append(acc)
+        acc += int(e[i] - s[i])
+        if i == n - 1:
+            bursts.append(acc)
+            break
+        nxt = int(s[i + 1])
+        if code[i] == RUNNABLE or code[i] <= 0:
+            waiting += max(0, nxt - int(e[i]))  # preempted (or no record of why): runnable gap
+            continue
+        bursts.append(acc)
+        acc = 0
+        # the last wakeup of the thread inside the gap ended the block
+        j = bisect.bisect_right(wake_ts, nxt) - 1
+        if j >= 0 and wake_ts[j] >= e[i]:
+            woke, waker = int(wake_ts[j]), int(wake_by[j])
+        else:
+            woke, waker = nxt, -1
+        waiting += nxt - woke
+        raw_blocks.append((int(e[i]), woke, int(code[i]), waker))
+    return bursts, raw_blocks, burst_of, cum, waiting
+
+
+def workload(con, include_background: bool = True) -> Workload:
+    """The workload of the trace's program. Raises OslensError when the trace cannot give one."""
+    if common.row_count(con, "cpu_slices") == 0:
+        raise OslensError("the trace has no scheduling records (cpu_slices is empty); record it with kernel "
+                          "events: 'oslens record -- CMD' as root, without --no-kernel", 2)
+    prog = common.program(con)
+    if not prog.tids:
+        raise OslensError("the trace has no program threads; record a program with 'oslens record -- CMD'", 2)
+    tids = sorted(prog.tids)
+    if len(tids) > MAX_TASKS:
+        raise OslensError(f"the program has {len(tids):,} threads, more than whatif simulates ({MAX_TASKS:,}); "
+                          "record a smaller run", 2)
+    meta = common.meta(con)
+    origin = min(prog.start[t] for t in tids)
+    end = max(prog.end[t] for t in tids)
+    st, ss, se, scpu, scode = _slices(con, tids)
+    wt, wts, wby = _arrays(con, f"""SELECT tid, ts, waker_tid FROM wakeups WHERE tid IN ({",".join(map(str, tids))})
+                                    ORDER BY tid, ts""")
+    syscalls = _Syscalls(con, tids)
+    parents = common.task_parents(con)
+    index = {tid: i for i, tid in enumerate(t for t in tids if (st == t).any())}
+    shapes, progress = {}, {}
+    for tid in index:
+        lo, hi = np.searchsorted(st, tid, "left"), np.searchsorted(st, tid, "right")
+        wlo, whi = np.searchsorted(wt, tid, "left"), np.searchsorted(wt, tid, "right")
+        shape = _task_shape(tid, ss[lo:hi], se[lo:hi], scpu[lo:hi], scode[lo:hi],
+                            wts[wlo:whi].tolist(), wby[wlo:whi].tolist())
+        shapes[tid] = (shape, ss[lo:hi], se[lo:hi])
+        progress[tid] = _Progress(ss[lo:hi].tolist(), se[lo:hi].tolist(), shape[2], shape[3])
+    tasks: list[Task] = []
+    counts = {IO: 0, SLEEP: 0, SYNC: 0}
+    for tid in index:
+        (bursts, raw, _b, _c, waiting), s, e = shapes[tid]
+        blocks = []
+        for b_start, woke, code, waker in raw:
+            kind, dep = _classify(tid, b_start, woke, code, waker, index, progress, syscalls)
+            counts[kind] += 1
+            blocks.append(Block(woke - b_start, kind, dep))
+        start = prog.start[tid] if prog.start.get(tid) is not None else int(s[0])
+        start = min(start, int(s[0]))
+        parent = parents.get(tid)
+        arrival_dep = None
+        if parent in index and parent != tid:
+            arrival_dep = Dep(index[parent], *progress[parent].point(start))
+        waiting += int(s[0]) - start
+        tasks.append(Task(tid, prog.names.get(tid, str(tid)), bursts, blocks, arrival=start - origin,
+                          arrival_dep=arrival_dep, recorded={
+                              "arrival_ns": start - origin, "completion_ns": int(e[-1]) - origin,
+                              "waiting_ns": int(waiting), "response_ns": int(s[0]) - start,
+                              "switches": int(len(s)), "cpu_ns": int(sum(bursts))}))
+    if not tasks:
+        raise OslensError("the program's threads never appear in cpu_slices; record it with kernel events", 2)
+    bg = _background(con, set(index), origin, end) if include_background else []
+    if len(tasks) + len(bg) > MAX_TASKS:
+        bg = bg[: max(0, MAX_TASKS - len(tasks))]
+    wl = Workload(tasks + bg, _ncpus(con, meta), origin_ns=origin)
+    wl.recorded = {"makespan_ns": max(t.recorded["completion_ns"] for t in tasks),
+                   "switches": sum(t.recorded["switches"] for t in tasks),
+                   "blocks": counts, "background_slices": len(bg),
+                   "background_cpu_ns": sum(t.bursts[0] for t in bg)}
+    if not syscalls.present:
+        wl.notes.append("no system call records: wake-ups by program threads are all taken as dependencies "
+                        "(a timer firing while a program thread ran is then mistaken for one)")
+    wl.check()
+    return wl
+
+
+def _classify(tid, b_start, woke, code, waker, index, progress, syscalls):
+    if code == DISK:
+        return IO, None
+    if waker not in index or waker == tid:
+        return SLEEP, None
+    if syscalls.present:
+        if syscalls.at(tid, b_start) in TIMED_SLEEPS:
+            return SLEEP, None  # the timer's interrupt ran in whatever thread held the CPU
+        if syscalls.at(waker, woke) is None:
+            return SLEEP, None  # woken from an interrupt that hit the waker in user mode
+    return SYNC, Dep(index[waker], *progress[waker].point(woke))
+
+
+def _background(con, program_tids: set[int], origin: int, end: int) -> list[Task]:
+    """Other tasks' demand, as far as it met the program: each time another task took a CPU from
+    (or gave it to) a program thread, until that CPU's next recorded switch (the collector keeps
+    only switches that involve the program). Per task, intervals it left runnable (or we cannot
+    tell) are joined into one burst; one it left sleeping is followed by a fixed block."""
+    code = STATE_CODE_SQL.format(col="nstate")
+    rows = con.execute(f"""SELECT next_tid, any_value(coalesce(next_comm, '')) OVER (PARTITION BY next_tid), ts, nts,
+                                  CASE WHEN nprev = next_tid THEN {code} ELSE 1 END
+                           FROM (SELECT ts, cpu, next_tid, next_comm, lead(ts) OVER w AS nts,
+                                        lead(prev_tid) OVER w AS nprev, lead(prev_state) OVER w AS nstate
+                                 FROM switches WINDOW w AS (PARTITION BY cpu ORDER BY ts))
+                           WHERE next_tid <> 0 AND nts IS NOT NULL AND nts > ? AND ts < ?
+                           ORDER BY next_tid, ts""", [origin, end]).fetchall()
+    by_tid: dict[int, list] = {}
+    names = {}
+    for tid, comm, s, e, c in rows:
+        if tid in program_tids:
+            continue
+        s, e = max(int(s), origin), min(int(e), end)
+        if e > s:
+            by_tid.setdefault(int(tid), []).append((s, e, int(c)))
+            names[int(tid)] = comm
+    out = []
+    for tid, iv in by_tid.items():
+        s = np.array([x[0] for x in iv], np.int64)
+        e = np.array([x[1] for x in iv], np.int64)
+        c = np.array([x[2] for x in iv], np.int64)
+        bursts, raw, _b, _c, _w = _task_shape(tid, s, e, None, c, [], [])
+        blocks = [Block(woke - b_start, SLEEP if code_ != DISK else IO) for b_start, woke, code_, _ in raw]
+        out.append(Task(tid, names[tid], bursts, blocks, arrival=int(s[0]) - origin, background=True))
+    return out

@@ -1,0 +1,81 @@
+"""What the simulator takes from this machine: the scheduler tick, EEVDF's base slice, the
+SCHED_RR time slice, and the cost of a context switch and of a migration from `oslens bench`
+results (ctx.thread.pinned and ctx.thread.cross_cpu medians). Each figure says where it came
+from; a default is named as one."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from pathlib import Path
+
+from oslens.errors import OslensError
+
+DEFAULT_SWITCH_NS = 3_000  # a thread switch on one CPU, typical of a VM (docs/whatif.md)
+DEFAULT_MIGRATE_NS = 10_000  # the extra cost of a wake-up on another CPU, typical of a VM
+DEFAULT_HZ = 250
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def kernel_hz() -> tuple[int, str]:
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            for line in f:
+                if line.startswith("CONFIG_HZ="):
+                    return int(line.split("=", 1)[1]), "/proc/config.gz"
+    except (OSError, ValueError):
+        pass
+    return DEFAULT_HZ, "default"
+
+
+def base_slice_ns(ncpus: int) -> tuple[int, str]:
+    text = _read("/sys/kernel/debug/sched/base_slice_ns")
+    if text and text.isdigit():
+        return int(text), "/sys/kernel/debug/sched/base_slice_ns"
+    # the kernel scales 0.75 ms by 1 + log2(CPUs), CPUs capped at 8 (SCHED_TUNABLESCALING_LOG)
+    factor = 1 + int(math.log2(max(1, min(ncpus, 8))))
+    return 750_000 * factor, f"0.75 ms x (1 + log2 {min(ncpus, 8)} CPUs), the kernel's default"
+
+
+def rr_timeslice_ns() -> tuple[int, str]:
+    text = _read("/proc/sys/kernel/sched_rr_timeslice_ms")
+    if text and text.isdigit():
+        return int(text) * 1_000_000, "kernel.sched_rr_timeslice_ms"
+    return 100_000_000, "default"
+
+
+def switch_costs(bench_json: str | None) -> dict:
+    """(switch_ns, migrate_ns) with their sources, from an `oslens bench --json` file if given."""
+    if not bench_json:
+        return {"switch_ns": DEFAULT_SWITCH_NS, "migrate_ns": DEFAULT_MIGRATE_NS,
+                "source": "defaults (give --bench FILE from 'oslens bench --json FILE' for this machine's)"}
+    from oslens.osbench import results
+
+    doc = results.load(bench_json)
+    by = {r["name"]: r for r in doc.get("results", []) if r.get("status") == "ok"}
+    pinned = by.get("ctx.thread.pinned") or by.get("ctx.process.pinned")
+    cross = by.get("ctx.thread.cross_cpu") or by.get("ctx.process.cross_cpu")
+    if not pinned:
+        raise OslensError(f"{bench_json} has no ctx.thread.pinned result; run 'oslens bench --only ctx.thread.* --json FILE'", 2)
+    sw = int(pinned["median_ns"])
+    mig = max(0, int(cross["median_ns"]) - sw) if cross else DEFAULT_MIGRATE_NS
+    return {"switch_ns": sw, "migrate_ns": mig, "source": f"{bench_json} ({pinned['name']}"
+            + (f", {cross['name']} - it)" if cross else ")")}
+
+
+def defaults(ncpus: int, bench_json: str | None = None) -> dict:
+    hz, hz_src = kernel_hz()
+    sl, sl_src = base_slice_ns(ncpus)
+    rr, rr_src = rr_timeslice_ns()
+    out = {"tick_ns": 1_000_000_000 // hz, "base_slice_ns": sl, "rr_timeslice_ns": rr,
+           "sources": {"tick": f"CONFIG_HZ={hz} ({hz_src})", "base_slice": sl_src, "rr_timeslice": rr_src}}
+    costs = switch_costs(bench_json)
+    out.update(switch_ns=costs["switch_ns"], migrate_ns=costs["migrate_ns"])
+    out["sources"]["switch"] = costs["source"]
+    return out

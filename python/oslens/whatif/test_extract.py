@@ -1,0 +1,79 @@
+"""Extraction from hand-built scheduling tables, and replaying them: bursts, blocks, who woke whom."""
+
+import pytest
+
+from oslens.analysis import synthetic
+from oslens.errors import OslensError
+from oslens.whatif import extract, spec
+from oslens.whatif.sim import simulate
+from oslens.whatif.workload import IO, SLEEP, SYNC
+
+MS = 1_000_000
+
+
+def _trace(second_wait_state="S"):
+    """One CPU. main (100) runs 0-2 ms, creates worker 101 at 1 ms, waits for it (S) from 2 ms;
+    101 runs 2-5, sleeps in clock_nanosleep (woken by a timer at 7), another task (500) runs 5-6,
+    the CPU idles 6-7, 101 runs 7-9 and wakes 100 at 8.5 from inside a system call, then exits;
+    100 runs 9-10 and exits."""
+    slices = [(100, 100, "main", 0, 0, 2 * MS), (101, 100, "worker", 0, 2 * MS, 5 * MS),
+              (500, 500, "other", 0, 5 * MS, 6 * MS), (0, 0, "swapper", 0, 6 * MS, 7 * MS),
+              (101, 100, "worker", 0, 7 * MS, 9 * MS), (100, 100, "main", 0, 9 * MS, 10 * MS),
+              (0, 0, "swapper", 0, 10 * MS, 11 * MS)]
+    states = {(0, 2 * MS): second_wait_state, (0, 5 * MS): "S", (0, 6 * MS): "S", (0, 7 * MS): "R",
+              (0, 9 * MS): "X", (0, 10 * MS): "X"}
+    rows = {
+        "meta": [("kernel.cpus", "1")],
+        "threads": [(100, 100, "main", None, 0, 10 * MS, True), (100, 101, "worker", 100, 1 * MS, 9 * MS, True)],
+        "tasks": [(100, 101, "worker", 100, 1 * MS, 9 * MS)],
+        "cpu_slices": slices,
+        "switches": synthetic.switches_from_slices(slices, states, {}),
+        "wakeups": [(7 * MS, 0, 101, 0, 0), (int(8.5 * MS), 0, 100, 0, 101)],
+        "syscalls": [(100, 101, 230, "clock_nanosleep", int(4.9 * MS), 7 * MS, 0),
+                     (100, 101, 202, "futex", int(8.4 * MS), int(8.6 * MS), 0)],
+    }
+    return synthetic.make_con(rows)
+
+
+def test_bursts_blocks_and_dependencies():
+    wl = extract.workload(_trace())
+    main, worker = wl.program
+    assert (main.tid, main.bursts, worker.bursts) == (100, [2 * MS, 1 * MS], [3 * MS, 2 * MS])
+    assert [(b.kind, b.duration) for b in worker.blocks] == [(SLEEP, 2 * MS)]  # the timer, not a dependency
+    (join,) = main.blocks
+    assert join.kind == SYNC and (join.dep.task, join.dep.burst, join.dep.offset) == (1, 1, int(1.5 * MS))
+    assert (worker.arrival_dep.task, worker.arrival_dep.burst, worker.arrival_dep.offset) == (0, 0, 1 * MS)
+    assert main.recorded == {"arrival_ns": 0, "completion_ns": 10 * MS, "waiting_ns": int(0.5 * MS),
+                             "response_ns": 0, "switches": 2, "cpu_ns": 3 * MS}
+    assert worker.recorded["waiting_ns"] == 1 * MS  # created at 1 ms, first ran at 2 ms
+    (bg,) = [t for t in wl.tasks if t.background]
+    assert (bg.tid, bg.bursts, bg.arrival) == (500, [1 * MS], 5 * MS)
+    assert wl.recorded["makespan_ns"] == 10 * MS and wl.recorded["switches"] == 4
+
+
+def test_uninterruptible_wait_is_io():
+    wl = extract.workload(_trace(second_wait_state="D"))
+    assert wl.program[0].blocks[0].kind == IO and wl.program[0].blocks[0].dep is None
+
+
+def test_fifo_replay_reproduces_the_recording():
+    wl = extract.workload(_trace())
+    res = simulate(wl, spec.make_policy(spec.parse("fifo")))
+    done = {st.task.tid: st.done_at for st in res.tasks}
+    assert done == {100: 10 * MS, 101: 9 * MS, 500: 6 * MS}
+    assert [st.dispatches for st in res.tasks[:2]] == [2, 2]
+
+
+def test_a_consumer_never_runs_before_its_producer():
+    wl = extract.workload(_trace())
+    wl.ncpus = 4  # the worker starts at 1 ms on its own CPU: sleeps 4-6, wakes the main thread 1.5 ms later
+    for text in ("fifo", "srt", "rr:q=1ms", "default"):
+        res = simulate(wl, spec.make_policy(spec.parse(text)), keep_segments=True)
+        main_runs = [s for s in res.segments if s.task == 0]
+        assert main_runs[-1].start == int(7.5 * MS) and res.tasks[0].done_at == int(8.5 * MS), text
+
+
+def test_trace_without_kernel_events_is_refused():
+    con = synthetic.make_con({"threads": [(1, 1, "p", None, 0, MS, True)]})
+    with pytest.raises(OslensError, match="no scheduling records"):
+        extract.workload(con)
