@@ -23,7 +23,7 @@ from oslens.analysis.states import STATE_CODE_SQL
 from oslens.errors import OslensError
 from oslens.whatif.workload import IO, SLEEP, SYNC, Block, Dep, Task, Workload
 
-MAX_TASKS = 20_000  # program threads plus background slices; beyond it the trace is refused
+MAX_TASKS = 20_000  # program threads; beyond it the trace is refused (the simulator keeps per-task state)
 TIMED_SLEEPS = {"nanosleep", "clock_nanosleep"}  # their wake-up comes from a timer, not the waker
 RUNNABLE, DISK = 1, 2  # codes of STATE_CODE_SQL
 
@@ -179,14 +179,11 @@ def workload(con, include_background: bool = True) -> Workload:
                               "switches": int(len(s)), "cpu_ns": int(sum(bursts))}))
     if not tasks:
         raise OslensError("the program's threads never appear in cpu_slices; record it with kernel events", 2)
-    bg = _background(con, set(index), origin, end) if include_background else []
-    if len(tasks) + len(bg) > MAX_TASKS:
-        bg = bg[: max(0, MAX_TASKS - len(tasks))]
-    wl = Workload(tasks + bg, _ncpus(con, meta), origin_ns=origin)
+    bg = _background(con, set(index), origin, end) if include_background else {}
+    wl = Workload(tasks, _ncpus(con, meta), origin_ns=origin, background=bg)
     wl.recorded = {"makespan_ns": max(t.recorded["completion_ns"] for t in tasks),
                    "switches": sum(t.recorded["switches"] for t in tasks),
-                   "blocks": counts, "background_slices": len(bg),
-                   "background_cpu_ns": sum(t.bursts[0] for t in bg)}
+                   "blocks": counts, "background_cpu_ns": sum(b["cpu_ns"] for b in bg.values())}
     if not syscalls.present:
         wl.notes.append("no system call records: wake-ups by program threads are all taken as dependencies "
                         "(a timer firing while a program thread ran is then mistaken for one)")
@@ -207,34 +204,30 @@ def _classify(tid, b_start, woke, code, waker, index, progress, syscalls):
     return SYNC, Dep(index[waker], *progress[waker].point(woke))
 
 
-def _background(con, program_tids: set[int], origin: int, end: int) -> list[Task]:
-    """Other tasks' demand, as far as it met the program: each time another task took a CPU from
-    (or gave it to) a program thread, until that CPU's next recorded switch (the collector keeps
-    only switches that involve the program). Per task, intervals it left runnable (or we cannot
-    tell) are joined into one burst; one it left sleeping is followed by a fixed block."""
-    code = STATE_CODE_SQL.format(col="nstate")
-    rows = con.execute(f"""SELECT next_tid, any_value(coalesce(next_comm, '')) OVER (PARTITION BY next_tid), ts, nts,
-                                  CASE WHEN nprev = next_tid THEN {code} ELSE 1 END
-                           FROM (SELECT ts, cpu, next_tid, next_comm, lead(ts) OVER w AS nts,
-                                        lead(prev_tid) OVER w AS nprev, lead(prev_state) OVER w AS nstate
-                                 FROM switches WINDOW w AS (PARTITION BY cpu ORDER BY ts))
-                           WHERE next_tid <> 0 AND nts IS NOT NULL AND nts > ? AND ts < ?
-                           ORDER BY next_tid, ts""", [origin, end]).fetchall()
-    by_tid: dict[int, list] = {}
-    names = {}
-    for tid, comm, s, e, c in rows:
-        if tid in program_tids:
-            continue
-        s, e = max(int(s), origin), min(int(e), end)
-        if e > s:
-            by_tid.setdefault(int(tid), []).append((s, e, int(c)))
-            names[int(tid)] = comm
-    out = []
-    for tid, iv in by_tid.items():
-        s = np.array([x[0] for x in iv], np.int64)
-        e = np.array([x[1] for x in iv], np.int64)
-        c = np.array([x[2] for x in iv], np.int64)
-        bursts, raw, _b, _c, _w = _task_shape(tid, s, e, None, c, [], [])
-        blocks = [Block(woke - b_start, SLEEP if code_ != DISK else IO) for b_start, woke, code_, _ in raw]
-        out.append(Task(tid, names[tid], bursts, blocks, arrival=int(s[0]) - origin, background=True))
-    return out
+BG_BINS = 2000  # the background's time profile is kept in at most this many bins per CPU
+BG_BIN_MIN_NS = 10_000_000
+
+
+def _background(con, program_tids: set[int], origin: int, end: int) -> dict[int, dict]:
+    """Other tasks' demand per CPU, as far as it met the program: each time another task took a
+    CPU inside the window, until that CPU's next recorded switch (the collector keeps only switches
+    that involve the program, so what ran between is seen as one stretch). Per CPU: total ns and
+    the ns in each time bin (bin_ns wide, from the origin). background.py makes competitors of it."""
+    prog = ",".join(str(t) for t in sorted(program_tids)) or "-1"
+    bin_ns = max(BG_BIN_MIN_NS, (end - origin) // BG_BINS + 1)
+    rows = con.execute(f"""SELECT cpu, greatest(ts, ?) - ?, least(nts, ?) - ?
+                           FROM (SELECT ts, cpu, next_tid, lead(ts) OVER (PARTITION BY cpu ORDER BY ts) AS nts
+                                 FROM switches)
+                           WHERE next_tid <> 0 AND next_tid NOT IN ({prog}) AND nts IS NOT NULL AND nts > ? AND ts < ?
+                           ORDER BY cpu, ts""", [origin, origin, end, origin, origin, end]).fetchall()
+    out: dict[int, dict] = {}
+    for cpu, s, e in rows:
+        b = out.setdefault(int(cpu), {"cpu_ns": 0, "stretches": 0, "bin_ns": bin_ns, "bins": {}})
+        b["cpu_ns"] += int(e - s)
+        b["stretches"] += 1
+        while s < e:  # spread the stretch over the bins it covers
+            k = s // bin_ns
+            upto = min(e, (k + 1) * bin_ns)
+            b["bins"][k] = b["bins"].get(k, 0) + int(upto - s)
+            s = upto
+    return {c: b for c, b in out.items() if b["cpu_ns"] > 0}

@@ -17,7 +17,7 @@ import numpy as np
 
 from oslens.whatif import spec as specmod
 from oslens.whatif.sim import simulate
-from oslens.whatif.workload import Block, Dep, Workload
+from oslens.whatif.workload import UNTIL, Block, Dep, Workload
 
 METRICS = ("completion_ns", "turnaround_ns", "waiting_ns", "response_ns", "switches")
 MAX_SPREAD = 0.5  # a task whose bursts vary more than this (relative MAD) is capped: the bursts differ in kind
@@ -43,7 +43,7 @@ def spreads(wl: Workload) -> dict:
         if b is not None and not t.background:
             measured.append(b)
         kinds = {}
-        for kind in {blk.kind for blk in t.blocks if blk.dep is None}:
+        for kind in {blk.kind for blk in t.blocks if blk.dep is None and blk.kind != UNTIL}:
             kinds[kind] = _spread([blk.duration for blk in t.blocks if blk.kind == kind and blk.dep is None])
         out[i] = (b, kinds)
     fallback = float(np.median(measured)) if measured else DEFAULT_SPREAD
@@ -69,14 +69,20 @@ def perturbed(wl: Workload, rng: random.Random, sp: dict) -> Workload:
         bursts = [max(0, int(b * f)) for b, f in zip(t.bursts, factors[i])]
         blocks = []
         for blk in t.blocks:
-            if blk.dep is None:
+            if blk.kind == UNTIL:
+                blocks.append(Block(max(0, blk.duration + shift), UNTIL))
+            elif blk.dep is None:
                 s = ks.get(blk.kind, 0.0)
                 blocks.append(Block(max(0, int(blk.duration * max(0.1, rng.gauss(1.0, s * 1.4826)))), blk.kind))
             else:
                 blocks.append(Block(blk.duration, blk.kind, _scaled(blk.dep, factors)))
         dep = _scaled(t.arrival_dep, factors) if t.arrival_dep else None
-        arrival = max(0, t.arrival + shift) if t.background else t.arrival
-        out_tasks.append(replace(t, bursts=bursts, blocks=blocks, arrival_dep=dep, arrival=arrival))
+        arrival, until = t.arrival, t.until
+        if t.background:  # the competitors come and go a little earlier or later
+            arrival = max(0, t.arrival + shift)
+            until = max(arrival + 1, t.until + shift) if t.until is not None else None
+            bursts = list(t.bursts)
+        out_tasks.append(replace(t, bursts=bursts, blocks=blocks, arrival_dep=dep, arrival=arrival, until=until))
     new.tasks = out_tasks
     return new
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from oslens.whatif.workload import Workload
+from oslens.whatif.workload import UNTIL, Workload
 
 ARRIVE, UNBLOCK, STOP, TICK = 0, 1, 2, 3
 NOT_ARRIVED, READY, RUNNING, BLOCKED, DONE = range(5)
@@ -23,7 +23,7 @@ class SimTask:
 
     __slots__ = ("i", "task", "bursts", "blocks", "cpus", "nice", "priority", "background", "state", "seg",
                  "progress", "points", "pi", "fired", "last_cpu", "ready_at", "first_run", "done_at",
-                 "waiting", "dispatches", "voluntary", "involuntary", "arrived_at", "p", "seq")
+                 "waiting", "dispatches", "voluntary", "involuntary", "arrived_at", "p", "seq", "until")
 
     def __init__(self, i, task):
         self.i = i
@@ -34,6 +34,7 @@ class SimTask:
         self.nice = task.nice
         self.priority = task.priority
         self.background = task.background
+        self.until = task.until if task.until is not None else INF
         self.state = NOT_ARRIVED
         self.seg = 0
         self.progress = 0  # CPU ns done in the current burst
@@ -230,6 +231,9 @@ class Simulator:
     def _dispatch(self, c: int, now: int):
         st = self.policy.pick(c, now)
         self.decisions += 1
+        while st is not None and now >= st.until:  # a competitor whose time is over leaves
+            self._leave(st, now)
+            st = self.policy.pick(c, now)
         if st is None:
             self.cur[c] = None
             self.last[c] = None
@@ -251,9 +255,14 @@ class Simulator:
         self.since[c] = now + cost
         self._plan(c, now + cost)
 
+    def _leave(self, st: SimTask, now: int):
+        st.state = DONE
+        st.done_at = min(now, st.until)  # a ready competitor is dropped when next seen; it left at `until`
+        self.policy.left(st, now)
+
     def _plan(self, c: int, start: int):
         st = self.cur[c]
-        run = st.bursts[st.seg] - st.progress
+        run = min(st.bursts[st.seg] - st.progress, max(0, st.until - start))
         pts = st.points.get(st.seg)
         if pts and st.pi < len(pts):
             run = min(run, max(0, pts[st.pi][0] - st.progress))
@@ -280,6 +289,13 @@ class Simulator:
     def _stop(self, c: int, now: int):
         st = self._account(c, now)
         self._fire_points(st, now)
+        if now >= st.until:
+            self._leave(st, now)
+            self.cur[c] = None
+            self.last[c] = None
+            self.version[c] += 1
+            self._dispatch(c, now)
+            return
         if st.progress >= st.bursts[st.seg]:
             if self._next_burst(st, now):
                 self._plan(c, now)  # the block was already over: keep running, no switch
@@ -318,6 +334,11 @@ class Simulator:
             if b in st.fired:
                 return True
             st.state = BLOCKED
+        elif block.kind == UNTIL:
+            if block.duration <= now:
+                return True
+            st.state = BLOCKED
+            self.push(block.duration, UNBLOCK, st.i, st.seg)
         elif block.duration <= 0:
             return True
         else:

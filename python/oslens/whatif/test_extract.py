@@ -4,7 +4,7 @@ import pytest
 
 from oslens.analysis import synthetic
 from oslens.errors import OslensError
-from oslens.whatif import extract, spec
+from oslens.whatif import background, extract, spec
 from oslens.whatif.sim import simulate
 from oslens.whatif.workload import IO, SLEEP, SYNC
 
@@ -46,8 +46,7 @@ def test_bursts_blocks_and_dependencies():
     assert main.recorded == {"arrival_ns": 0, "completion_ns": 10 * MS, "waiting_ns": int(0.5 * MS),
                              "response_ns": 0, "switches": 2, "cpu_ns": 3 * MS}
     assert worker.recorded["waiting_ns"] == 1 * MS  # created at 1 ms, first ran at 2 ms
-    (bg,) = [t for t in wl.tasks if t.background]
-    assert (bg.tid, bg.bursts, bg.arrival) == (500, [1 * MS], 5 * MS)
+    assert wl.background == {0: {"cpu_ns": 1 * MS, "stretches": 1, "bin_ns": 10 * MS, "bins": {0: 1 * MS}}}
     assert wl.recorded["makespan_ns"] == 10 * MS and wl.recorded["switches"] == 4
 
 
@@ -59,8 +58,8 @@ def test_uninterruptible_wait_is_io():
 def test_fifo_replay_reproduces_the_recording():
     wl = extract.workload(_trace())
     res = simulate(wl, spec.make_policy(spec.parse("fifo")))
-    done = {st.task.tid: st.done_at for st in res.tasks}
-    assert done == {100: 10 * MS, 101: 9 * MS, 500: 6 * MS}
+    done = {st.task.name: st.done_at for st in res.tasks}
+    assert done == {"main": 10 * MS, "worker": 9 * MS}
     assert [st.dispatches for st in res.tasks[:2]] == [2, 2]
 
 
@@ -77,3 +76,13 @@ def test_trace_without_kernel_events_is_refused():
     con = synthetic.make_con({"threads": [(1, 1, "p", None, 0, MS, True)]})
     with pytest.raises(OslensError, match="no scheduling records"):
         extract.workload(con)
+
+
+def test_competitors_are_ready_through_their_bins_then_leave():
+    wl = background.competitors(extract.workload(_trace()), 2)
+    hogs = [t for t in wl.tasks if t.background]
+    assert [(t.arrival, t.until, t.cpus) for t in hogs] == [(0, 10 * MS, (0,))] * 2
+    res = simulate(wl, spec.make_policy(spec.parse("rr:q=1ms")))
+    assert all(st.done_at == 10 * MS for st in res.tasks if st.background)  # left at 10 ms, work or not
+    main = res.tasks[0]
+    assert main.done_at > 10 * MS  # it shared the CPU with two always-ready tasks until then

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-IO, SLEEP, SYNC = "io", "sleep", "sync"
+IO, SLEEP, SYNC, UNTIL = "io", "sleep", "sync", "until"
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Dep:
 @dataclass
 class Block:
     duration: int  # ns as recorded (used when dep is None, and as the recorded figure)
-    kind: str  # IO, SLEEP or SYNC
+    kind: str  # IO, SLEEP or SYNC; UNTIL: lasts until the time in `duration` (a release time)
     dep: Dep | None = None
 
 
@@ -41,6 +41,7 @@ class Task:
     nice: int = 0
     priority: int = 0  # real-time priority (SCHED_FIFO / SCHED_RR policies), 1..99
     background: bool = False  # not the program: competes for CPUs, not reported
+    until: int | None = None  # leaves at this time whatever is left of its work (background competitors)
     recorded: dict = field(default_factory=dict)  # completion_ns, waiting_ns, response_ns, switches
 
     @property
@@ -54,6 +55,7 @@ class Workload:
     ncpus: int
     origin_ns: int = 0  # trace time of simulated time 0
     recorded: dict = field(default_factory=dict)  # makespan_ns, switches, notes
+    background: dict = field(default_factory=dict)  # cpu -> {cpu_ns, stretches, bin_ns, bins} (extract.py)
     notes: list[str] = field(default_factory=list)
 
     @property

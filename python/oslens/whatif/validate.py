@@ -1,0 +1,155 @@
+"""`oslens whatif --validate -- CMD`: run CMD under the Linux policies of this machine, predict
+each run from the default run's trace, and report how far each prediction was from what the
+run recorded. SCHED_RR's time slice is a global sysctl: it is journaled (oslens.control.journal)
+before it is changed and restored after the run, on SIGINT/SIGTERM/SIGHUP, and after a crash by
+the next run (journal.recover)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from oslens.errors import OslensError
+
+RR_SYSCTL = Path("/proc/sys/kernel/sched_rr_timeslice_ms")
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    cls: str  # scheduling class of the program
+    predict: str  # the policy spec that models it
+    prio: int = 0
+    nice: int = 0
+    slice_ns: int = 0
+    cpus: str = "-"
+    rr_ms: int | None = None  # kernel.sched_rr_timeslice_ms for the run
+
+
+CASES = [
+    Case("default (SCHED_OTHER, EEVDF)", "other", "default"),
+    Case("SCHED_BATCH", "batch", "batch"),
+    Case("long slice (sched_runtime 20 ms)", "other", "eevdf:slice=20ms", slice_ns=20_000_000),
+    Case("SCHED_RR, sched_rr_timeslice_ms=4", "rr", "sched_rr:q=4ms", prio=10, rr_ms=4),
+    Case("SCHED_RR, sched_rr_timeslice_ms=40", "rr", "sched_rr:q=40ms", prio=10, rr_ms=40),
+    Case("SCHED_FIFO pinned to CPU 0", "fifo", "sched_fifo:cpus=0", prio=10, cpus="0"),
+    Case("nice 10", "other", "default:nice=10", nice=10),
+]
+QUICK = [CASES[0], CASES[3]]
+
+
+def _say(text: str) -> None:
+    print(f"oslens: whatif: {text}", file=sys.stderr, flush=True)
+
+
+def _record(case: Case, command: list[str], trace: Path) -> None:
+    launcher = [sys.executable, "-I", "-S", str(Path(__file__).with_name("launch.py")), case.cls, str(case.prio),
+                str(case.nice), str(case.slice_ns), case.cpus, "--"]
+    argv = [sys.executable, "-m", "oslens.cli", "record", "-f", "-o", str(trace), "--", *launcher, *command]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise OslensError(f"the run under {case.label} failed (exit {proc.returncode}): {last}", 1)
+
+
+def _run_case(case: Case, command: list[str], trace: Path) -> None:
+    from oslens.control import journal
+    from oslens.osbench.settings import signals_as_exceptions
+
+    if case.rr_ms is None:
+        _record(case, command, trace)
+        return
+    jr = journal.Journal(command=command)
+    with signals_as_exceptions():
+        try:
+            jr.set_file(RR_SYSCTL, str(case.rr_ms), "kernel.sched_rr_timeslice_ms")
+            _record(case, command, trace)
+        finally:
+            for line in jr.restore():
+                print(f"oslens: warning: {line}", file=sys.stderr)
+
+
+def _error(pred, rec):
+    if pred is None or not rec:
+        return None
+    return (pred - rec) / rec
+
+
+def run(command: list[str], quick: bool, out_dir: str | None, bench: str | None, json_out: str | None,
+        replicates: int = 4) -> int:
+    import os
+
+    from oslens import store
+    from oslens.control import journal
+    from oslens.whatif import background, extract, machine, predict, spec as specmod
+
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise OslensError("no program given: use 'oslens whatif --validate [--quick] -- PROGRAM ARGS'", 2)
+    if os.geteuid() != 0:
+        raise OslensError("--validate changes scheduling classes and kernel.sched_rr_timeslice_ms: run it as root", 2)
+    for line in journal.recover()[0]:
+        _say(line)
+    base = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="oslens-whatif-"))
+    cases = QUICK if quick else CASES
+    rows = []
+    wl = mach = None
+    for k, case in enumerate(cases):
+        trace = base / f"run{k}"
+        _say(f"running under {case.label} -> {trace}")
+        t0 = time.monotonic()
+        _run_case(case, command, trace)
+        got = extract.workload(store.open_trace(trace))
+        rec = predict.recorded(got)
+        if wl is None:  # the default run: every prediction starts from it
+            mach = machine.defaults(got.ncpus, bench)
+            k, fit = background.fit(got, mach)
+            wl = background.competitors(got, k)
+        pred = predict.run_policy(wl, specmod.parse(case.predict), mach, replicates)
+        rows.append({"case": case.label, "policy": case.predict, "trace": str(trace),
+                     "wall_s": round(time.monotonic() - t0, 2),
+                     "recorded": {"makespan_ns": rec["makespan_ns"], "switches": rec["switches"]},
+                     "predicted": {"makespan_ns": pred["makespan_ns"], "makespan_bounds": pred["makespan_bounds"],
+                                   "switches": pred["switches"], "switches_bounds": pred["switches_bounds"]},
+                     "error": {"makespan": _error(pred["makespan_ns"], rec["makespan_ns"]),
+                               "switches": _error(pred["switches"], rec["switches"])},
+                     "within_bounds": {"makespan": _within(pred["makespan_bounds"], rec["makespan_ns"]),
+                                       "switches": _within(pred["switches_bounds"], rec["switches"])}})
+    doc = {"schema": "oslens.whatif.validate/1", "command": command, "quick": quick, "machine": mach,
+           "background_fit": fit, "runs": rows}
+    if json_out:
+        text = json.dumps(doc, indent=1)
+        if json_out == "-":
+            print(text)
+            return 0
+        Path(json_out).write_text(text + "\n")
+    print(_text(doc))
+    return 0
+
+
+def _within(bounds, value) -> bool | None:
+    if not bounds:
+        return None
+    return bounds[0] <= value <= bounds[1]
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x * 100:+.0f}%"
+
+
+def _text(doc: dict) -> str:
+    lines = [f"whatif validation: {' '.join(doc['command'])}  (each run predicted from the default run's trace; "
+             "makespan in ms)",
+             f"  {'run':<36} {'policy':<20} {'makespan rec/pred':>22} {'err':>6} {'switches rec/pred':>20} {'err':>6}"]
+    for r in doc["runs"]:
+        rec, pred, err = r["recorded"], r["predicted"], r["error"]
+        lines.append(f"  {r['case']:<36} {r['policy']:<20} "
+                     f"{rec['makespan_ns'] / 1e6:>10.1f} / {pred['makespan_ns'] / 1e6:<9.1f} {_pct(err['makespan']):>6} "
+                     f"{rec['switches']:>9} / {pred['switches']:<8} {_pct(err['switches']):>6}")
+    return "\n".join(lines)
