@@ -7,6 +7,7 @@ the next run (journal.recover)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,10 +52,22 @@ def _record(case: Case, command: list[str], trace: Path) -> None:
     launcher = [sys.executable, "-I", "-S", str(Path(__file__).with_name("launch.py")), case.cls, str(case.prio),
                 str(case.nice), str(case.slice_ns), case.cpus, "--"]
     argv = [sys.executable, "-m", "oslens.cli", "record", "-f", "-o", str(trace), "--", *launcher, *command]
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
-        raise OslensError(f"the run under {case.label} failed (exit {proc.returncode}): {last}", 1)
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        try:
+            code = proc.wait()
+        except BaseException:  # interrupted: let `oslens record` stop its program and collector itself
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
+        if code != 0:
+            err.seek(0)
+            last = (err.read().strip().splitlines() or ["(no message)"])[-1]
+            raise OslensError(f"the run under {case.label} failed (exit {code}): {last}", 1)
 
 
 def _run_case(case: Case, command: list[str], trace: Path) -> None:
@@ -64,14 +77,19 @@ def _run_case(case: Case, command: list[str], trace: Path) -> None:
     if case.rr_ms is None:
         _record(case, command, trace)
         return
+    from oslens.osbench.settings import Interrupted
+
     jr = journal.Journal(command=command)
-    with signals_as_exceptions():
-        try:
-            jr.set_file(RR_SYSCTL, str(case.rr_ms), "kernel.sched_rr_timeslice_ms")
-            _record(case, command, trace)
-        finally:
-            for line in jr.restore():
-                print(f"oslens: warning: {line}", file=sys.stderr)
+    try:
+        with signals_as_exceptions():
+            try:
+                jr.set_file(RR_SYSCTL, str(case.rr_ms), "kernel.sched_rr_timeslice_ms")
+                _record(case, command, trace)
+            finally:
+                for line in jr.restore():
+                    print(f"oslens: warning: {line}", file=sys.stderr)
+    except Interrupted as sig:
+        raise OslensError(f"interrupted by {sig}; kernel.sched_rr_timeslice_ms was restored", 128 + sig.signum) from None
 
 
 def _error(pred, rec):

@@ -1,0 +1,89 @@
+"""What-if simulator benchmark (issue 19), printing JSON:
+  - decisions per second of the simulator core for each policy, on a synthetic workload of
+    many threads with short bursts, sleeps and wake-up dependencies (DESIGN.md target: >= 1 M/s);
+  - with --validate: the prediction error on real runs under this machine's Linux policies
+    (`oslens whatif --validate` on tests/c/whatif_mix.c; target <= 10% completion, <= 20% switches).
+Figures depend on the host's load (say so next to them); compare policies within one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+from oslens.whatif import spec  # noqa: E402
+from oslens.whatif.sim import simulate  # noqa: E402
+from oslens.whatif.workload import SLEEP, SYNC, Block, Dep, Task, Workload  # noqa: E402
+
+POLICIES = ["fifo", "lifo", "rr:q=10ms", "mlfq", "unix", "hrrn", "srt", "srt:est=ewma", "eevdf:slice=3ms,tick=4ms",
+            "batch", "sched_rr:q=100ms", "sched_fifo"]
+
+
+def synthetic(threads: int, bursts: int, seed: int = 7) -> Workload:
+    """Threads of exponential CPU bursts (mean 1 ms) and sleeps (mean 2 ms); every 4th block of
+    an odd thread waits for its even neighbour (a producer/consumer pair)."""
+    rng = random.Random(seed)
+    tasks = []
+    for i in range(threads):
+        bs = [int(rng.expovariate(1 / 1e6)) + 1 for _ in range(bursts)]
+        blocks = []
+        for b in range(bursts - 1):
+            if i % 2 and b % 4 == 0:
+                blocks.append(Block(0, SYNC, Dep(i - 1, b + 1, 0)))
+            else:
+                blocks.append(Block(int(rng.expovariate(1 / 2e6)) + 1, SLEEP))
+        tasks.append(Task(1000 + i, f"t{i}", bs, blocks, arrival=int(rng.uniform(0, 5e6))))
+    return Workload(tasks, 4)
+
+
+def decision_rates(threads: int, bursts: int) -> list[dict]:
+    wl = synthetic(threads, bursts)
+    wl.check()
+    out = []
+    for text in POLICIES:
+        policy = spec.make_policy(spec.parse(text))
+        t0 = time.process_time()  # CPU time: less sensitive than wall time to the other helpers' load
+        res = simulate(wl, policy, 3000, 10000)
+        dt = max(1e-9, time.process_time() - t0)
+        out.append({"policy": text, "decisions": res.decisions, "cpu_seconds": round(dt, 3),
+                    "decisions_per_s": round(res.decisions / dt), "stalled": len(res.stalled)})
+    return out
+
+
+def validate(scale: str) -> dict:
+    exe = ROOT / ".venv" / "bin" / "oslens"
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = Path(tmp) / "mix"
+        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(prog), str(ROOT / "tests" / "c" / "whatif_mix.c")], check=True)
+        out = subprocess.run([str(exe), "whatif", "--validate", "-o", str(Path(tmp) / "v"), "--json", "-", "--",
+                              str(prog), scale], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--threads", type=int, default=64)
+    ap.add_argument("--bursts", type=int, default=300)
+    ap.add_argument("--validate", action="store_true", help="also run the real-run validation (root, ~2 min)")
+    ap.add_argument("--scale", default="0.5", help="whatif_mix work scale for --validate")
+    args = ap.parse_args()
+    doc = {"bench": "whatif", "host_load_1min": os.getloadavg()[0], "threads": args.threads, "bursts": args.bursts,
+           "rates": decision_rates(args.threads, args.bursts), "target_decisions_per_s": 1_000_000}
+    doc["best_decisions_per_s"] = max(r["decisions_per_s"] for r in doc["rates"])
+    if args.validate:
+        doc["validation"] = validate(args.scale)
+    print(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""`oslens whatif` end to end (issue 19): predictions from a real recorded program, bad input, and
+--validate restoring kernel.sched_rr_timeslice_ms after a run and after a signal."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import OSLENS, run_oslens
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="kernel events and scheduling classes need root")
+
+RR = Path("/proc/sys/kernel/sched_rr_timeslice_ms")
+SCALE = "0.3"  # whatif_mix: 2 spinners (~0.1 s CPU each), 12 sleeps, 15 pipe messages
+MAKESPAN_TOLERANCE = 0.25  # the default policy's prediction of the recorded run (docs/whatif.md)
+
+
+@pytest.fixture(scope="module")
+def mix_trace(compile_c, tmp_path_factory):
+    prog = compile_c("whatif_mix.c")
+    trace = tmp_path_factory.mktemp("whatif") / "mix"
+    run_oslens("record", "-f", "-o", trace, "--", prog, SCALE)
+    return prog, trace
+
+
+def _sql(trace, query):
+    return json.loads(run_oslens("sql", trace, query, "--format", "json").stdout)
+
+
+def test_prediction_of_the_recorded_run(mix_trace, tmp_path):
+    _prog, trace = mix_trace
+    html = tmp_path / "w.html"
+    out = run_oslens("whatif", trace, "-p", "default", "-p", "rr:q=10ms", "-p", "sched_fifo", "--replicates", "2",
+                     "--json", "-", "--html", html).stdout
+    doc = json.loads(out)
+    slices = _sql(trace, "SELECT tid, count(*) AS n FROM cpu_slices WHERE tid IN "
+                         "(SELECT tid FROM threads WHERE is_traced AND name NOT LIKE 'oslens%') GROUP BY tid")
+    assert {r["tid"]: r["switches"] for r in doc["recorded"]["tasks"]} == {r["tid"]: r["n"] for r in slices}
+    assert len(doc["tasks"]) == 6  # main, two spinners, the sleeper, producer, consumer
+    sleeps = max(t["blocks"]["sleep"] for t in doc["tasks"])
+    assert sleeps == int(40 * float(SCALE))  # the sleeper's clock_nanosleep calls, timer wake-ups not dependencies
+    assert sum(t["blocks"]["sync"] for t in doc["tasks"]) >= 1  # the consumer waits for the producer
+    default = doc["predictions"][0]
+    rec = doc["recorded"]["makespan_ns"]
+    assert abs(default["makespan_ns"] - rec) <= MAKESPAN_TOLERANCE * rec, (default["makespan_ns"], rec)
+    lo, hi = default["makespan_bounds"]
+    assert lo <= default["makespan_ns"] <= hi
+    assert [p["policy"] for p in doc["predictions"]] == ["default", "rr:q=10ms", "sched_fifo"]
+    assert all(len(p["tasks"]) == 6 and not p["stalled"] for p in doc["predictions"])
+    assert html.read_text().count("<svg") == 3
+
+
+@pytest.mark.parametrize("policy,message", [
+    ("bogus", "unknown policy 'bogus'"),
+    ("rr:q=fast", "q='fast' is not a duration"),
+    ("mlfq:depth=3", "mlfq has no parameter 'depth'"),
+])
+def test_bad_policy_is_one_line(mix_trace, policy, message):
+    proc = run_oslens("whatif", mix_trace[1], "-p", policy, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_trace_without_kernel_events_is_one_line(mix_trace, tmp_path):
+    trace = tmp_path / "nok"
+    run_oslens("record", "--no-kernel", "-o", trace, "--", "true")
+    proc = run_oslens("whatif", trace, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no scheduling records" in proc.stderr
+
+
+def _probe_cmd(log, prog, then="0.1"):
+    # the program writes the RR time slice it runs with, then does some work
+    return ["sh", "-c", f"cat {RR} >> {log}; exec {prog} {then}"]
+
+
+def test_validate_quick_runs_each_policy_and_restores(mix_trace, tmp_path):
+    prog, _ = mix_trace
+    before = RR.read_text().strip()
+    log = tmp_path / "seen"
+    out = run_oslens("whatif", "--validate", "--quick", "-o", tmp_path / "v", "--json", "-", "--",
+                     *_probe_cmd(log, prog)).stdout
+    assert RR.read_text().strip() == before
+    assert log.read_text().split() == [before, "4"]  # the RR run saw its own time slice
+    doc = json.loads(out)
+    assert [r["policy"] for r in doc["runs"]] == ["default", "sched_rr:q=4ms"]
+    assert all(r["recorded"]["switches"] > 0 and r["error"]["makespan"] is not None for r in doc["runs"])
+
+
+def test_validate_restores_on_sigterm(mix_trace, tmp_path):
+    before = RR.read_text().strip()
+    log = tmp_path / "seen"
+    cmd = ["sh", "-c", f"cat {RR} >> {log}; sleep 4"]
+    proc = subprocess.Popen([*OSLENS, "whatif", "--validate", "--quick", "-o", str(tmp_path / "v"), "--", *cmd],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(log.read_text().split() if log.exists() else []) < 2:
+            time.sleep(0.1)
+        assert RR.read_text().strip() == "4"  # the RR run is under way
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert RR.read_text().strip() == before
+    assert proc.returncode != 0 and "Traceback" not in err
