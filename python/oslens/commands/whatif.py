@@ -62,16 +62,17 @@ def run(args) -> int:
         raise OslensError("give one trace directory (or --validate -- CMD to run a program)", 2)
     from oslens import store
     from oslens.report.model import find_trace
-    from oslens.whatif import extract, machine, predict, report
+    from oslens.whatif import background, extract, machine, predict, report
 
     trace = find_trace(args.args[0] if args.args else None)
     con = store.open_trace(trace)
     wl = extract.workload(con, include_background=not args.no_background)
     mach = machine.defaults(wl.ncpus, args.bench)
-    wl.recorded["background_tasks"] = sum(1 for t in wl.tasks if t.background)
+    k, fit = background.fit(wl, mach)
+    wl = background.competitors(wl, k)
     preds = [predict.run_policy(wl, s, mach, args.replicates, keep_segments=bool(args.html)) for s in specs]
     doc = report.document(wl, mach, predict.recorded(wl), preds, str(trace))
-    doc["workload"]["background_tasks"] = wl.recorded["background_tasks"]
+    doc["workload"]["background_fit"] = fit
     if args.html:
         _write_html(args.html, doc, preds, wl)
     if args.json:

@@ -117,17 +117,13 @@ class Lifo(Fifo):
         self.q.appendleft(st)
 
 
-class RoundRobin(Fifo):
-    """FIFO with a quantum: a task that used it goes to the back of the queue."""
+class _Sliced:
+    """A fixed quantum `q_ns` per turn: `used` counts the CPU time of the current turn."""
 
-    name = "rr"
+    q_ns = 0
 
-    def __init__(self, q=10 * MS, **p):
-        super().__init__(**p)
-        self.q_ns = int(q)
-
-    def pick(self, cpu, now):
-        st = _take(self.q, cpu)
+    @staticmethod
+    def started(st):
         if st is not None:
             st.p["used"] = 0
         return st
@@ -140,6 +136,19 @@ class RoundRobin(Fifo):
 
     def expired(self, st, now):
         return st.p.get("used", 0) >= self.q_ns
+
+
+class RoundRobin(_Sliced, Fifo):
+    """FIFO with a quantum: a task that used it goes to the back of the queue."""
+
+    name = "rr"
+
+    def __init__(self, q=10 * MS, **p):
+        super().__init__(**p)
+        self.q_ns = int(q)
+
+    def pick(self, cpu, now):
+        return self.started(_take(self.q, cpu))
 
     def burst_done(self, st, now):
         st.p["used"] = 0
@@ -288,7 +297,7 @@ def _per_level(value, levels, what):
     return [int(value)] * levels
 
 
-class UnixDecay(Policy):
+class UnixDecay(_Sliced, Policy):
     """4.3BSD decay-usage: priority = recent CPU / 4 ticks + 2 nice (lower runs first); once per
     `decay` the recent CPU of every task is multiplied by 2 load / (2 load + 1); round robin of
     `q` among equals; a woken task of a better priority queue (4 levels each) preempts."""
@@ -311,20 +320,11 @@ class UnixDecay(Policy):
         self.ready.append(st)
 
     def pick(self, cpu, now):
-        st = _take_best(self.ready, cpu, lambda s: (self.prio(s), s.p["order"]))
-        if st is not None:
-            st.p["used"] = 0
-        return st
-
-    def quantum(self, st, start):
-        return self.q_ns - st.p.get("used", 0)
+        return self.started(_take_best(self.ready, cpu, lambda s: (self.prio(s), s.p["order"])))
 
     def ran(self, st, ns, now):
         st.p["est"] = st.p.get("est", 0) + ns
-        st.p["used"] = st.p.get("used", 0) + ns
-
-    def expired(self, st, now):
-        return st.p.get("used", 0) >= self.q_ns
+        super().ran(st, ns, now)
 
     def preempts(self, woken, running, now):
         return self.prio(woken) < self.prio(running)
