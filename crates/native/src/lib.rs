@@ -8,6 +8,7 @@ mod parquet;
 #[cfg(feature = "parquet-crate")]
 mod crate_writer;
 mod recorder_api;
+mod whatif;
 
 use oslens_format::header::{ChunkHeader, HEADER_SIZE};
 use oslens_format::record::{continuation_records, Record, CONT_PAYLOAD, RECORD_SIZE};
@@ -938,6 +939,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
     recorder_api::register(m)?;
     constants::register(m)?;
+    whatif::register(m)?;
     m.add("HEADER_SIZE", HEADER_SIZE)?;
     m.add("FORMAT_VERSION", oslens_format::VERSION)?;
     m.add("RECORD_SIZE", 32)?;

@@ -30,6 +30,10 @@ class Policy:
     def attach(self, sim):
         self.sim = sim
 
+    def native(self) -> tuple[str, dict] | None:
+        """(name, parameters) of the same policy in the Rust core (crates/native/src/whatif), or None."""
+        return None
+
     def add(self, st, now, why):
         raise NotImplementedError
 
@@ -107,6 +111,9 @@ class Fifo(Policy):
     def pick(self, cpu, now):
         return _take(self.q, cpu)
 
+    def native(self):
+        return self.name, {}
+
 
 class Lifo(Fifo):
     """Last come, first served (non-preemptive), as Choices shipped it."""
@@ -153,6 +160,9 @@ class RoundRobin(_Sliced, Fifo):
     def burst_done(self, st, now):
         st.p["used"] = 0
 
+    def native(self):
+        return "rr", {"q": self.q_ns}
+
 
 class Sjf(Policy):
     """Shortest job (CPU burst) first, non-preemptive, knowing each burst's length (an oracle)."""
@@ -172,6 +182,9 @@ class Sjf(Policy):
 
     def pick(self, cpu, now):
         return _take_best(self.ready, cpu, lambda st: self.key(st, now))
+
+    def native(self):
+        return self.name, {}
 
 
 class Srt(Sjf):
@@ -211,6 +224,9 @@ class Srt(Sjf):
         if not self.oracle:
             done = st.bursts[st.seg]
             st.p["tau"] = self.alpha * done + (1 - self.alpha) * st.p.get("tau", self.init)
+
+    def native(self):
+        return "srt", {"oracle": self.oracle, "alpha": self.alpha, "init": self.init}
 
 
 class Hrrn(Sjf):
@@ -288,6 +304,9 @@ class Mlfq(Policy):
         lv = running.p["level"]
         return any(any(st.cpus is None or cpu in st.cpus for st in q) for q in self.queues[:lv])
 
+    def native(self):
+        return "mlfq", {"levels": self.levels, "q": self.q, "allot": self.allot, "period": self.period}
+
 
 def _per_level(value, levels, what):
     if isinstance(value, (list, tuple)):
@@ -342,6 +361,9 @@ class UnixDecay(_Sliced, Policy):
     def should_yield(self, running, cpu, now):
         mine = self.prio(running)
         return any(self.prio(s) < mine and (s.cpus is None or cpu in s.cpus) for s in self.ready)
+
+    def native(self):
+        return "unix", {"q": self.q_ns, "tick": self.tick_ns, "period": self.period}
 
 
 class Eevdf(Policy):
@@ -448,6 +470,10 @@ class Eevdf(Policy):
     def worse(self, a, b, now):
         return a.p["d"] > b.p["d"]
 
+    def native(self):
+        return "eevdf", {"slice": self.slice, "bg_slice": self.bg_slice, "tick": self.tick_ns,
+                         "wakeup_preempt": self.wakeup_preempt}
+
 
 class LinuxRt(Policy):
     """SCHED_FIFO / SCHED_RR for the program's tasks (real-time priority `prio`), with every
@@ -503,6 +529,9 @@ class LinuxRt(Policy):
 
     def worse(self, a, b, now):
         return not self._rt(a) and self._rt(b)
+
+    def native(self):
+        return "rt", {"q": self.q_ns, "tick": self.tick_ns, "rr": self.rr}
 
 
 class LinuxFifo(LinuxRt):

@@ -145,8 +145,8 @@ class Simulator:
                 if st.state == BLOCKED and st.seg == b:
                     self._make_ready(st, time, "wake")
             elif kind == TICK:
-                if self._all_done():
-                    continue
+                if not events or self._all_done():
+                    continue  # nothing else can happen: only tasks waiting for a point never reached
                 self.policy.tick(time)
                 self._recheck_all(time)
                 self.push(time + period, TICK, 0)
@@ -350,5 +350,10 @@ class Simulator:
 
 
 def simulate(workload: Workload, policy, switch_ns: int = 0, migrate_ns: int = 0,
-             keep_segments: bool = False) -> SimResult:
+             keep_segments: bool = False, engine: str = "auto") -> SimResult:
+    """engine: "auto" (the Rust core when the policy has one), "native" or "python"."""
+    from oslens.whatif import native
+
+    if engine == "native" or (engine == "auto" and native.available(policy, workload)):
+        return native.simulate(workload, policy, switch_ns, migrate_ns, keep_segments)
     return Simulator(workload, policy, switch_ns, migrate_ns, keep_segments).run()

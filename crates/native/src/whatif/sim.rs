@@ -1,0 +1,518 @@
+//! The what-if discrete-event simulator, a line-for-line port of python/oslens/whatif/sim.py
+//! (read that file's docstring for the model; python/oslens/whatif/test_native.py checks both
+//! give the same schedules). Events: (time, kind, seq, a, b), arrivals and wake-ups of an instant
+//! before its CPU stops.
+
+use super::policies::{Cpus, Policy, Why};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+pub const NOT_ARRIVED: u8 = 0;
+pub const READY: u8 = 1;
+pub const RUNNING: u8 = 2;
+pub const BLOCKED: u8 = 3;
+pub const DONE: u8 = 4;
+const ARRIVE: u8 = 0;
+const UNBLOCK: u8 = 1;
+const STOP: u8 = 2;
+const TICK: u8 = 3;
+pub const BLOCK_DEP: u8 = 1;
+pub const BLOCK_UNTIL: u8 = 2;
+
+/// Per-task state of the policies (one struct for all of them: each uses its own fields).
+#[derive(Default, Clone)]
+pub struct PState {
+    pub used: i64,
+    pub has_used: bool,
+    pub qused: i64,
+    pub level: usize,
+    pub has_level: bool,
+    pub est: f64,
+    pub has_est: bool,
+    pub order: u64,
+    pub tau: f64,
+    pub has_tau: bool,
+    pub w: i64,
+    pub v: f64,
+    pub d: f64,
+    pub slice: i64,
+    pub lag: f64,
+}
+
+#[derive(Clone, Copy)]
+pub struct BlockSpec {
+    pub kind: u8, // 0: a fixed duration, BLOCK_DEP, BLOCK_UNTIL
+    pub duration: i64,
+}
+
+pub struct TaskSpec {
+    pub bursts: Vec<i64>,
+    pub blocks: Vec<BlockSpec>,
+    pub arrival: i64,
+    pub arrival_dep: Option<(usize, usize, i64)>,
+    pub block_deps: Vec<(usize, usize, usize, i64)>, // (block, task, burst, offset)
+    pub cpus: u64,
+    pub nice: i64,
+    pub background: bool,
+    pub until: i64,
+}
+
+pub struct Task {
+    pub i: usize,
+    bursts: Vec<i64>,
+    blocks: Vec<BlockSpec>,
+    pub cpus: u64,
+    pub nice: i64,
+    pub background: bool,
+    pub until: i64,
+    pub state: u8,
+    pub seg: usize,
+    pub progress: i64,
+    points: HashMap<usize, Vec<(i64, usize, i64)>>,
+    pi: usize,
+    fired: HashSet<usize>,
+    pub last_cpu: i64,
+    pub ready_at: i64,
+    pub first_run: i64,
+    pub done_at: i64,
+    pub arrived_at: i64,
+    pub waiting: i64,
+    pub dispatches: i64,
+    pub voluntary: i64,
+    pub involuntary: i64,
+    pub p: PState,
+}
+
+impl Task {
+    pub fn remaining(&self) -> i64 {
+        self.bursts[self.seg] - self.progress
+    }
+    pub fn bursts_at(&self, k: usize) -> i64 {
+        self.bursts[k]
+    }
+    fn allowed(&self, cpu: usize) -> bool {
+        self.cpus == u64::MAX || (cpu < 64 && self.cpus & (1u64 << cpu) != 0)
+    }
+}
+
+pub struct Outcome {
+    pub tasks: Vec<Task>,
+    pub decisions: i64,
+    pub switches: i64,
+    pub segments: Vec<(i64, i64, i64, i64)>, // cpu, task, start, end
+}
+
+pub struct Sim {
+    tasks: Vec<Task>,
+    policy: Policy,
+    switch_ns: i64,
+    migrate_ns: i64,
+    keep: bool,
+    segments: Vec<(i64, i64, i64, i64)>,
+    ncpu: usize,
+    cur: Vec<Option<usize>>,
+    since: Vec<i64>,
+    version: Vec<i64>,
+    stop_at: Vec<i64>,
+    last: Vec<Option<usize>>,
+    events: BinaryHeap<Reverse<(i64, u8, u64, usize, i64)>>,
+    pending: Vec<usize>,
+    seq: u64,
+    decisions: i64,
+    switches: i64,
+    arrivals: Vec<(i64, Option<(usize, usize, i64)>)>,
+}
+
+impl Sim {
+    pub fn new(specs: Vec<TaskSpec>, ncpus: usize, policy: Policy, switch_ns: i64, migrate_ns: i64, keep: bool) -> Sim {
+        let mut tasks: Vec<Task> = Vec::with_capacity(specs.len());
+        let mut arrivals = Vec::with_capacity(specs.len());
+        let mut deps: Vec<(usize, usize, i64, usize, i64)> = Vec::new(); // producer, burst, offset, target, block
+        for (j, s) in specs.iter().enumerate() {
+            for &(b, task, burst, off) in &s.block_deps {
+                deps.push((task, burst, off, j, b as i64));
+            }
+            if let Some((task, burst, off)) = s.arrival_dep {
+                deps.push((task, burst, off, j, -1));
+            }
+            arrivals.push((s.arrival, s.arrival_dep));
+        }
+        for (i, s) in specs.into_iter().enumerate() {
+            tasks.push(Task {
+                i,
+                bursts: s.bursts,
+                blocks: s.blocks,
+                cpus: s.cpus,
+                nice: s.nice,
+                background: s.background,
+                until: s.until,
+                state: NOT_ARRIVED,
+                seg: 0,
+                progress: 0,
+                points: HashMap::new(),
+                pi: 0,
+                fired: HashSet::new(),
+                last_cpu: -1,
+                ready_at: 0,
+                first_run: -1,
+                done_at: -1,
+                arrived_at: -1,
+                waiting: 0,
+                dispatches: 0,
+                voluntary: 0,
+                involuntary: 0,
+                p: PState::default(),
+            });
+        }
+        for (task, burst, off, j, b) in deps {
+            tasks[task].points.entry(burst).or_default().push((off, j, b));
+        }
+        for t in tasks.iter_mut() {
+            for lst in t.points.values_mut() {
+                lst.sort();
+            }
+        }
+        let ncpu = ncpus.max(1);
+        Sim {
+            tasks,
+            policy,
+            switch_ns,
+            migrate_ns,
+            keep,
+            segments: Vec::new(),
+            ncpu,
+            cur: vec![None; ncpu],
+            since: vec![0; ncpu],
+            version: vec![0; ncpu],
+            stop_at: vec![0; ncpu],
+            last: vec![None; ncpu],
+            events: BinaryHeap::new(),
+            pending: Vec::new(),
+            seq: 0,
+            decisions: 0,
+            switches: 0,
+            arrivals,
+        }
+    }
+
+    fn push(&mut self, time: i64, kind: u8, a: usize, b: i64) {
+        self.seq += 1;
+        self.events.push(Reverse((time, kind, self.seq, a, b)));
+    }
+
+    pub fn run(mut self) -> Outcome {
+        for i in 0..self.tasks.len() {
+            if self.arrivals[i].1.is_none() {
+                self.push(self.arrivals[i].0, ARRIVE, i, 0);
+            }
+        }
+        let period = self.policy.period;
+        if let Some(p) = period {
+            self.push(p, TICK, 0, 0);
+        }
+        while let Some(Reverse((time, kind, _s, a, b))) = self.events.pop() {
+            match kind {
+                STOP => {
+                    if b == self.version[a] {
+                        self.stop(a, time);
+                    }
+                }
+                ARRIVE => self.make_ready(a, time, Why::Arrive),
+                UNBLOCK => {
+                    let t = &self.tasks[a];
+                    if t.state == BLOCKED && t.seg as i64 == b {
+                        self.make_ready(a, time, Why::Wake);
+                    }
+                }
+                _ => {
+                    if self.events.is_empty() || self.tasks.iter().all(|t| t.state == DONE) {
+                        continue;
+                    }
+                    let running = self.cur.iter().filter(|c| c.is_some()).count();
+                    self.policy.tick(&mut self.tasks, running);
+                    self.recheck_all(time);
+                    self.push(time + period.unwrap_or(1), TICK, 0, 0);
+                }
+            }
+            if !self.pending.is_empty() {
+                let flush = match self.events.peek() {
+                    None => true,
+                    Some(Reverse((t, k, ..))) => *t != time || *k >= STOP,
+                };
+                if flush {
+                    self.place_pending(time);
+                }
+            }
+        }
+        Outcome { tasks: self.tasks, decisions: self.decisions, switches: self.switches, segments: self.segments }
+    }
+
+    fn cpus(&self) -> Cpus<'_> {
+        Cpus { cur: &self.cur, since: &self.since }
+    }
+
+    fn make_ready(&mut self, i: usize, now: i64, why: Why) {
+        let t = &mut self.tasks[i];
+        if t.arrived_at < 0 {
+            t.arrived_at = now;
+        }
+        t.state = READY;
+        t.ready_at = now;
+        self.policy.add(&mut self.tasks, i, now, why);
+        self.pending.push(i);
+    }
+
+    fn place_pending(&mut self, now: i64) {
+        let pending = std::mem::take(&mut self.pending);
+        for i in pending {
+            if self.tasks[i].state == READY {
+                self.place(i, now);
+            }
+        }
+    }
+
+    fn place(&mut self, i: usize, now: i64) {
+        for c in 0..self.ncpu {
+            if self.cur[c].is_none() && self.tasks[i].allowed(c) {
+                self.dispatch(c, now);
+                if self.tasks[i].state != READY {
+                    return;
+                }
+            }
+        }
+        if self.tasks[i].state != READY {
+            return;
+        }
+        let mut victim: Option<usize> = None;
+        let mut worst: Option<usize> = None;
+        for c in 0..self.ncpu {
+            if let Some(r) = self.cur[c] {
+                let cpus = self.cpus();
+                if self.tasks[i].allowed(c) && self.policy.preempts(&self.tasks[i], &self.tasks[r], now, &cpus) {
+                    let better = match worst {
+                        None => true,
+                        Some(w) => self.policy.worse(&self.tasks[r], &self.tasks[w], now, &cpus),
+                    };
+                    if better {
+                        victim = Some(c);
+                        worst = Some(r);
+                    }
+                }
+            }
+        }
+        if let Some(c) = victim {
+            self.preempt(c, now);
+        }
+    }
+
+    fn recheck_all(&mut self, now: i64) {
+        for c in 0..self.ncpu {
+            if self.cur[c].is_none() {
+                self.dispatch(c, now);
+            }
+        }
+        for c in 0..self.ncpu {
+            if let Some(r) = self.cur[c] {
+                if self.policy.should_yield(&self.tasks, r, c) {
+                    self.preempt(c, now);
+                }
+            }
+        }
+    }
+
+    fn account(&mut self, c: usize, now: i64) -> usize {
+        let i = self.cur[c].expect("a running task");
+        let ran = now - self.since[c];
+        if ran > 0 {
+            self.tasks[i].progress += ran;
+            self.policy.ran(&mut self.tasks, i, ran);
+            if self.keep {
+                self.segments.push((c as i64, i as i64, self.since[c], now));
+            }
+        }
+        self.since[c] = now;
+        i
+    }
+
+    fn preempt(&mut self, c: usize, now: i64) {
+        if now < self.since[c] || self.stop_at[c] <= now {
+            return;
+        }
+        let i = self.account(c, now);
+        self.fire_points(i, now);
+        self.version[c] += 1;
+        self.cur[c] = None;
+        let t = &mut self.tasks[i];
+        t.state = READY;
+        t.ready_at = now;
+        t.involuntary += 1;
+        self.policy.add(&mut self.tasks, i, now, Why::Preempt);
+        self.dispatch(c, now);
+    }
+
+    fn pick(&mut self, c: usize, now: i64) -> Option<usize> {
+        let cpus = Cpus { cur: &self.cur, since: &self.since };
+        self.policy.pick(&mut self.tasks, c, now, &cpus)
+    }
+
+    fn dispatch(&mut self, c: usize, now: i64) {
+        let mut st = self.pick(c, now);
+        self.decisions += 1;
+        while let Some(i) = st {
+            if now < self.tasks[i].until {
+                break;
+            }
+            self.leave(i, now);
+            st = self.pick(c, now);
+        }
+        let Some(i) = st else {
+            self.cur[c] = None;
+            self.last[c] = None;
+            return;
+        };
+        let mut cost = 0;
+        if self.last[c] != Some(i) {
+            cost = self.switch_ns;
+            self.switches += 1;
+            self.tasks[i].dispatches += 1;
+        }
+        let t = &mut self.tasks[i];
+        if t.last_cpu >= 0 && t.last_cpu != c as i64 {
+            cost += self.migrate_ns;
+        }
+        t.waiting += now - t.ready_at;
+        if t.first_run < 0 {
+            t.first_run = now;
+        }
+        t.state = RUNNING;
+        t.last_cpu = c as i64;
+        self.cur[c] = Some(i);
+        self.last[c] = Some(i);
+        self.since[c] = now + cost;
+        self.plan(c, now + cost);
+    }
+
+    fn leave(&mut self, i: usize, now: i64) {
+        let t = &mut self.tasks[i];
+        t.state = DONE;
+        t.done_at = now.min(t.until);
+        self.policy.left(t);
+    }
+
+    fn plan(&mut self, c: usize, start: i64) {
+        let i = self.cur[c].expect("a running task");
+        let t = &self.tasks[i];
+        let mut run = (t.bursts[t.seg] - t.progress).min((t.until - start).max(0));
+        if let Some(pts) = t.points.get(&t.seg) {
+            if t.pi < pts.len() {
+                run = run.min((pts[t.pi].0 - t.progress).max(0));
+            }
+        }
+        if let Some(q) = self.policy.quantum(t, start) {
+            run = run.min(q.max(1));
+        }
+        self.version[c] += 1;
+        self.stop_at[c] = start + run;
+        let v = self.version[c];
+        self.push(start + run, STOP, c, v);
+    }
+
+    fn fire_points(&mut self, i: usize, now: i64) {
+        loop {
+            let t = &self.tasks[i];
+            let Some(pts) = t.points.get(&t.seg) else { return };
+            if t.pi >= pts.len() || pts[t.pi].0 > t.progress {
+                return;
+            }
+            let (_off, j, b) = pts[t.pi];
+            self.tasks[i].pi += 1;
+            if b < 0 {
+                self.push(now, ARRIVE, j, 0);
+            } else if self.tasks[j].state == BLOCKED && self.tasks[j].seg as i64 == b + 1 {
+                self.push(now, UNBLOCK, j, b + 1);
+            } else {
+                self.tasks[j].fired.insert(b as usize);
+            }
+        }
+    }
+
+    fn stop(&mut self, c: usize, now: i64) {
+        let i = self.account(c, now);
+        self.fire_points(i, now);
+        if now >= self.tasks[i].until {
+            self.leave(i, now);
+            self.cur[c] = None;
+            self.last[c] = None;
+            self.version[c] += 1;
+            self.dispatch(c, now);
+            return;
+        }
+        if self.tasks[i].progress >= self.tasks[i].bursts[self.tasks[i].seg] {
+            if self.next_burst(i, now) {
+                self.plan(c, now);
+                return;
+            }
+            self.cur[c] = None;
+            self.last[c] = None;
+            self.version[c] += 1;
+            self.dispatch(c, now);
+            return;
+        }
+        if self.policy.expired(&mut self.tasks[i]) {
+            self.cur[c] = None;
+            self.version[c] += 1;
+            self.tasks[i].state = READY;
+            self.tasks[i].ready_at = now;
+            self.policy.add(&mut self.tasks, i, now, Why::Expire);
+            self.dispatch(c, now);
+            if self.cur[c] != Some(i) {
+                self.tasks[i].involuntary += 1;
+            }
+            return;
+        }
+        self.plan(c, now);
+    }
+
+    fn next_burst(&mut self, i: usize, now: i64) -> bool {
+        let b = self.tasks[i].seg;
+        self.policy.burst_done(&mut self.tasks[i]);
+        let t = &mut self.tasks[i];
+        if b >= t.blocks.len() {
+            t.state = DONE;
+            t.done_at = now;
+            self.policy.left(t);
+            return false;
+        }
+        let block = t.blocks[b];
+        t.seg += 1;
+        t.progress = 0;
+        t.pi = 0;
+        let seg = t.seg as i64;
+        match block.kind {
+            BLOCK_DEP => {
+                if t.fired.contains(&b) {
+                    return true;
+                }
+                t.state = BLOCKED;
+            }
+            BLOCK_UNTIL => {
+                if block.duration <= now {
+                    return true;
+                }
+                t.state = BLOCKED;
+                self.push(block.duration, UNBLOCK, i, seg);
+            }
+            _ => {
+                if block.duration <= 0 {
+                    return true;
+                }
+                t.state = BLOCKED;
+                self.push(now + block.duration, UNBLOCK, i, seg);
+            }
+        }
+        let t = &mut self.tasks[i];
+        t.voluntary += 1;
+        self.policy.left(t);
+        false
+    }
+}
