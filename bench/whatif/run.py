@@ -1,6 +1,6 @@
 """What-if simulator benchmark (issue 19), printing JSON:
   - decisions per CPU-second of the Rust core for each policy, on a synthetic workload of many
-    threads with short bursts, sleeps and wake-up dependencies (DESIGN.md target: >= 1 M/s), and
+    threads with short bursts, sleeps and wake-up dependencies (oslens.whatif.synthetic) (DESIGN.md target: >= 1 M/s), and
     its ratio to the Python reference (sim.py) on a smaller one;
   - with --validate: the prediction error on real runs under this machine's Linux policies
     (`oslens whatif --validate` on tests/c/whatif_mix.c; target <= 10% completion, <= 20% switches).
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -23,31 +22,14 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from oslens.whatif import spec  # noqa: E402
 from oslens.whatif.sim import simulate  # noqa: E402
-from oslens.whatif.workload import SLEEP, SYNC, Block, Dep, Task, Workload  # noqa: E402
+from oslens.whatif import synthetic  # noqa: E402
 
 POLICIES = ["fifo", "lifo", "rr:q=10ms", "mlfq", "unix", "hrrn", "srt", "srt:est=ewma", "eevdf:slice=3ms,tick=4ms",
             "batch", "sched_rr:q=100ms", "sched_fifo"]
 
 
-def synthetic(threads: int, bursts: int, seed: int = 7) -> Workload:
-    """Threads of exponential CPU bursts (mean 1 ms) and sleeps (mean 2 ms); every 4th block of
-    an odd thread waits for its even neighbour (a producer/consumer pair)."""
-    rng = random.Random(seed)
-    tasks = []
-    for i in range(threads):
-        bs = [int(rng.expovariate(1 / 1e6)) + 1 for _ in range(bursts)]
-        blocks = []
-        for b in range(bursts - 1):
-            if i % 2 and b % 4 == 0:
-                blocks.append(Block(0, SYNC, Dep(i - 1, b + 1, 0)))
-            else:
-                blocks.append(Block(int(rng.expovariate(1 / 2e6)) + 1, SLEEP))
-        tasks.append(Task(1000 + i, f"t{i}", bs, blocks, arrival=int(rng.uniform(0, 5e6))))
-    return Workload(tasks, 4)
-
-
 def decision_rates(threads: int, bursts: int, engine: str, policies=POLICIES) -> list[dict]:
-    wl = synthetic(threads, bursts)
+    wl = synthetic.workload(7, threads, bursts, ncpus=4)
     wl.check()
     out = []
     for text in policies:

@@ -1,12 +1,10 @@
 """The Rust core and the Python reference give the same schedule, decision for decision."""
 
-import random
-
 import pytest
 
 from oslens.whatif import native, spec
 from oslens.whatif.sim import simulate
-from oslens.whatif.workload import SLEEP, UNTIL, Block, Dep, Task, Workload
+from oslens.whatif.synthetic import workload
 
 pytestmark = pytest.mark.skipif(native._simulate is None, reason="the extension has no what-if core (make native)")
 
@@ -14,28 +12,6 @@ POLICIES = ["fifo", "lifo", "sjf", "hrrn", "srt", "srt:est=ewma,alpha=0.3,init=2
             "mlfq:levels=3,q=2ms/4ms/8ms,allot=4ms/8ms/16ms,boost=50ms", "mlfq:boost=0s", "unix:q=20ms,decay=100ms", "eevdf",
             "eevdf:slice=1ms,tick=0s", "batch", "eevdf:nice=5", "sched_rr:q=8ms", "sched_fifo", "rr:q=2ms,cpus=0"]
 FIELDS = ("state", "done_at", "first_run", "arrived_at", "waiting", "dispatches", "voluntary", "involuntary")
-
-
-def workload(seed: int, threads: int = 12, bursts: int = 30) -> Workload:
-    """Threads with random bursts and sleeps, pairs tied by dependencies, thread creation by a parent,
-    and two background competitors with a release time."""
-    rng = random.Random(seed)
-    tasks = []
-    for i in range(threads):
-        bs = [int(rng.expovariate(1 / 1e6)) + 1 for _ in range(bursts)]
-        blocks = []
-        for b in range(bursts - 1):
-            if i % 2 and b % 3 == 0:
-                blocks.append(Block(0, "sync", Dep(i - 1, rng.randrange(bursts), rng.randrange(2_000_000))))
-            else:
-                blocks.append(Block(int(rng.expovariate(1 / 2e6)) + 1, SLEEP))
-        dep = Dep(0, rng.randrange(bursts), 0) if i >= 10 else None
-        tasks.append(Task(100 + i, f"t{i}", bs, blocks, arrival=int(rng.uniform(0, 5e6)), arrival_dep=dep,
-                          nice=rng.choice([0, 0, 5, -3])))
-    for c in range(2):
-        tasks.append(Task(-1 - c, f"bg{c}", [3_000_000, 2_000_000], [Block(20_000_000, UNTIL)], arrival=1_000_000,
-                          cpus=(c,), background=True, until=60_000_000))
-    return Workload(tasks, 3)
 
 
 @pytest.mark.parametrize("text", POLICIES)
