@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 
 from oslens.whatif import spec as specmod
-from oslens.whatif.sim import simulate
+from oslens.whatif.engine import simulate
 from oslens.whatif.workload import Task, Workload
 
 K_MAX = 32

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from oslens.whatif import spec as specmod
-from oslens.whatif.sim import simulate
+from oslens.whatif.engine import simulate
 from oslens.whatif.workload import UNTIL, Block, Dep, Workload
 
 METRICS = ("completion_ns", "turnaround_ns", "waiting_ns", "response_ns", "switches")

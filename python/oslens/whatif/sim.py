@@ -347,13 +347,3 @@ class Simulator:
         st.voluntary += 1
         self.policy.left(st, now)
         return False
-
-
-def simulate(workload: Workload, policy, switch_ns: int = 0, migrate_ns: int = 0,
-             keep_segments: bool = False, engine: str = "auto") -> SimResult:
-    """engine: "auto" (the Rust core when the policy has one), "native" or "python"."""
-    from oslens.whatif import native
-
-    if engine == "native" or (engine == "auto" and native.available(policy, workload)):
-        return native.simulate(workload, policy, switch_ns, migrate_ns, keep_segments)
-    return Simulator(workload, policy, switch_ns, migrate_ns, keep_segments).run()

@@ -5,7 +5,7 @@ import pytest
 from oslens.analysis import synthetic
 from oslens.errors import OslensError
 from oslens.whatif import background, extract, spec
-from oslens.whatif.sim import simulate
+from oslens.whatif.engine import simulate
 from oslens.whatif.workload import IO, SLEEP, SYNC
 
 MS = 1_000_000

@@ -3,7 +3,7 @@
 import pytest
 
 from oslens.whatif import native, spec
-from oslens.whatif.sim import simulate
+from oslens.whatif.engine import simulate
 from oslens.whatif.synthetic import workload
 
 pytestmark = pytest.mark.skipif(native._simulate is None, reason="the extension has no what-if core (make native)")

@@ -3,7 +3,7 @@
 import pytest
 
 from oslens.whatif import spec as specmod
-from oslens.whatif.sim import simulate
+from oslens.whatif.engine import simulate
 from oslens.whatif.workload import SLEEP, Block, Task, Workload
 
 MS = 1_000_000
