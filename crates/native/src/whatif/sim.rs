@@ -516,3 +516,35 @@ impl Sim {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::policies::{Kind, Policy};
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn task(bursts: Vec<i64>, blocks: Vec<BlockSpec>, block_deps: Vec<(usize, usize, usize, i64)>) -> TaskSpec {
+        TaskSpec { bursts, blocks, arrival: 0, arrival_dep: None, block_deps, cpus: u64::MAX, nice: 0, background: false, until: 1 << 62 }
+    }
+
+    #[test]
+    fn round_robin_of_three_equal_jobs() {
+        // OSTEP 7.6: three 5 ms jobs, 1 ms quantum: done at 13, 14, 15 ms, five turns each
+        let specs = (0..3).map(|_| task(vec![5 * MS], vec![], vec![])).collect();
+        let out = Sim::new(specs, 1, Policy::new(Kind::Rr { q: MS }, None), 0, 0, false).run();
+        assert_eq!(out.tasks.iter().map(|t| t.done_at).collect::<Vec<_>>(), vec![13 * MS, 14 * MS, 15 * MS]);
+        assert_eq!(out.tasks.iter().map(|t| t.dispatches).collect::<Vec<_>>(), vec![5, 5, 5]);
+        assert_eq!(out.switches, 15);
+    }
+
+    #[test]
+    fn a_consumer_waits_for_its_producers_point() {
+        // task 1 runs 1 ms, then waits until task 0 is 2 ms into its 4 ms burst, then runs 1 ms more
+        let producer = task(vec![4 * MS], vec![], vec![]);
+        let consumer = task(vec![MS, MS], vec![BlockSpec { kind: BLOCK_DEP, duration: 0 }], vec![(0, 0, 0, 2 * MS)]);
+        let out = Sim::new(vec![producer, consumer], 2, Policy::new(Kind::Fifo { lifo: false }, None), 0, 0, true).run();
+        assert_eq!((out.tasks[0].done_at, out.tasks[1].done_at), (4 * MS, 3 * MS));
+        assert!(out.segments.contains(&(1, 1, 2 * MS, 3 * MS)));
+    }
+}
