@@ -25,6 +25,7 @@ from oslens.whatif.workload import IO, SLEEP, SYNC, Block, Dep, Task, Workload
 
 MAX_TASKS = 20_000  # program threads; beyond it the trace is refused (the simulator keeps per-task state)
 TIMED_SLEEPS = {"nanosleep", "clock_nanosleep"}  # their wake-up comes from a timer, not the waker
+EXITS = {"exit", "exit_group"}
 RUNNABLE, DISK = 1, 2  # codes of STATE_CODE_SQL
 
 
@@ -75,11 +76,13 @@ class _Syscalls:
             rec[2].append(name or "")
 
     def at(self, tid: int, ts: int) -> str | None:
+        """The system call `tid` was in at `ts`; a thread that has entered exit is in it to the end
+        (the kernel wakes its joiner after the exit record, from do_exit)."""
         rec = self.by_tid.get(tid)
         if not rec:
             return None
         i = bisect.bisect_right(rec[0], ts) - 1
-        if i >= 0 and rec[1][i] >= ts:
+        if i >= 0 and (rec[1][i] >= ts or rec[2][i] in EXITS):
             return rec[2][i]
         return None
 

@@ -11,7 +11,7 @@ from oslens.whatif.workload import IO, SLEEP, SYNC
 MS = 1_000_000
 
 
-def _trace(second_wait_state="S"):
+def _trace(second_wait_state="S", waker_call=("futex", int(8.4 * MS), int(8.6 * MS))):
     """One CPU. main (100) runs 0-2 ms, creates worker 101 at 1 ms, waits for it (S) from 2 ms;
     101 runs 2-5, sleeps in clock_nanosleep (woken by a timer at 7), another task (500) runs 5-6,
     the CPU idles 6-7, 101 runs 7-9 and wakes 100 at 8.5 from inside a system call, then exits;
@@ -30,7 +30,7 @@ def _trace(second_wait_state="S"):
         "switches": synthetic.switches_from_slices(slices, states, {}),
         "wakeups": [(7 * MS, 0, 101, 0, 0), (int(8.5 * MS), 0, 100, 0, 101)],
         "syscalls": [(100, 101, 230, "clock_nanosleep", int(4.9 * MS), 7 * MS, 0),
-                     (100, 101, 202, "futex", int(8.4 * MS), int(8.6 * MS), 0)],
+                     (100, 101, 202, *waker_call, 0)],
     }
     return synthetic.make_con(rows)
 
@@ -48,6 +48,14 @@ def test_bursts_blocks_and_dependencies():
     assert worker.recorded["waiting_ns"] == 1 * MS  # created at 1 ms, first ran at 2 ms
     assert wl.background == {0: {"cpu_ns": 1 * MS, "stretches": 1, "bin_ns": 10 * MS, "bins": {0: 1 * MS}}}
     assert wl.recorded["makespan_ns"] == 10 * MS and wl.recorded["switches"] == 4
+
+
+def test_a_join_woken_by_an_exiting_thread_is_a_dependency():
+    # the kernel records exit's end, then wakes the joiner from do_exit: still the waker's doing
+    wl = extract.workload(_trace(waker_call=("exit", int(8.3 * MS), int(8.4 * MS))))
+    assert wl.program[0].blocks[0].kind == SYNC
+    wl = extract.workload(_trace(waker_call=("write", int(8.3 * MS), int(8.4 * MS))))
+    assert wl.program[0].blocks[0].kind == SLEEP  # woken from user mode: an interrupt, not the thread
 
 
 def test_uninterruptible_wait_is_io():

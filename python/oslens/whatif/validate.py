@@ -36,8 +36,10 @@ CASES = [
     Case("default (SCHED_OTHER, EEVDF)", "other", "default"),
     Case("SCHED_BATCH", "batch", "batch"),
     Case("long slice (sched_runtime 20 ms)", "other", "eevdf:slice=20ms", slice_ns=20_000_000),
-    Case("SCHED_RR, sched_rr_timeslice_ms=4", "rr", "sched_rr:q=4ms", prio=10, rr_ms=4),
-    Case("SCHED_RR, sched_rr_timeslice_ms=40", "rr", "sched_rr:q=40ms", prio=10, rr_ms=40),
+    # time slices no other oslens tool or test sets (osbench: 4, 20; control tests: 7-11), so that a
+    # value left behind says who left it
+    Case("SCHED_RR, sched_rr_timeslice_ms=6", "rr", "sched_rr:q=6ms", prio=10, rr_ms=6),
+    Case("SCHED_RR, sched_rr_timeslice_ms=30", "rr", "sched_rr:q=30ms", prio=10, rr_ms=30),
     Case("SCHED_FIFO pinned to CPU 0", "fifo", "sched_fifo:cpus=0", prio=10, cpus="0"),
     Case("nice 10", "other", "default:nice=10", nice=10),
 ]
