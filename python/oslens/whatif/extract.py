@@ -143,9 +143,10 @@ def workload(con, include_background: bool = True) -> Workload:
         raise OslensError(f"the program has {len(tids):,} threads, more than whatif simulates ({MAX_TASKS:,}); "
                           "record a smaller run", 2)
     meta = common.meta(con)
-    origin = min(prog.start[t] for t in tids)
-    end = max(prog.end[t] for t in tids)
     st, ss, se, scpu, scode = _slices(con, tids)
+    # the origin: the first sign of the program, its start or a slice the kernel saw before it
+    origin = min([prog.start[t] for t in tids] + ([int(ss.min())] if len(ss) else []))
+    end = max(prog.end[t] for t in tids)
     wt, wts, wby = _arrays(con, f"""SELECT tid, ts, waker_tid FROM wakeups WHERE tid IN ({",".join(map(str, tids))})
                                     ORDER BY tid, ts""")
     syscalls = _Syscalls(con, tids)

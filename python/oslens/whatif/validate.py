@@ -85,13 +85,26 @@ def _run_case(case: Case, command: list[str], trace: Path) -> None:
     try:
         with signals_as_exceptions():
             try:
-                jr.set_file(RR_SYSCTL, str(case.rr_ms), "kernel.sched_rr_timeslice_ms")
+                _set_when_free(jr, case.rr_ms)
                 _record(case, command, trace)
             finally:
                 for line in jr.restore():
                     print(f"oslens: warning: {line}", file=sys.stderr)
     except Interrupted as sig:
         raise OslensError(f"interrupted by {sig}; kernel.sched_rr_timeslice_ms was restored", 128 + sig.signum) from None
+
+
+def _set_when_free(jr, value: int, wait_s: float = 120.0) -> None:
+    """Set the RR time slice, waiting while another oslens run (tune, a test) holds it journaled."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            jr.set_file(RR_SYSCTL, str(value), "kernel.sched_rr_timeslice_ms")
+            return
+        except OslensError as err:
+            if "already changed by another" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _error(pred, rec):
