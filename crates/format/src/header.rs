@@ -2,8 +2,12 @@
 //! the mapped file, so the offsets below are part of the format.
 
 pub const MAGIC: [u8; 8] = *b"OSLRAW\0\x01";
-/// 2: the check byte is a byte sum (see `record::check_byte`); version 1 chunks read as damaged.
-pub const VERSION: u32 = 2;
+/// The version writers put in new chunks. 3: the check byte is the XOR of the record's other
+/// bytes (`record::check_byte`), which no single-byte change passes. 2: a byte sum through a
+/// multiply (`record::Check::Sum`), still read. Version 1 chunks read as damaged.
+pub const VERSION: u32 = 3;
+/// The versions this reader decodes (each with its own record check: `record::Check`).
+pub const READABLE_VERSIONS: [u32; 2] = [2, 3];
 pub const HEADER_SIZE: usize = 4096;
 
 /// Who wrote the chunk.
@@ -149,7 +153,7 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 impl ChunkHeader {
     /// Parses a header; `None` when the magic or version is wrong (not a chunk, or damaged).
     pub fn parse(raw: &[u8]) -> Option<ChunkHeader> {
-        if raw.len() < HEADER_SIZE || raw[..8] != MAGIC || u32_at(raw, offset::VERSION) != VERSION {
+        if raw.len() < HEADER_SIZE || raw[..8] != MAGIC || !READABLE_VERSIONS.contains(&u32_at(raw, offset::VERSION)) {
             return None;
         }
         if u32_at(raw, offset::HEADER_SIZE) as usize != HEADER_SIZE {
@@ -158,7 +162,7 @@ impl ChunkHeader {
         let name_raw = &raw[offset::NAME..offset::NAME + offset::NAME_LEN];
         let end = name_raw.iter().position(|&c| c == 0).unwrap_or(name_raw.len());
         Some(ChunkHeader {
-            version: VERSION,
+            version: u32_at(raw, offset::VERSION),
             source: u32_at(raw, offset::SOURCE),
             clock: u32_at(raw, offset::CLOCK),
             pid: u32_at(raw, offset::PID),
@@ -183,13 +187,14 @@ impl ChunkHeader {
         })
     }
 
-    /// Serialises the header into a fresh 4096-byte block (used by writers at creation).
+    /// Serialises the header into a fresh 4096-byte block (used by writers at creation); a
+    /// version of 0 is written as the current `VERSION`.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = vec![0u8; HEADER_SIZE];
         let put32 = |out: &mut Vec<u8>, o: usize, v: u32| out[o..o + 4].copy_from_slice(&v.to_le_bytes());
         let put64 = |out: &mut Vec<u8>, o: usize, v: u64| out[o..o + 8].copy_from_slice(&v.to_le_bytes());
         out[..8].copy_from_slice(&MAGIC);
-        put32(&mut out, offset::VERSION, VERSION);
+        put32(&mut out, offset::VERSION, if self.version == 0 { VERSION } else { self.version });
         put32(&mut out, offset::HEADER_SIZE, HEADER_SIZE as u32);
         put32(&mut out, offset::SOURCE, self.source);
         put32(&mut out, offset::CLOCK, self.clock);
@@ -245,8 +250,11 @@ mod tests {
             fault_ns: 77,
             fault_dropped: 5,
         };
-        assert_eq!(ChunkHeader::parse(&h.to_bytes()), Some(h));
+        assert_eq!(ChunkHeader::parse(&h.to_bytes()), Some(h.clone()));
         assert_eq!(ChunkHeader::parse(&[0u8; HEADER_SIZE]), None);
+        let old = ChunkHeader { version: 2, ..h.clone() };
+        assert_eq!(ChunkHeader::parse(&old.to_bytes()), Some(old));
+        assert_eq!(ChunkHeader::parse(&ChunkHeader { version: 1, ..h }.to_bytes()), None);
     }
 
     #[test]

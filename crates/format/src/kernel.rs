@@ -65,6 +65,37 @@ pub const NAME_TASK: u64 = 8;
 pub const NAME_EXEC: u64 = 9;
 pub const NAME_IRQ: u64 = 10;
 
+/// The kernel event sets a recording may ask for (`oslens record --events`, the collector's
+/// `--events`), in the order the collector opens them.
+pub const EVENT_SETS: [&str; 5] = ["sched", "syscalls", "faults", "io", "irq"];
+
+/// The event sets a comma-separated list names (aliases: syscall, sys, fault, pagefaults,
+/// block, disk, all), each once, in the order given; an unknown name is an error that says
+/// which names there are.
+pub fn parse_event_sets(list: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = vec![];
+    for e in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let e = e.to_ascii_lowercase();
+        let names: Vec<&str> = match e.as_str() {
+            "syscall" | "sys" => vec!["syscalls"],
+            "fault" | "pagefaults" => vec!["faults"],
+            "block" | "disk" => vec!["io"],
+            "all" => EVENT_SETS.to_vec(),
+            other if EVENT_SETS.contains(&other) => vec![other],
+            _ => return Err(format!("unknown event set '{e}': choose among {} (or all)", EVENT_SETS.join(","))),
+        };
+        for n in names {
+            if !out.iter().any(|o| o == n) {
+                out.push(n.to_string());
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("no event set named: choose among {} (or all)", EVENT_SETS.join(",")));
+    }
+    Ok(out)
+}
+
 /// Block request flags (from the tracepoint's rwbs string).
 pub const RW_WRITE: u64 = 1;
 pub const RW_READ: u64 = 2;
@@ -124,6 +155,14 @@ pub fn kind_name(kind: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_sets_parse_with_aliases_and_reject_unknown_names() {
+        assert_eq!(parse_event_sets("sched, SYS,disk,sched").unwrap(), vec!["sched", "syscalls", "io"]);
+        assert_eq!(parse_event_sets("all").unwrap(), EVENT_SETS.to_vec());
+        assert_eq!(parse_event_sets("sched,bogus").unwrap_err(), "unknown event set 'bogus': choose among sched,syscalls,faults,io,irq (or all)");
+        assert!(parse_event_sets(" , ").is_err());
+    }
 
     #[test]
     fn kernel_kinds_are_named_and_in_range() {

@@ -146,9 +146,12 @@ static inline __attribute__((always_inline)) void osl__write(struct osl__writer 
     uint64_t *r = w->records + pos * 4;
     uint64_t word = (uint64_t)id | (uint64_t)(uint16_t)*w->cpu_id << 32 | (uint64_t)kind << 48;
     uint64_t x = ts ^ a ^ b ^ word;
+    /* the check byte is the XOR of the other 31 bytes, xor 0xA5: folded into the top byte */
+    x ^= x << 32;
+    x ^= x << 16;
+    x ^= x << 8;
     r[0] = ts;
-    /* the check byte is the top byte of the multiply, xor 0xA5, left in place */
-    r[1] = word | ((x * 0x0101010101010101ull ^ 0xA500000000000000ull) & 0xFF00000000000000ull);
+    r[1] = word | ((x ^ 0xA500000000000000ull) & 0xFF00000000000000ull);
     r[2] = a;
     r[3] = b;
     w->pos = pos + 1;
