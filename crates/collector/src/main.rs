@@ -79,7 +79,6 @@ struct Opts {
 }
 
 const USAGE: &str = "usage: oslens-collector --trace DIR (--pid PID | --system-wide) [--events sched,syscalls,faults,io,irq] [--sample HZ] [--ring-mib N] [--chunk-records N] [--watch-stdin] [--tier 1|2|3]";
-const EVENT_SETS: [&str; 5] = ["sched", "syscalls", "faults", "io", "irq"];
 const DEFAULT_SETS: &str = "sched,syscalls,faults,io,irq";
 
 fn parse_args() -> Result<Opts, String> {
@@ -130,25 +129,7 @@ fn parse_args() -> Result<Opts, String> {
     if o.pid <= 0 && !o.system_wide {
         return Err("--pid PID (the traced program) or --system-wide is required".into());
     }
-    for e in events.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let e = e.to_ascii_lowercase();
-        let e = match e.as_str() {
-            "syscall" | "sys" => "syscalls".to_string(),
-            "fault" | "pagefaults" => "faults".to_string(),
-            "block" | "disk" => "io".to_string(),
-            "all" => {
-                o.events = EVENT_SETS.iter().map(|s| s.to_string()).collect();
-                continue;
-            }
-            _ => e,
-        };
-        if !EVENT_SETS.contains(&e.as_str()) {
-            return Err(format!("unknown event set '{e}': choose among {}", EVENT_SETS.join(",")));
-        }
-        if !o.events.contains(&e) {
-            o.events.push(e);
-        }
-    }
+    o.events = oslens_format::kernel::parse_event_sets(&events)?;
     if !o.ring_mib.is_power_of_two() || o.ring_mib > 1024 {
         return Err("--ring-mib must be a power of two up to 1024".into());
     }

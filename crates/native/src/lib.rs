@@ -12,7 +12,7 @@ mod whatif;
 
 use oslens_format::header::{ChunkHeader, HEADER_SIZE};
 use oslens_format::record::{continuation_records, Record, CONT_PAYLOAD, RECORD_SIZE};
-use oslens_format::{kinds, read_chunk as read_chunk_file};
+use oslens_format::{kinds, read_chunk as read_chunk_file, Validator};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -86,43 +86,58 @@ impl Records {
 }
 
 /// Where a mapped chunk's decoded records are its slots as they lie in the file: a readable
-/// header, every committed slot present and valid, none a continuation or a record that takes
-/// continuations (a name, an event payload over 8 bytes). decode_chunk would then copy every
-/// slot and report no damage, names or payloads. Returns the header and the committed slots.
+/// header, every committed slot present and kept by the chunk's validator (its check and time
+/// range), none a continuation or a record that takes continuations (a name, an event payload
+/// over 8 bytes). decode_chunk would then copy every slot and report no damage, names or
+/// payloads. `map` holds the header and at least the committed slots. Returns the header and
+/// the committed slots.
 fn clean_slots(map: &[u8]) -> Option<(ChunkHeader, usize)> {
     let h = if map.len() >= HEADER_SIZE { ChunkHeader::parse(map)? } else { return None };
     let committed = h.committed.min(h.capacity) as usize;
     if committed > (map.len() - HEADER_SIZE) / RECORD_SIZE {
         return None;
     }
+    let validator = Validator::for_header(&h);
     let body = &map[HEADER_SIZE..HEADER_SIZE + committed * RECORD_SIZE];
-    let plain = |s: &[u8]| {
-        let r = Record::from_bytes(s);
-        r.is_valid() && r.kind != kinds::CONT && !(r.kind == kinds::NAME && r.b > 0) && !(r.kind == kinds::EVENT && r.a > 8)
+    let plain = |s: &[u8]| match validator.judge(s) {
+        Ok(r) => r.kind != kinds::CONT && !(r.kind == kinds::NAME && r.b > 0) && !(r.kind == kinds::EVENT && r.a > 8),
+        Err(_) => false,
     };
     body.chunks_exact(RECORD_SIZE).all(plain).then_some((h, committed))
 }
 
-/// A chunk file mapped read-only (pages populated up front) and, when clean_slots says so, the
-/// range of its records.
+/// The header and committed slots of a chunk file mapped read-only (those pages populated up
+/// front, and no others: a chunk is preallocated at its full capacity, 64 MiB by default, and
+/// populating the rest would fill the page cache with zeros; oslens_format::read_chunk says
+/// what that cost) and, when clean_slots says so, the range of its records.
 fn map_clean(path: &str) -> std::io::Result<Option<(ChunkHeader, Records)>> {
+    use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    if len == 0 {
+    let len = file.metadata()?.len() as usize;
+    if len < HEADER_SIZE {
         return Ok(None);
     }
+    // SAFETY: no preconditions; advice only (the header read below reads no more than asked).
+    unsafe { libc::posix_fadvise(std::os::unix::io::AsRawFd::as_raw_fd(&file), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let mut head = vec![0u8; HEADER_SIZE];
+    file.read_exact_at(&mut head, 0)?;
+    let Some(h) = ChunkHeader::parse(&head) else { return Ok(None) };
     // Only the header and the committed records are mapped and populated: on tmpfs, populating
     // the holes of a sparse chunk (an unfilled buffer) allocates them, which filled a small
     // trace file system with zeros (docs/recorder.md, "Faults").
-    let mut head = [0u8; HEADER_SIZE];
-    use std::os::unix::fs::FileExt;
-    let used = match file.read_exact_at(&mut head, 0).ok().and_then(|_| ChunkHeader::parse(&head)) {
-        Some(h) => (HEADER_SIZE as u64 + h.committed.min(h.capacity) * RECORD_SIZE as u64).min(len),
-        None => return Ok(None),
-    };
+    let want = HEADER_SIZE.saturating_add((h.committed.min(h.capacity) as usize).saturating_mul(RECORD_SIZE));
+    if want > len {
+        return Ok(None); // truncated: decode_chunk reports it
+    }
     // SAFETY: read-only mapping of a finished chunk (a writer still running only appends past
-    // `committed`); a file truncated while mapped would fault, as with the format's own reader.
-    let map = unsafe { memmap2::MmapOptions::new().len(used as usize).populate().map(&file)? };
+    // `committed`); a file truncated while mapped would fault.
+    let map = unsafe { memmap2::MmapOptions::new().len(want).map(&file)? };
+    // No read-around past the mapping (the device's read-ahead would read megabytes of the
+    // chunk's unwritten capacity), then the pages populated up front.
+    let _ = map.advise(memmap2::Advice::Random);
+    if map.advise(memmap2::Advice::PopulateRead).is_err() {
+        let _ = map.advise(memmap2::Advice::WillNeed);
+    }
     Ok(clean_slots(&map).map(|(h, n)| (h, Records::Mapped(map, HEADER_SIZE..HEADER_SIZE + n * RECORD_SIZE))))
 }
 
@@ -915,11 +930,20 @@ fn kind_name(kind: u8) -> &'static str {
     kinds::kind_name(kind)
 }
 
+/// event_sets(list) -> the kernel event sets a comma-separated list names (crates/format's
+/// kernel::parse_event_sets: aliases resolved, each once); ValueError naming the choices for an
+/// unknown one. `oslens record` checks --events with it before the program starts.
+#[pyfunction]
+fn event_sets(list: &str) -> PyResult<Vec<String>> {
+    oslens_format::kernel::parse_event_sets(list).map_err(PyValueError::new_err)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_chunk, m)?)?;
     m.add_function(wrap_pyfunction!(memory_limit, m)?)?;
     m.add("HEADROOM_SHARE_DIV", oslens::HEADROOM_SHARE_DIV)?;
+    m.add_function(wrap_pyfunction!(event_sets, m)?)?;
     m.add_function(wrap_pyfunction!(write_chunk, m)?)?;
     m.add_function(wrap_pyfunction!(split_records, m)?)?;
     m.add_function(wrap_pyfunction!(pair_nested, m)?)?;
