@@ -12,6 +12,37 @@ import warnings
 # spin for ~0.1 CPU-s after numpy starts them, on the CPUs a recording or an import needs.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+
+def _matplotlib_config_dir() -> None:
+    """A user whose home cannot be written (no home, a service account) would get matplotlib's
+    warning about its config directory on every report; oslens keeps no matplotlib settings, so
+    a private directory under the temporary folder does (kept between runs for matplotlib's font
+    cache, used only when this user owns it and no one else may write it)."""
+    if "MPLCONFIGDIR" in os.environ:
+        return
+    home = os.path.expanduser("~")
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    target = os.path.join(config, "matplotlib")
+    probe = target if os.path.isdir(target) else (config if os.path.isdir(config) else home)
+    if os.path.isdir(probe) and os.access(probe, os.W_OK | os.X_OK):
+        return
+    import stat
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), f"oslens-matplotlib-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+        os.environ["MPLCONFIGDIR"] = path
+
+
+_matplotlib_config_dir()
+
 from oslens import commands
 from oslens.errors import OslensError
 
@@ -25,8 +56,16 @@ def _command_modules():
             yield module
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line on stderr (what is wrong, where to look) and
+    exit status 2, not the usage text followed by the error (docs/errors.md)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="oslens", description="How Linux serves your program, and what to change.")
+    parser = OneLineParser(prog="oslens", description="How Linux serves your program, and what to change.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
         text = module.HELP.replace("%", "%%")  # argparse formats help strings with %
@@ -48,6 +87,15 @@ def invoke(run, args) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:
+        if not type(err).__module__.startswith(("duckdb", "_duckdb")):
+            raise
+        # a table the manifest's sizes did not show as damaged (changed bytes) fails in DuckDB
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        trace = getattr(args, "trace", None) or "TRACE"
+        print(f"oslens: error: reading the trace's tables failed ({first}); if a table is damaged, "
+              f"'oslens import {trace}' checks them and imports the trace again", file=sys.stderr)
+        return 1
 
 
 def quiet_warnings() -> None:

@@ -70,6 +70,30 @@ def is_trace_dir(path: Path) -> bool:
     return path.is_dir() and ((path / "raw").is_dir() or (path / "meta.json").is_file())
 
 
+# What `oslens record` and `oslens import` put in a trace directory, besides the chunks.
+TRACE_ENTRIES = {"raw", "meta.json", "meta.json.tmp", "tables", "analysis", "report.html"}
+
+
+def is_replaceable_trace(path: Path) -> bool:
+    """Whether `oslens record --force` may delete `path`: an oslens trace, that is a raw/
+    folder beside a meta.json naming an oslens version or, for a recording killed before its
+    meta.json, a raw/ folder of chunk files (and the JSON notes oslens puts beside them) with
+    nothing else in the directory that oslens does not write."""
+    try:
+        entries = list(path.iterdir())
+        raw_files = list((path / "raw").iterdir())
+    except OSError:
+        return False
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+        if isinstance(meta, dict) and "oslens_version" in meta:
+            return True
+    except (OSError, ValueError):
+        pass
+    return (any(f.suffix == ".osl" for f in raw_files) and all(f.suffix in (".osl", ".json") for f in raw_files)
+            and all(e.name in TRACE_ENTRIES or e.name.startswith((".tables.", ".app_events.")) for e in entries))
+
+
 def require_trace_dir(path: str | Path) -> Path:
     p = Path(path)
     if not p.exists():

@@ -81,6 +81,31 @@ def _resolve_command(command: list[str]) -> None:
         raise OslensError(f"cannot run {exe}: command not found in PATH", 127)
 
 
+def make_trace_dir(trace: Path, force: bool) -> None:
+    """Creates TRACE/raw, where an existing non-empty TRACE is replaced only when `force` is
+    given and it is an oslens trace (raw.is_replaceable_trace): --force never deletes anything
+    else. Each refusal is one sentence saying what to do (docs/errors.md)."""
+    if trace.is_symlink() or (trace.exists() and not trace.is_dir()):
+        raise OslensError(f"{trace} exists and is not a directory; choose another -o", 2)
+    if trace.is_dir() and any(trace.iterdir()):
+        if not force:
+            raise OslensError(f"{trace} exists and is not empty; choose another -o or pass --force", 2)
+        if not raw.is_replaceable_trace(trace):
+            raise OslensError(f"{trace} is not an oslens trace; --force only replaces traces, so remove it "
+                              "yourself or choose another -o", 2)
+        try:
+            shutil.rmtree(trace)
+        except OSError as err:
+            raise OslensError(f"cannot replace {trace}: {err.strerror or err}", 1) from err
+    try:
+        (trace / "raw").mkdir(parents=True, exist_ok=True)
+        probe = trace / "raw" / ".oslens-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise OslensError(f"cannot write the trace into {trace}: {err.strerror or err}; choose a writable -o", 1) from err
+
+
 class HeldChild:
     """A forked child held before exec until `release()`, so a collector can attach to its pid
     first. (subprocess.Popen cannot do this: it waits for the exec before returning.)"""
@@ -181,11 +206,7 @@ class Session:
 
     def prepare(self) -> None:
         _resolve_command(self.command)
-        if self.trace.exists() and any(self.trace.iterdir()):
-            if not self.options.get("force"):
-                raise OslensError(f"{self.trace} exists and is not empty; choose another -o or pass --force", 2)
-            shutil.rmtree(self.trace)
-        (self.trace / "raw").mkdir(parents=True, exist_ok=True)
+        make_trace_dir(self.trace, bool(self.options.get("force")))
         self.clock_pairs.append(_native.clock_pair())
         self.meta = {
             "oslens_version": __version__,
@@ -210,6 +231,7 @@ class Session:
         env = recorder_environment(self.trace, self.options)
         self.child = HeldChild(self.command, env)
         self.meta["pid"] = self.child.pid
+        self._write_meta()  # a recording killed from here on still names its program
         self.collector = self._start_collector(self.child.pid)
         previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         maps = None

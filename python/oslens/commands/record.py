@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 from oslens.capture.session import Session, default_trace_dir
+from oslens.commands import _options
 from oslens.errors import OslensError
 
 NAME = "record"
@@ -16,25 +17,25 @@ HELP = "run a program with oslens recording on (application and kernel events, o
 def add_arguments(parser):
     parser.add_argument("-o", "--output", help="trace directory (default: traces/<program>-<time>)")
     parser.add_argument("-f", "--force", action="store_true", help="replace an existing trace directory")
-    parser.add_argument("--events", help="kernel event sets, comma separated (sched,syscalls,faults,io,irq)")
+    parser.add_argument("--events", type=_options.event_sets, help="kernel event sets, comma separated (sched,syscalls,faults,io,irq)")
     parser.add_argument("--system-wide", action="store_true", help="keep kernel events of every task")
-    parser.add_argument("--sample", type=int, metavar="HZ", help="sample instruction pointers at HZ")
+    parser.add_argument("--sample", type=_options.positive_int, metavar="HZ", help="sample instruction pointers at HZ")
     parser.add_argument("--phases", action="store_true", help=f"record for `oslens phases`: sample instruction pointers (at {PHASES_SAMPLE_HZ} Hz unless --sample says otherwise)")
     parser.add_argument("--no-kernel", action="store_true", help="record application events only")
     parser.add_argument("--no-import", action="store_true", help="do not import the trace into tables afterwards")
-    parser.add_argument("--buffer-mb", type=int, help="per-thread buffer size in MiB (default 64)")
+    parser.add_argument("--buffer-mb", type=_options.positive_int, help="per-thread buffer size in MiB (default 64)")
     parser.add_argument("--on-full", choices=["drop", "block"], help="when a buffer fills: drop and count (default) or pause to open another")
     parser.add_argument("--prepare-buffers", action="store_true", help="prepare each thread's whole buffer before its first event and write records in place, so no trace page is prepared or copied during the run: the cheapest way to record dense events (costs the buffer's memory and a pause per thread up front, recorded)")
-    parser.add_argument("--limit-events", type=int, help="stop recording after this many events")
-    parser.add_argument("--limit-bytes", type=int, help="stop recording after this many bytes of records")
+    parser.add_argument("--limit-events", type=_options.positive_int, help="stop recording after this many events")
+    parser.add_argument("--limit-bytes", type=_options.positive_int, help="stop recording after this many bytes of records")
     parser.add_argument("--disabled", action="store_true", help="start with recording off (the program calls osl_enable)")
-    parser.add_argument("--counter-period-us", type=int, help="record counter values at most this often (default 1000)")
+    parser.add_argument("--counter-period-us", type=_options.positive_int, help="record counter values at most this often (default 1000)")
     parser.add_argument("--preload", dest="preload", action="store_true", default=None, help="trace pthread locks, barriers, condition variables, fork and exec through LD_PRELOAD (default for dynamically linked programs)")
     parser.add_argument("--no-preload", dest="preload", action="store_false", help="do not preload the synchronisation wrappers")
     parser.add_argument("--trace-python", metavar="FILTER", help="trace Python function calls whose qualified name matches FILTER (a glob; '*' for all)")
-    parser.add_argument("--in-vivo", type=int, metavar="N", help="run N times with and N times without instrumentation (alternating) and report the in-vivo cost per event next to the in-vitro one")
+    parser.add_argument("--in-vivo", type=_options.positive_int, metavar="N", help="run N times with and N times without instrumentation (alternating) and report the in-vivo cost per event next to the in-vitro one")
     parser.add_argument("--func-filter", metavar="GLOBS", help="keep only functions matching these comma-separated globs (!GLOB excludes) from -finstrument-functions builds")
-    parser.add_argument("--func-min-ns", type=int, metavar="NS", help="do not record function calls shorter than NS (their callers are kept)")
+    parser.add_argument("--func-min-ns", type=_options.non_negative_int, metavar="NS", help="do not record function calls shorter than NS (their callers are kept)")
     parser.add_argument("command", nargs="+", metavar="-- CMD", help="the program and its arguments")
 
 

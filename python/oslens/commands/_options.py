@@ -1,0 +1,40 @@
+"""Option types that reject bad values while the command line is parsed, before anything runs
+(argparse turns the ValueError into one line: cli.OneLineParser)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    """An integer above 0 (sizes, counts, rates)."""
+    value = _int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer of 0 or more (thresholds where 0 means none)."""
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not '{text}'") from None
+
+
+def event_sets(text: str) -> str:
+    """A comma-separated list of kernel event sets, checked against the collector's (the names
+    come from crates/format through oslens._native); returned normalised."""
+    from oslens import _native
+
+    try:
+        return ",".join(_native.event_sets(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
