@@ -16,9 +16,17 @@ def add_arguments(parser):
 
 def run(args):
     from oslens import store
+    from oslens.capture import raw
+    from oslens.store import importer
 
+    trace = raw.require_trace_dir(args.trace)
+    force, damaged = args.force, None
+    if not force and importer.is_current(trace):
+        # current by the manifest's sizes; here every table's CRC-32 is checked too
+        damaged = importer.verify_tables(trace)
+        force = bool(damaged)
     try:
-        store.import_trace(args.trace, force=args.force, quiet=args.quiet)
+        store.import_trace(trace, force=force, quiet=args.quiet, damaged=damaged)
     except MemoryError:
         raise OslensError(f"{args.trace}: not enough memory to import this trace in one go", 1)
     return 0

@@ -130,6 +130,8 @@ def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> d
         "wall_ns": wall,
         "events": counts,
         "lost_records": lost,
+        # why the trace stops early (oslens record was killed), or None (store.salvage)
+        "incomplete": m.get("trace.incomplete") or None,
         "meta": m,
     }
 

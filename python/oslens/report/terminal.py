@@ -46,6 +46,8 @@ def render(report: Report, console: Console | None = None) -> None:
     head.append(f"\n{h['command'] or ''}\n" if h["command"] else "\n")
     head.append(f"program pid {', '.join(map(str, h['program_pids'])) or '-'}, {h['threads']} thread(s), wall "
                 f"{common.fmt_ns(h['wall_ns'])}, CPUs {', '.join(map(str, h['cpus'])) or '-'}\n")
+    if h.get("incomplete"):
+        head.append(f"incomplete trace: {h['incomplete']}\n", style="bold red")
     if ks["scheduling"]:
         head.append("kernel events: yes" + (f" ({ks['collector']})" if ks.get("collector") else ""))
     else:

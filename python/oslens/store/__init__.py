@@ -43,6 +43,8 @@ def open_trace(trace, quiet: bool = False):
         try:
             import_trace(trace, quiet=quiet)
         except OslensError:
+            if importer.damaged_tables(trace):
+                raise  # the damaged tables cannot be rebuilt here: the error says how
             if tables_dir(trace).is_dir() and importer.read_manifest(trace):
                 pass  # fall through to the (older) tables on disk
             else:

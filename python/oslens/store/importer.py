@@ -62,12 +62,61 @@ def read_manifest(trace: Path) -> dict | None:
 
 
 def is_current(trace: Path) -> bool:
+    """Whether the tables on disk are those of the trace's raw chunks, whole. A table whose size
+    differs from the manifest's is damaged, and the trace is imported again; so is a trace whose
+    chunks changed. A trace whose chunks are all gone keeps its tables (nothing to rebuild them
+    from: store.damaged_tables tells what is wrong with them)."""
     m = read_manifest(trace)
     if not m or m.get("schema_version") != schema.SCHEMA_VERSION:
         return False
-    if m.get("fingerprint") != fingerprint(trace):
+    if damaged_tables(trace, m):
         return False
-    return all((tables_dir(trace) / f"{t}.parquet").is_file() for t in m.get("tables", {}))
+    if m.get("fingerprint") != fingerprint(trace):
+        return chunks_gone(trace, m)
+    return True
+
+
+def chunks_gone(trace: Path, m: dict) -> bool:
+    """Whether every raw chunk the manifest's tables were built from is gone (tables copied
+    without raw/): importing again would replace them with empty ones."""
+    listed = [f[0] for f in m.get("fingerprint") or [] if str(f[0]).endswith(".osl")]
+    return bool(listed) and not raw.chunk_paths(trace)
+
+
+def _table_files(m: dict) -> dict:
+    """{table: {"size": bytes, "crc32": ...}} from a manifest; tables of a manifest written
+    before sizes were kept carry only their presence."""
+    files = m.get("files") or {}
+    return {t: files.get(t, {}) for t in m.get("tables", {})}
+
+
+def damaged_tables(trace: Path, m: dict | None = None, checksums: bool = False) -> dict[str, str]:
+    """{table: what is wrong} for the manifest's tables that are missing, of another size than
+    written, or (with `checksums`, which reads every table) of another CRC-32."""
+    m = m if m is not None else read_manifest(trace)
+    out: dict[str, str] = {}
+    for name, want in _table_files(m or {}).items():
+        path = tables_dir(trace) / f"{name}.parquet"
+        try:
+            size = path.stat().st_size
+        except OSError:
+            out[name] = "missing"
+            continue
+        if "size" in want and size != want["size"]:
+            out[name] = f"{size} bytes instead of {want['size']}"
+        elif checksums and "crc32" in want and file_crc32(path) != want["crc32"]:
+            out[name] = "its CRC-32 is not the one written"
+    return out
+
+
+def file_crc32(path: Path) -> int:
+    import zlib
+
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 # ---------------------------------------------------------------- meta
@@ -399,6 +448,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     tables.update(kernel)
     events = sum(len(c.records) for c in chunks)
     extra = {
+        "trace.incomplete": salvage.incomplete_reason(meta),
         "schema_version": schema.SCHEMA_VERSION,
         "store.oslens_version": __version__,
         "store.imported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -508,9 +558,17 @@ def _write_tables(trace: Path, tables: dict, progress: _Progress | None) -> dict
     names = [n for n in tables if not n.startswith("_")]
     # the biggest table on one thread, the rest on another (Parquet encoding releases the GIL)
     names.sort(key=lambda n: -tables[n].num_rows)
+    files: dict[str, dict] = {}
+
+    def write(n: str) -> None:
+        path = tmp / f"{n}.parquet"
+        write_table(path, tables[n])
+        # what the manifest keeps to notice a damaged table (zlib's CRC releases the GIL)
+        files[n] = {"size": path.stat().st_size, "crc32": file_crc32(path)}
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {pool.submit(write_table, tmp / f"{names[0]}.parquet", tables[names[0]]): names[0]} if names else {}
-        rest = pool.submit(lambda: [write_table(tmp / f"{n}.parquet", tables[n]) for n in names[1:]])
+        futures = {pool.submit(write, names[0]): names[0]} if names else {}
+        rest = pool.submit(lambda: [write(n) for n in names[1:]])
         for i, f in enumerate(concurrent.futures.as_completed([*futures, rest])):
             f.result()
             progress.step("writing tables", 70 + 30.0 * (i + 1) / 2)
@@ -521,6 +579,7 @@ def _write_tables(trace: Path, tables: dict, progress: _Progress | None) -> dict
         "imported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "records": tables.get("_records", 0),
         "tables": rows,
+        "files": {n: files[n] for n in names},
         "fingerprint": fingerprint(trace),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
@@ -533,13 +592,45 @@ def _write_tables(trace: Path, tables: dict, progress: _Progress | None) -> dict
     return manifest
 
 
-def import_trace(trace, force: bool = False, quiet: bool = False) -> Path:
+def _meta_or_empty(trace: Path) -> dict:
+    try:
+        return raw.read_meta(trace)
+    except OslensError:
+        return {}
+
+
+def _rebuildable(trace: Path, damaged: dict | None = None) -> None:
+    """Says why the tables are built again when some were damaged; refuses when the raw chunks
+    they came from are gone (an empty import would replace what is left of them)."""
+    m = read_manifest(trace)
+    if damaged is None:
+        damaged = damaged_tables(trace, m) if m else {}
+    if not damaged:
+        return
+    t, why = next(iter(damaged.items()))
+    more = f" (and {len(damaged) - 1} more table(s))" if len(damaged) > 1 else ""
+    if chunks_gone(trace, m):
+        raise OslensError(f"{trace}/tables/{t}.parquet is damaged ({why}){more} and the raw chunks it was built from "
+                          "are gone; restore raw/ (or the tables) from a copy of the trace", 3)
+    print(f"oslens: warning: {trace}/tables/{t}.parquet is damaged ({why}){more}; importing the trace again "
+          "from its raw chunks", file=sys.stderr)
+
+
+def verify_tables(trace: Path) -> dict[str, str]:
+    """`oslens import` on a trace already imported: every table's size and CRC-32 against the
+    manifest ({table: what is wrong}; empty when all are whole)."""
+    m = read_manifest(trace)
+    return damaged_tables(trace, m, checksums=True) if m else {}
+
+
+def import_trace(trace, force: bool = False, quiet: bool = False, damaged: dict | None = None) -> Path:
     """Imports TRACE's raw chunks into TRACE/tables/*.parquet (unless already current).
     Returns the tables folder. Damage is salvaged, recorded in `lost` and reported in one
     warning line on stderr; a directory that is not a trace raises OslensError (exit 2)."""
     trace = raw.require_trace_dir(trace)
     if not force and is_current(trace):
         return tables_dir(trace)
+    _rebuildable(trace, damaged)
     t0 = time.perf_counter()
     paths = raw.chunk_paths(trace)
     progress = _Progress(_committed_bytes(paths), enabled=not quiet and sys.stderr.isatty())
@@ -557,6 +648,10 @@ def import_trace(trace, force: bool = False, quiet: bool = False) -> Path:
     del tables
     release_freed_memory()
     salvage.warn(trace, losses)
+    incomplete = salvage.incomplete_reason(_meta_or_empty(trace))
+    if incomplete:
+        print(f"oslens: warning: {trace} is incomplete: {incomplete} (meta.json has no exit status: oslens "
+              "record was killed); times and counts cover only what was written until then", file=sys.stderr)
     if not quiet:
         dt = time.perf_counter() - t0
         n = manifest["records"]

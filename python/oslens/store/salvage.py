@@ -68,6 +68,15 @@ def missing_chunks(losses: Losses, trace: Path, present: list[str], meta: dict) 
                 losses.add("damage", f"raw/{name}", None, "chunk missing (gap in the writer's sequence numbers)")
 
 
+def incomplete_reason(meta: dict) -> str | None:
+    """Why a trace is incomplete, or None: `oslens record` writes meta.json when it starts and
+    again, with the program's exit status, when it ends; a meta.json with a start and no exit
+    means the recording itself was stopped (killed) while the program ran."""
+    if meta.get("start_ns") is None or meta.get("exit"):
+        return None
+    return "recording stopped before the program ended"
+
+
 def warning_line(trace: Path, losses: Losses) -> str | None:
     dmg = losses.damage()
     if not dmg:
