@@ -70,9 +70,9 @@ def missing_chunks(losses: Losses, trace: Path, present: list[str], meta: dict) 
 
 def incomplete_reason(meta: dict) -> str | None:
     """Why a trace is incomplete, or None: `oslens record` writes meta.json when it starts and
-    again, with the program's exit status, when it ends; a meta.json with a start and no exit
-    means the recording itself was stopped (killed) while the program ran."""
-    if meta.get("start_ns") is None or meta.get("exit"):
+    again, with the program's end and exit status, when it ends; a meta.json with a start and
+    neither means the recording itself was stopped (killed) while the program ran."""
+    if meta.get("start_ns") is None or meta.get("exit") or meta.get("end_ns") is not None:
         return None
     return "recording stopped before the program ended"
 

@@ -91,3 +91,12 @@ def test_scan_gives_the_kind_counts_and_clock_pairs_of_raw_clock_for(tmp_path):
     want, have = raw.clock_for(chunks, meta), importer.clock_for(chunks, meta, scans)
     assert (have.pair_count, have.slope, have.intercept, have.r0, have.n0) == \
         (want.pair_count, want.slope, want.intercept, want.r0, want.n0)
+
+
+def test_a_trace_whose_recording_was_killed_is_incomplete():
+    from oslens.store import salvage
+
+    assert salvage.incomplete_reason({"start_ns": 5, "pid": 9}) == "recording stopped before the program ended"
+    assert salvage.incomplete_reason({"start_ns": 5, "end_ns": 9, "exit": {"code": 0}}) is None
+    assert salvage.incomplete_reason({"start_ns": 5, "end_ns": 9}) is None  # synthetic traces
+    assert salvage.incomplete_reason({}) is None  # not written by oslens record
