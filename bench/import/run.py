@@ -25,7 +25,13 @@ tables, without compensation's columns). With --reference the import with extens
 timed on the in-memory path (every table laid out whole first, compensation over app_events in memory: what
 `oslens import` did before the pass computed the compensation), on a tenth of the records.
 
-Usage: python bench/import/run.py [--records N] [--keep] [--repeat N] [--reference]
+"many_processes" is a real trace of --processes short processes (default 1,000: `oslens record`
+of /bin/true in a loop, one mostly unwritten 64 MiB chunk per process), imported in a fresh
+process: its time, peak RSS, and the page cache its raw files take afterwards against their size
+on disk (bench/import/many_processes.py). max_rss_mib is each configuration's peak RSS
+(ru_maxrss of the fresh process that imported).
+
+Usage: python bench/import/run.py [--records N] [--keep] [--repeat N] [--reference] [--processes N]
 """
 
 from __future__ import annotations
@@ -132,6 +138,8 @@ def main() -> int:
                          "fresh process: a second import in one process finds its memory already faulted in)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="fresh processes per configuration, alternated (the headline is their median)")
+    ap.add_argument("--processes", type=int, default=1000,
+                    help="processes in the many-processes case (0: skip it)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the import with extensions on the in-memory path (a tenth of the records)")
     args = ap.parse_args()
@@ -185,6 +193,12 @@ def main() -> int:
         ref = fresh("reference")
         reference = {k: ref[k] for k in ("records", "wall_s", "cpu_s", "user_s", "sys_s", "records_per_s",
                                           "records_per_cpu_s", "extensions_s", "one_pass", "max_rss_mib")}
+    many = None
+    if args.processes:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import many_processes
+
+        many = many_processes.run(args.processes)
     load = os.getloadavg()
     result = {
         "benchmark": "import",
@@ -199,6 +213,7 @@ def main() -> int:
         "core": core,
         "in_memory_reference_at_tenth": reference,
         "max_rss_mib": {"import": full["max_rss_mib"], "core": core["max_rss_mib"]},
+        "many_processes": many,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": [round(x, 2) for x in load]},
         "note": "each configuration is timed in a fresh process (the trace already written), `repeat` times, "
                 "alternated; records_per_cpu_s is the median run's (that process's user+system CPU over all its "
