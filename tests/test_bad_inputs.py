@@ -50,11 +50,12 @@ def trace(recorded, tmp_path):
     (["--events", ","], ["--events", "no event set named"]),
     (["--buffer-mb", "-5"], ["--buffer-mb", "must be a positive whole number, not -5"]),
     (["--buffer-mb", "lots"], ["--buffer-mb", "must be a whole number, not 'lots'"]),
+    (["--buffer-mb", "100000000"], ["--buffer-mb", "must be at most 65536 (64 GiB per thread)"]),
     (["--limit-events", "0"], ["--limit-events", "must be a positive whole number"]),
     (["--counter-period-us", "-1"], ["--counter-period-us", "must be a positive whole number"]),
     (["--sample", "0"], ["--sample", "must be a positive whole number"]),
     (["--func-min-ns", "-3"], ["--func-min-ns", "must be 0 or more"]),
-], ids=["1-events-unknown", "1-events-empty", "2-buffer-negative", "2-buffer-not-a-number", "2-limit-zero",
+], ids=["1-events-unknown", "1-events-empty", "2-buffer-negative", "2-buffer-not-a-number", "2-buffer-too-big", "2-limit-zero",
         "2-period-negative", "2-sample-zero", "2-func-min-negative"])
 def test_bad_record_options_are_rejected_before_the_program_starts(tmp_path, options, needles):
     marker = tmp_path / "ran"

@@ -2,7 +2,7 @@
 shell running /bin/true N times: one preallocated 64 MiB chunk per process and one per exec'd
 program, almost all of it never written), imported in a fresh process.
 
-Reports the import's wall and CPU time, its peak RSS (ru_maxrss of the importing child), and
+Reports the import's wall and CPU time, its peak RSS (VmHWM of the importing child), and
 what the import brought into the page cache: the trace's raw files resident afterwards
 (mincore through util-linux `fincore`, after dropping clean caches when run as root) against
 their size on disk. Before chunks were read by their committed part only, 100 runs of
@@ -59,18 +59,26 @@ def drop_clean_caches() -> bool:
         return False
 
 
+def peak_rss_mib() -> float:
+    """This process's peak RSS since it was exec'd (VmHWM). Not ru_maxrss: Linux carries the
+    pre-exec memory's high-water mark into it, so a child forked from a big bench process would
+    report the parent's size."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def import_in_child(trace: Path) -> dict:
     """`oslens.store.import_trace` in a fresh Python process: wall, CPU and peak RSS."""
-    code = ("import json, resource, sys, time; from oslens import store; t = time.perf_counter(); "
+    code = ("import json, resource, sys, time; sys.path.insert(0, sys.argv[2]); import many_processes as m; "
+            "from oslens import store; t = time.perf_counter(); "
             "store.import_trace(sys.argv[1], force=True, quiet=True); w = time.perf_counter() - t; "
             "r = resource.getrusage(resource.RUSAGE_SELF); "
-            "print(json.dumps({'wall_s': w, 'cpu_s': r.ru_utime + r.ru_stime, 'max_rss_mib': r.ru_maxrss / 1024}))")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", code, str(trace)],
+            "print(json.dumps({'wall_s': w, 'cpu_s': r.ru_utime + r.ru_stime, 'max_rss_mib': m.peak_rss_mib()}))")
+    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", code, str(trace), str(Path(__file__).parent)],
                           check=True, capture_output=True, text=True)
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    got["children_max_rss_mib"] = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    return got
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run(processes: int) -> dict:

@@ -28,8 +28,9 @@ timed on the in-memory path (every table laid out whole first, compensation over
 "many_processes" is a real trace of --processes short processes (default 1,000: `oslens record`
 of /bin/true in a loop, one mostly unwritten 64 MiB chunk per process), imported in a fresh
 process: its time, peak RSS, and the page cache its raw files take afterwards against their size
-on disk (bench/import/many_processes.py). max_rss_mib is each configuration's peak RSS
-(ru_maxrss of the fresh process that imported).
+on disk (bench/import/many_processes.py). max_rss_mib is each configuration's peak RSS (VmHWM
+of the fresh process that imported; its ru_maxrss would include this process's size, which
+Linux carries across the child's exec).
 
 Usage: python bench/import/run.py [--records N] [--keep] [--repeat N] [--reference] [--processes N]
 """
@@ -163,7 +164,10 @@ def main() -> int:
             got = import_once(small, extensions=True, stream=False)
         else:
             got = import_once(big, extensions=args.only == "import")
-        got["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from many_processes import peak_rss_mib
+
+        got["max_rss_mib"] = round(peak_rss_mib())
         print(json.dumps(got))
         return 0
 

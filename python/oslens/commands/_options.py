@@ -14,6 +14,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+# A per-thread buffer is a sparse file mapped whole: past a file system's file size limit
+# (16 TiB on ext4) the recorder cannot create it and records nothing.
+MAX_BUFFER_MB = 65536
+
+
+def buffer_mb(text: str) -> int:
+    """A per-thread buffer size in MiB: above 0, at most MAX_BUFFER_MB."""
+    value = positive_int(text)
+    if value > MAX_BUFFER_MB:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BUFFER_MB} (64 GiB per thread), not {text}")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     """An integer of 0 or more (thresholds where 0 means none)."""
     value = _int(text)

@@ -23,7 +23,7 @@ def add_arguments(parser):
     parser.add_argument("--phases", action="store_true", help=f"record for `oslens phases`: sample instruction pointers (at {PHASES_SAMPLE_HZ} Hz unless --sample says otherwise)")
     parser.add_argument("--no-kernel", action="store_true", help="record application events only")
     parser.add_argument("--no-import", action="store_true", help="do not import the trace into tables afterwards")
-    parser.add_argument("--buffer-mb", type=_options.positive_int, help="per-thread buffer size in MiB (default 64)")
+    parser.add_argument("--buffer-mb", type=_options.buffer_mb, help="per-thread buffer size in MiB (default 64)")
     parser.add_argument("--on-full", choices=["drop", "block"], help="when a buffer fills: drop and count (default) or pause to open another")
     parser.add_argument("--prepare-buffers", action="store_true", help="prepare each thread's whole buffer before its first event and write records in place, so no trace page is prepared or copied during the run: the cheapest way to record dense events (costs the buffer's memory and a pause per thread up front, recorded)")
     parser.add_argument("--limit-events", type=_options.positive_int, help="stop recording after this many events")
