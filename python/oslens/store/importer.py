@@ -109,6 +109,11 @@ def damaged_tables(trace: Path, m: dict | None = None, checksums: bool = False) 
     return out
 
 
+def table_file(path: Path) -> dict:
+    """What the manifest keeps of a table's file to notice damage: its size and CRC-32."""
+    return {"size": path.stat().st_size, "crc32": file_crc32(path)}
+
+
 def file_crc32(path: Path) -> int:
     import zlib
 
@@ -563,8 +568,7 @@ def _write_tables(trace: Path, tables: dict, progress: _Progress | None) -> dict
     def write(n: str) -> None:
         path = tmp / f"{n}.parquet"
         write_table(path, tables[n])
-        # what the manifest keeps to notice a damaged table (zlib's CRC releases the GIL)
-        files[n] = {"size": path.stat().st_size, "crc32": file_crc32(path)}
+        files[n] = table_file(path)  # zlib's CRC releases the GIL
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = {pool.submit(write, names[0]): names[0]} if names else {}

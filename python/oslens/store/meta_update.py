@@ -36,4 +36,6 @@ def add(trace: Path, key: str, value) -> None:
     pq.write_table(table, tables / "meta.parquet.tmp")
     (tables / "meta.parquet.tmp").replace(tables / "meta.parquet")
     manifest["fingerprint"] = importer.fingerprint(trace)
+    if "files" in manifest:  # the rewritten table's size and CRC-32, or it reads as damaged
+        manifest["files"]["meta"] = importer.table_file(tables / "meta.parquet")
     (tables / importer.MANIFEST).write_text(json.dumps(manifest, indent=1))
