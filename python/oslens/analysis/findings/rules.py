@@ -8,7 +8,7 @@ import numpy as np
 
 from oslens.analysis import common, crosscheck as crosscheck_mod, states
 from oslens.analysis.findings import holders as holders_mod
-from oslens.analysis.findings.context import (CAVEAT, MIN_SHARE, NOTE, OSLENS, OSLENS_LARGE_SHARE, WARN_SHARE,
+from oslens.analysis.findings.context import (CAVEAT, MIN_SHARE, NOTE, OSLENS, OSLENS_LARGE_SHARE, PROGRAM, WARN_SHARE,
                                               Context, finding, pct, severity)
 
 fmt = common.fmt_ns
