@@ -423,3 +423,22 @@ def test_lost_records_are_counted_exactly(compile_c, tmp_path, mech):
     assert sum(tables(trace)["kernel_lost"].column("count").to_pylist()) == k["lost"]
     # every getpid is 2 events; the runtime's own start-up adds a few dozen more
     assert 2 * n <= kept + k["lost"] <= 2 * n + 400, (kept, k["lost"])
+
+
+@root_only
+@MECHANISMS
+def test_a_rename_is_recorded_when_it_happens(compile_c, tmp_path, mech):
+    """The comm history (thread names in every table) follows task_rename: the new name's record
+    lies inside the prctl call that set it, not at the thread's next switch."""
+    prog = compile_c("kernel_rename.c")
+    record(tmp_path / "t", prog, options=["--events", "sched,syscalls"], mechanism=mech)
+    check_mechanism(tmp_path / "t", mech)
+    need_tracepoints(tmp_path / "t", "task/task_rename", "raw_syscalls/sys_enter")
+    chunks = [c for c in raw.read_chunks(tmp_path / "t") if c.path.name.startswith("kernel-")]
+    pid = meta(tmp_path / "t")["pid"]
+    from oslens.store.kernel_tables import _Comms, _Records
+    comms = _Comms(_Records(chunks))
+    sc = tables(tmp_path / "t")["syscalls"].to_pylist()
+    (prctl,) = [s for s in sc if s["tid"] == pid and s["name"] == "prctl"]
+    before, after = comms.at(np.array([pid, pid]), np.array([prctl["start_ns"], prctl["end_ns"]]))
+    assert before != "renamed-spin" and after == "renamed-spin", (before, after)

@@ -193,6 +193,7 @@ enum Ev {
     Switch,
     Waking,
     NewTask,
+    Rename,
     Exec,
     Exit,
     Migrate,
@@ -209,10 +210,12 @@ enum Ev {
 }
 
 /// (tracepoint, handler, event set, opened for every task on the CPU rather than per task)
-const TRACEPOINTS: [(&str, Ev, &str, bool); 16] = [
+const TRACEPOINTS: [(&str, Ev, &str, bool); 17] = [
     ("sched/sched_switch", Ev::Switch, "sched", true),
     ("sched/sched_waking", Ev::Waking, "sched", true),
     ("task/task_newtask", Ev::NewTask, "", false),
+    // a rename's own time: switches alone see a new name only when the thread next leaves a CPU
+    ("task/task_rename", Ev::Rename, "", false),
     ("sched/sched_process_exec", Ev::Exec, "", false),
     ("sched/sched_process_exit", Ev::Exit, "", false),
     ("sched/sched_migrate_task", Ev::Migrate, "sched", true),
@@ -235,6 +238,7 @@ fn fields_of(ev: Ev) -> &'static [&'static str] {
         Ev::Switch => &["prev_comm", "prev_pid", "prev_prio", "prev_state", "next_comm", "next_pid"],
         Ev::Waking => &["pid", "prio", "target_cpu"],
         Ev::NewTask => &["pid", "comm", "clone_flags"],
+        Ev::Rename => &["pid", "newcomm"],
         Ev::Exec => &["filename", "pid", "old_pid"],
         Ev::Exit => &["pid", "group_dead"],
         Ev::Migrate => &["pid", "orig_cpu", "dest_cpu"],
@@ -250,7 +254,7 @@ fn fields_of(ev: Ev) -> &'static [&'static str] {
 
 /// Optional fields (absent on some kernels): read as 0.
 fn optional_field(ev: Ev, name: &str) -> bool {
-    matches!((ev, name), (Ev::Exit, "group_dead") | (Ev::Switch, "prev_prio"))
+    matches!((ev, name), (Ev::Exit, "group_dead") | (Ev::Switch, "prev_prio") | (Ev::Rename, "pid"))
 }
 
 struct Handler {
@@ -558,6 +562,11 @@ impl State {
                 }
                 self.note_comm(cpu, ts, child, comm16(raw, f[1]));
                 self.emit(cpu, Record::new(ts, tid, c, k::FORK, child as u64 | (child_pid as u64) << 32, pid as u64 | (flags & 0xffff_ffff) << 32));
+            }
+            Ev::Rename => {
+                // kernels that dropped the field rename only the current task
+                let who = if f[0].size == 0 { tid } else { sval(raw, f[0]) as u32 };
+                self.note_comm(cpu, ts, who, comm16(raw, f[1]));
             }
             Ev::Exec => {
                 let old = sval(raw, f[2]) as u32;

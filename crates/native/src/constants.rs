@@ -2,7 +2,7 @@
 //! crates/format instead of copying the numbers (docs/architecture.md).
 
 use oslens_format::header::{offset, CLOCK_MONOTONIC_NS, CLOCK_TSC, SOURCE_APP_THREAD, SOURCE_KERNEL_CPU};
-use oslens_format::kinds;
+use oslens_format::{kernel, kinds};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -24,6 +24,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         classes.set_item(id, name)?;
     }
     m.add("NAME_CLASSES", classes)?;
+    let kernel_classes = PyDict::new(py);
+    kernel_classes.set_item("task", kernel::NAME_TASK)?;
+    kernel_classes.set_item("exec", kernel::NAME_EXEC)?;
+    kernel_classes.set_item("irq", kernel::NAME_IRQ)?;
+    m.add("KERNEL_NAME_CLASSES", kernel_classes)?;
     let offsets = PyDict::new(py);
     offsets.set_item("ring_self_copies", offset::RING_SELF_COPIES)?;
     offsets.set_item("helper_cpu_ns", offset::HELPER_CPU_NS)?;

@@ -1,5 +1,5 @@
 """Kernel tables from the kernel collector's per-CPU raw chunks (kinds 64..127, documented in
-crates/format/src/kernel.rs, mirrored below). Called by the store's importer:
+crates/format/src/kernel.rs, named through oslens._native). Called by the store's importer:
 `build_kernel_tables(chunks, meta) -> {table name: pyarrow.Table}`.
 
 Everything is vectorised with numpy over the concatenated records, sorted by time; the only
@@ -13,13 +13,17 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from oslens import _native
 from oslens.capture import raw
 
-# crates/format/src/kernel.rs
-SWITCH, WAKEUP, FORK, EXEC, EXIT, MIGRATE = 64, 65, 66, 67, 68, 69
-SYS_ENTER, SYS_EXIT, FAULT, BLOCK_ISSUE, BLOCK_COMPLETE = 70, 71, 72, 73, 74
-IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SAMPLE, LOST, COUNTER, TRACED, TASK = 75, 76, 77, 78, 79, 80, 81, 82, 83
-NAME_TASK, NAME_EXEC, NAME_IRQ = 8, 9, 10
+SWITCH, WAKEUP, FORK, EXEC, EXIT, MIGRATE = (_native.KINDS[n] for n in (
+    "sched_switch", "sched_waking", "fork", "exec", "exit", "migrate"))
+SYS_ENTER, SYS_EXIT, FAULT, BLOCK_ISSUE, BLOCK_COMPLETE = (_native.KINDS[n] for n in (
+    "sys_enter", "sys_exit", "page_fault_user", "block_rq_issue", "block_rq_complete"))
+IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SAMPLE, LOST, COUNTER, TRACED, TASK = (_native.KINDS[n] for n in (
+    "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "sample", "kernel_lost", "kernel_counter",
+    "traced_root", "task"))
+NAME_TASK, NAME_EXEC, NAME_IRQ = (_native.KERNEL_NAME_CLASSES[n] for n in ("task", "exec", "irq"))
 RW_LETTERS = ((1, "W"), (2, "R"), (4, "D"), (8, "F"), (16, "S"), (32, "M"), (64, "A"), (128, "U"))
 COUNTER_NAMES = {1: "context_switches", 2: "cpu_migrations", 3: "page_faults", 4: "minor_faults",
                  5: "major_faults", 6: "task_clock_ns"}
