@@ -270,3 +270,26 @@ def test_trace_file_system_removed_mid_run(roomy_fs, flood, tmp_path):
     assert out.read_text().count(" sum ") == 2 and "own pages intact" in out.read_text()
     assert rec.returncode == 1 and "Traceback" not in err, err
     assert "the program exited with status 0, but its trace" in err and "can no longer be written" in err
+
+
+@pytest.mark.parametrize("early", [0, 1])
+def test_allocation_failures_stop_the_recording_not_the_program(compile_c, early):
+    """A real address-space limit (prlimit --as) that the program itself exhausts, then records:
+    not one more byte can be mapped or allocated. Before, the recorder's first allocation aborted
+    the program (SIGABRT, 'memory allocation of 64 bytes failed'). Now the program runs on with
+    its output intact; a thread that had its buffer before (early=1: the main thread) keeps
+    recording into it, with no helper thread (its pthread_create fails); a thread that had none
+    gets none, and its events are counted lost with the reason."""
+    nomem = compile_c("fault_nomem.c")
+    command = ["prlimit", f"--as={1 << 30}", nomem, "100000", str(early)]
+    want = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "address space exhausted: yes" in want
+    with tempfile.TemporaryDirectory(prefix="oslens-nomem-") as where:
+        trace = Path(where) / "t"
+        proc = run_oslens("record", "--no-kernel", "--no-preload", "-o", trace, "--", *command)
+        assert proc.stdout == want
+        recorded = rows(trace, "SELECT count(*) FROM app_events WHERE kind = 'event' AND id = 1")[0][0]
+        lost = rows(trace, "SELECT count, reason FROM lost")
+        assert recorded == 100_000 * early
+        assert [c for c, _ in lost] == [100_000 * (2 - early)], lost
+        assert lost[0][1].startswith("out of memory at ") and "recording stopped" in lost[0][1], lost

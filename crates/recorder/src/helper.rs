@@ -63,9 +63,15 @@ fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
     r
 }
 
+/// Hands a ring to the helper; when the list cannot grow (out of memory) the ring is still
+/// returned, and its writer copies its own slots as it does whenever the helper is behind.
 pub fn register(stage: Stage, space: Arc<Space>) -> Arc<Ring> {
     let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
-    with_rings(|rings| rings.push(ring.clone()));
+    with_rings(|rings| {
+        if rings.try_reserve(1).is_ok() {
+            rings.push(ring.clone());
+        }
+    });
     ring
 }
 
@@ -89,14 +95,22 @@ pub fn start() {
     if STARTED.load(Acquire) || STARTED.swap(true, AcqRel) {
         return;
     }
-    match std::thread::Builder::new().name("oslens-helper".into()).spawn(helper_loop) {
-        Ok(handle) => {
-            use std::os::unix::thread::JoinHandleExt;
-            HELPER.store(handle.into_pthread_t() as u64, Release);
-        }
-        // Writers copy their own slots then.
-        Err(_) => STARTED.store(false, Release),
+    // pthread_create itself, not std::thread: std registers a thread-local destructor in the
+    // creating thread, which glibc aborts the process on when it has no memory for it. When
+    // the thread cannot start (no memory for its stack, a thread limit) writers copy their own
+    // slots, and it is not tried again: each try would cost the program a failed
+    // pthread_create on its slow path. `wake` then finds no sleeper and makes no system call.
+    let mut thread: libc::pthread_t = 0;
+    // SAFETY: a plain thread start; helper_main takes no argument.
+    if unsafe { libc::pthread_create(&mut thread, std::ptr::null(), helper_main, std::ptr::null_mut()) } == 0 {
+        HELPER.store(thread as u64, Release);
     }
+}
+
+extern "C" fn helper_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: names the calling thread (at most 15 bytes and a NUL).
+    unsafe { libc::pthread_setname_np(libc::pthread_self(), c"oslens-helper".as_ptr()) };
+    helper_loop()
 }
 
 pub fn wake() {
@@ -113,16 +127,21 @@ pub fn wake() {
     unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
 }
 
-fn helper_loop() {
+fn helper_loop() -> ! {
     // The helper's own records would be noise: it never records (its thread state stays empty).
     crate::thread::mark_helper_thread();
+    // One list reused across wakes: it grows only when the rings do, and when it cannot (out
+    // of memory) this wake copies nothing and the writers copy their own slots.
+    let mut work: Vec<Arc<Ring>> = Vec::new();
     loop {
         let seen = GENERATION.load(Acquire);
-        let work: Vec<Arc<Ring>> = with_rings(|rings| {
+        with_rings(|rings| {
             rings.retain(|r| r.alive.load(Relaxed));
-            rings.clone()
+            if work.try_reserve(rings.len()).is_ok() {
+                work.extend(rings.iter().cloned());
+            }
         });
-        for r in work {
+        for r in work.drain(..) {
             r.busy.store(true, SeqCst);
             if r.alive.load(SeqCst) {
                 HELPER_COPIES.fetch_add(r.stage.copy_full_slots(), Relaxed);

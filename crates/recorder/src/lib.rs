@@ -7,6 +7,7 @@
 //! `buffer::Cursor`), and calls in here whenever the cursor says no.
 
 mod adapt;
+mod alloc;
 mod buffer;
 mod capi;
 mod clock;
@@ -23,6 +24,10 @@ mod thread;
 mod writeback;
 
 pub use capi::*;
+
+/// Allocation failures take a reserve instead of aborting the program (alloc.rs).
+#[global_allocator]
+static GLOBAL: alloc::Guarded = alloc::Guarded;
 
 use oslens_format::record::Record;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};

@@ -141,6 +141,11 @@ fn open_chunk(names: &mut Names) {
 pub fn close_for_exit() {
     let helper = crate::helper::helper_cost();
     with_names(|names| {
+        if names.chunk.is_none() && crate::space::no_chunk_drops().2 > 0 {
+            // The chunk could not be made when names came (out of memory, say): the count of
+            // what threads could not record has nowhere else to go, so it is tried once more.
+            open_chunk(names);
+        }
         if let Some(c) = names.chunk.as_mut() {
             if let Some((cpu_ns, copies)) = helper {
                 c.set_header_u64(offset::HELPER_CPU_NS, cpu_ns);

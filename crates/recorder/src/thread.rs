@@ -159,12 +159,30 @@ fn prepare(chunk: &mut Chunk) {
     chunk.record_pause(start, kinds::PAUSE_PREPARE, 0);
 }
 
-fn thread_name() -> String {
+/// A thread's name, on the stack: read at every thread's start and exit, it takes no heap.
+struct ThreadName {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl std::ops::Deref for ThreadName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        let bytes = &self.buf[..self.len];
+        match std::str::from_utf8(bytes) {
+            Ok(s) => s,
+            // SAFETY: the prefix that from_utf8 validated.
+            Err(e) => unsafe { std::str::from_utf8_unchecked(&bytes[..e.valid_up_to()]) },
+        }
+    }
+}
+
+fn thread_name() -> ThreadName {
     let mut buf = [0u8; 64];
     // SAFETY: buffer of the stated length.
     unsafe { libc::pthread_getname_np(libc::pthread_self(), buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
-    let end = buf.iter().position(|&c| c == 0).unwrap_or(0);
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    let len = buf.iter().position(|&c| c == 0).unwrap_or(0);
+    ThreadName { buf, len }
 }
 
 impl ThreadState {
@@ -231,7 +249,8 @@ impl ThreadState {
     #[cold]
     fn make_room(&mut self, n: u64) -> bool {
         let cfg = match config() {
-            Some(c) if matches!(c.on_full, OnFull::Block) && !self.chunk.faulted() => c,
+            // after an allocation failed no new chunk is tried (alloc.rs)
+            Some(c) if matches!(c.on_full, OnFull::Block) && !self.chunk.faulted() && !crate::alloc::any_failed() => c,
             _ => return false,
         };
         let start = clock::now();
