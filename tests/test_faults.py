@@ -1,9 +1,12 @@
 """Recording must never kill the program (issue 20, docs/recorder.md "Faults"): a trace on a file
 system that fills up. Each test mounts its own small tmpfs under /tmp and always unmounts it."""
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
@@ -293,3 +296,74 @@ def test_allocation_failures_stop_the_recording_not_the_program(compile_c, early
         assert recorded == 100_000 * early
         assert [c for c, _ in lost] == [100_000 * (2 - early)], lost
         assert lost[0][1].startswith("out of memory at ") and "recording stopped" in lost[0][1], lost
+
+
+FS_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32): ext4 and xfs "going down"
+SHUTDOWN_NOLOGFLUSH = 2
+
+
+@contextlib.contextmanager
+def _ext4_on_loop(where: Path):
+    """A 256 MiB ext4 on a loop device (errors=remount-ro), unmounted and its loop device
+    detached whatever happened; the caller checks both are gone."""
+    image, mnt = where / "ext4.img", where / "mnt"
+    with open(image, "wb") as f:
+        f.truncate(256 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    mnt.mkdir()
+    subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        for dev in subprocess.run(["losetup", "-j", str(image)], capture_output=True, text=True).stdout.splitlines():
+            subprocess.run(["losetup", "-d", dev.split(":")[0]], capture_output=True)
+
+
+def _fail_file_system(mnt: Path, how: str):
+    if how == "error":  # what ext4 does on finding corruption: journal aborted, read-only
+        dev = Path(subprocess.run(["findmnt", "-no", "SOURCE", str(mnt)], capture_output=True, text=True, check=True).stdout.strip()).name
+        Path(f"/sys/fs/ext4/{dev}/trigger_fs_error").write_text("oslens test")
+    else:  # the disk gone: every later I/O fails with EIO
+        fd = os.open(mnt, os.O_RDONLY)
+        try:
+            fcntl.ioctl(fd, FS_IOC_SHUTDOWN, struct.pack("I", SHUTDOWN_NOLOGFLUSH))
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("how", ["error", "shutdown"])
+def test_trace_file_system_failing_mid_run(flood, tmp_path, how):
+    """The trace's ext4 fails while the program records: an ext4 error (remounted read-only) or a
+    shutdown (the disk gone). The program runs on to its end with its output and exit status;
+    oslens record says in one line that the trace can no longer be written. After the error the
+    chunks still read: every event is recorded or counted lost, with the reason."""
+    events = 600_000
+    want = subprocess.run([flood, "2", str(events)], capture_output=True, text=True, check=True).stdout
+    out = tmp_path / "out"
+    with _ext4_on_loop(tmp_path) as mnt:
+        trace = mnt / "t"
+        with open(out, "w") as f:
+            rec = subprocess.Popen([*OSLENS, "record", "--no-kernel", "--no-preload", "-o", trace, "--", flood, "2", str(events), "0", "300"],
+                                   stdout=f, stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: [c for c in _children(rec.pid) if _runs(c, flood)])
+        time.sleep(0.3)
+        _fail_file_system(mnt, how)
+        _, err = rec.communicate(timeout=120)
+        assert out.read_text() == want
+        assert rec.returncode == 1 and "Traceback" not in err, err
+        assert "the program exited with status 0, but its trace" in err and "can no longer be written" in err, err
+        if how == "error":
+            copy = tmp_path / "copy"
+            subprocess.run(["cp", "-r", "--sparse=always", str(trace), str(copy)], check=True)
+    assert str(tmp_path / "mnt") not in Path("/proc/mounts").read_text()
+    assert subprocess.run(["losetup", "-j", str(tmp_path / "ext4.img")], capture_output=True, text=True).stdout == ""
+    if how == "error":
+        run_oslens("import", copy, check=False)
+        recorded = dict(rows(copy, "SELECT tid, count(*) FROM app_events WHERE kind = 'event' AND id = 1 GROUP BY tid"))
+        lost = rows(copy, "SELECT \"where\", count, reason FROM lost")
+        assert lost, "the file system failed while the threads were recording"
+        dropped = {int(w.split()[1]): c for w, c, r in lost if w.startswith("thread ")}
+        assert all(r.startswith(("file system read-only at ", "I/O error at ")) for _, _, r in lost), lost
+        assert len(recorded) == 2 and all(recorded[t] + dropped.get(t, 0) == events for t in recorded), (recorded, lost)
