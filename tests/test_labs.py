@@ -110,6 +110,29 @@ def test_quick_lab_checks_against_its_reference_answers(tmp_path, lab_env, numbe
     assert list((tmp_path / "state").glob("tune-*.json")) == []
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/kernel/tracing/instances").is_dir(),
+                    reason="lab 4 needs root and tracefs (kernel stacks at tracepoints)")
+def test_lab4_kernel_stacks_of_each_fault_kind(tmp_path, lab_env):
+    """The fault kinds' stacks are captured on this kernel: each kind's path is in its tree, the
+    reference answers pass, a wrong one fails with its reason, and the ftrace instance is gone."""
+    out = tmp_path / "traces"
+    r = run_oslens("lab", "run", "4", "--quick", "-o", out, env=lab_env, cwd=tmp_path)
+    for function in ("do_anonymous_page", "filemap_add_folio", "do_wp_page", "do_huge_pmd_anonymous_page"):
+        assert function in r.stdout, function
+    pid = re.search(r"restored: kernel stack capture oslens-(\d+)-stacks", r.stdout).group(1)
+    assert not Path(f"/sys/kernel/tracing/instances/oslens-{pid}-stacks").exists()
+    results = json.loads((out / "lab04-default-quick" / "results.json").read_text())["results"]
+    assert results["file"]["inserts"] == results["file"]["majflt"] == 1024  # one insertion per page read
+    ok = run_oslens("lab", "check", "4", "--answers", ANSWERS / "04-quick.toml", "-o", out, env=lab_env, cwd=tmp_path)
+    assert ok.stdout.strip().endswith("11 of 11 right")
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text((ANSWERS / "04-quick.toml").read_text().replace("thp_order = 9 ", "thp_order = 1 "))
+    bad = run_oslens("lab", "check", "4", "--answers", wrong, "-o", out, env=lab_env, cwd=tmp_path, check=False)
+    assert bad.returncode == 1
+    line = next(x for x in bad.stdout.splitlines() if "thp_order" in x)
+    assert line.startswith("WRONG") and "an order-9 allocation" in line
+
+
 @pytest.mark.parametrize("args,message", [
     ((), "say what to do: oslens lab list | show N"),
     (("show", "99"), "there is no lab 99; the labs are 1,"),

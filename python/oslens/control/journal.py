@@ -146,6 +146,21 @@ class Journal:
             self._save()
             raise OslensError(f"cannot create the cgroup {path} ({e.strerror}); run as root", 1) from e
 
+    def make_tracing_instance(self, path: Path, what: str) -> None:
+        """Journal, then create, an ftrace instance (a tracefs directory: removing it removes
+        its events' filters, triggers and buffer)."""
+        path = Path(path)
+        self.entries.append({"kind": "tracing_instance", "path": str(path), "what": what, "t": time.time()})
+        self._save()
+        try:
+            path.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as e:
+            self.entries.pop()
+            self._save()
+            raise OslensError(f"cannot create the ftrace instance {path} ({e.strerror}); run as root", 1) from e
+
     def restore(self) -> list[str]:
         """Undo every change in reverse order. Returns one line per problem (empty = all
         restored); the journal file is removed only when everything was restored."""
@@ -213,6 +228,14 @@ def restore_entries(entries: list[dict]) -> list[str]:
             except OSError as err:
                 problems.append(f"cannot restore {e['what']} to {e['old']} ({path}: {err.strerror}); "
                                 f"write it back by hand: echo {e['old']} > {path}")
+        elif e["kind"] == "tracing_instance":
+            try:
+                Path(e["path"]).rmdir()
+                e["done"] = True
+            except FileNotFoundError:
+                e["done"] = True
+            except OSError as err:
+                problems.append(f"cannot remove the ftrace instance {e['path']} ({err.strerror}); rmdir it by hand")
         elif e["kind"] == "cgroup":
             msg = remove_cgroup(Path(e["path"]), plain_dir=e.get("plain_dir", False))
             if msg:
@@ -259,7 +282,8 @@ def recover(directory: Path | None = None) -> tuple[list[str], list[str]]:
                 if e["kind"] == "file":
                     done.append(f"restored {e['what']} to {e['old']} (left changed by {tool} pid {doc.get('pid')})")
                 else:
-                    done.append(f"removed cgroup {e['path']} (left by {tool} pid {doc.get('pid')})")
+                    thing = "ftrace instance" if e["kind"] == "tracing_instance" else "cgroup"
+                    done.append(f"removed {thing} {e['path']} (left by {tool} pid {doc.get('pid')})")
         problems.extend(errs)
         if not all(e.get("done") for e in entries):
             doc["entries"] = entries

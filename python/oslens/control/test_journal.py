@@ -45,12 +45,14 @@ def test_journal_written_before_change(tmp_path):
 
 def test_recover_after_kill(tmp_path):
     root = fakesys.make(tmp_path / "root")
+    (root / "sys/kernel/tracing/instances").mkdir(parents=True)
     state = tmp_path / "state"
     # a child process journals, changes and is SIGKILLed before it restores
     code = (f"import os,signal; from oslens.control import journal; from pathlib import Path\n"
             f"j = journal.Journal(Path({str(state)!r}))\n"
             f"j.set_file(Path({str(root / 'proc/sys/kernel/sched_rr_timeslice_ms')!r}), '7', 'sched_rr_timeslice_ms')\n"
             f"j.make_cgroup(Path({str(root / 'sys/fs/cgroup/memory/batch/oslens-1')!r}), 'memory_max', plain_dir=True)\n"
+            f"j.make_tracing_instance(Path({str(root / 'sys/kernel/tracing/instances/oslens-1-stacks')!r}), 'stacks')\n"
             f"os.kill(os.getpid(), signal.SIGKILL)\n")
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(journal.__file__))))
     r = subprocess.run([sys.executable, "-c", code], env=env)
@@ -59,8 +61,10 @@ def test_recover_after_kill(tmp_path):
     assert (root / "sys/fs/cgroup/memory/batch/oslens-1").is_dir()
     done, problems = journal.recover(state)
     assert problems == []
-    assert done[0] == f"removed cgroup {root}/sys/fs/cgroup/memory/batch/oslens-1 (left by oslens tune pid {done[0].split()[-1][:-1]})"
-    assert done[1].startswith("restored sched_rr_timeslice_ms to 100 (left changed by oslens tune pid ")
+    assert done[0].startswith(f"removed ftrace instance {root}/sys/kernel/tracing/instances/oslens-1-stacks (left by oslens tune pid ")
+    assert done[1] == f"removed cgroup {root}/sys/fs/cgroup/memory/batch/oslens-1 (left by oslens tune pid {done[1].split()[-1][:-1]})"
+    assert done[2].startswith("restored sched_rr_timeslice_ms to 100 (left changed by oslens tune pid ")
+    assert not (root / "sys/kernel/tracing/instances/oslens-1-stacks").exists()
     assert fakesys.read(root, "/proc/sys/kernel/sched_rr_timeslice_ms") == "100"
     assert not (root / "sys/fs/cgroup/memory/batch/oslens-1").exists()
     assert os.listdir(state) == []

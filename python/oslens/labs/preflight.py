@@ -175,6 +175,17 @@ def _thp(m, _data, _root):
     return True, f"THP {t['current']} (defrag {t.get('defrag')})"
 
 
+def _kernel_stacks(_m, _data, root):
+    """Kernel stacks at tracepoints: an ftrace instance and the `stacktrace` event trigger."""
+    tracefs = next((t for t in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+                    if sysfs.under(root, t + "/instances").is_dir()), None)
+    if tracefs is None:
+        return False, "tracefs is not mounted: mount -t tracefs none /sys/kernel/tracing"
+    if not sysfs.under(root, tracefs + "/events/kmem/mm_page_alloc/trigger").exists():
+        return False, f"{tracefs} has no kmem:mm_page_alloc trigger file (a kernel without event triggers)"
+    return True, f"ftrace instances and event stack triggers ({tracefs})"
+
+
 def _two_cpus(m, _data, _root):
     cpus = m["sched"]["affinity"].get("cpus") or []
     if len(cpus) < 2:
@@ -194,6 +205,7 @@ REQUIREMENTS = {
     "readahead": _readahead,
     "thp": _thp,
     "two-cpus": _two_cpus,
+    "kernel-stacks": _kernel_stacks,
 }
 
 

@@ -228,9 +228,10 @@ class LabRun:
                 trace = None
         return ProgramRun(list(argv), child.returncode, stdout, stderr, trace, pid)
 
-    def start(self, argv: list, cgroups=(), task_policy: dict | None = None) -> subprocess.Popen:
+    def start(self, argv: list, cgroups=(), task_policy: dict | None = None, interactive: bool = False) -> subprocess.Popen:
         """Start one program unrecorded, joined to `cgroups` and with a per-task policy of the
-        control layer (apply.apply_task: nice, affinity, slice) before it execs. finish() it."""
+        control layer (apply.apply_task: nice, affinity, slice) before it execs. finish() it.
+        interactive: its stdin is a pipe too (programs that wait for their cue)."""
         def setup():
             kernel.set_parent_death_signal(signal.SIGKILL)
             for cg in cgroups:
@@ -240,7 +241,8 @@ class LabRun:
                 if err:
                     os.write(2, f"cannot apply {task_policy}: {os.strerror(err)}\n".encode())
                     os._exit(126)
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=setup)
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=setup,
+                                 stdin=subprocess.PIPE if interactive else None)
         self._children.append(child)
         return child
 
@@ -249,6 +251,16 @@ class LabRun:
         stdout, stderr = child.communicate()
         self._children.remove(child)
         return ProgramRun(list(child.args), child.returncode, stdout, stderr, None, child.pid).json()
+
+    def finish_quietly(self, child: subprocess.Popen, timeout: float = 60.0) -> int:
+        """Wait for a started program whose output was read as it ran; killed after `timeout`."""
+        try:
+            child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+        self._children.remove(child)
+        return child.returncode
 
     def save(self, params: dict, results: dict, facts: dict) -> Path:
         doc = {"lab": self.lab.number, "variant": self.variant, "quick": self.quick,
