@@ -133,6 +133,35 @@ def test_lab4_kernel_stacks_of_each_fault_kind(tmp_path, lab_env):
     assert line.startswith("WRONG") and "an order-9 allocation" in line
 
 
+@needs_memcg
+def test_lab11_real_compiler_under_caps(tmp_path, lab_env):
+    """gcc, a real program, compiles roomy, under a cap it fits and under a tight one: the fitting
+    cap changes none of cc1's faults (within 10 %), the tight one OOM-kills cc1 and gcc exits 1.
+    The read-off answers are this run's own (as a student reads them off the report); the facts are
+    the reference answers'. A wrong exit status fails with the reason."""
+    out = tmp_path / "traces"
+    r = run_oslens("lab", "run", "11", "--quick", "-o", out, env=lab_env, cwd=tmp_path)
+    assert "Killed signal terminated program cc1" in r.stdout
+    res = json.loads((out / "lab11-default-quick" / "results.json").read_text())["results"]
+    assert res["roomy"]["exit"] == res["fits"]["exit"] == 0 and res["tight"]["oom_kills"] == 1
+    assert max(res["roomy"]["faults"], key=res["roomy"]["faults"].get) == "cc1"
+    faults = res["roomy"]["faults"]
+    parts = res["roomy"]["cc1_parts"]
+    answers = (ANSWERS / "11-quick.toml").read_text()
+    answers = re.sub(r"cc1_fault_share = \S+", f"cc1_fault_share = {100 * faults['cc1'] / sum(faults.values()):.1f}", answers)
+    answers = re.sub(r"first_third_share = \S+", f"first_third_share = {100 * parts[0] / sum(parts):.1f}", answers)
+    answers = re.sub(r"roomy_peak_mb = \S+", f"roomy_peak_mb = {res['roomy']['peak_mb']:.1f}", answers)
+    mine = tmp_path / "answers.toml"
+    mine.write_text(answers)
+    ok = run_oslens("lab", "check", "11", "--answers", mine, "-o", out, env=lab_env, cwd=tmp_path)
+    assert ok.stdout.strip().endswith("8 of 8 right")
+    mine.write_text(answers.replace("tight_exit_status = 1 ", "tight_exit_status = 137 "))
+    bad = run_oslens("lab", "check", "11", "--answers", mine, "-o", out, env=lab_env, cwd=tmp_path, check=False)
+    line = next(x for x in bad.stdout.splitlines() if x.split()[1:3] == ["answers", "tight_exit_status"])
+    assert bad.returncode == 1 and line.startswith("WRONG") and "the gcc driver exits 1" in line
+    assert list((tmp_path / "state").glob("tune-*.json")) == []
+
+
 @pytest.mark.parametrize("args,message", [
     ((), "say what to do: oslens lab list | show N"),
     (("show", "99"), "there is no lab 99; the labs are 1,"),
