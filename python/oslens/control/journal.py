@@ -133,24 +133,15 @@ class Journal:
     def make_cgroup(self, path: Path, what: str, plain_dir: bool = False) -> None:
         """Journal, then create, a cgroup directory. plain_dir: it is an ordinary directory
         (a fake tree in tests), whose files must be deleted before it can be removed."""
-        path = Path(path)
-        self.entries.append({"kind": "cgroup", "path": str(path), "what": what, "t": time.time(),
-                             "plain_dir": plain_dir})
-        self._save()
-        try:
-            path.mkdir()
-        except FileExistsError:
-            pass
-        except OSError as e:
-            self.entries.pop()
-            self._save()
-            raise OslensError(f"cannot create the cgroup {path} ({e.strerror}); run as root", 1) from e
+        self._make_dir(Path(path), {"kind": "cgroup", "what": what, "plain_dir": plain_dir}, "cgroup")
 
     def make_tracing_instance(self, path: Path, what: str) -> None:
         """Journal, then create, an ftrace instance (a tracefs directory: removing it removes
         its events' filters, triggers and buffer)."""
-        path = Path(path)
-        self.entries.append({"kind": "tracing_instance", "path": str(path), "what": what, "t": time.time()})
+        self._make_dir(Path(path), {"kind": "tracing_instance", "what": what}, "ftrace instance")
+
+    def _make_dir(self, path: Path, entry: dict, thing: str) -> None:
+        self.entries.append({**entry, "path": str(path), "t": time.time()})
         self._save()
         try:
             path.mkdir()
@@ -159,7 +150,7 @@ class Journal:
         except OSError as e:
             self.entries.pop()
             self._save()
-            raise OslensError(f"cannot create the ftrace instance {path} ({e.strerror}); run as root", 1) from e
+            raise OslensError(f"cannot create the {thing} {path} ({e.strerror}); run as root", 1) from e
 
     def restore(self) -> list[str]:
         """Undo every change in reverse order. Returns one line per problem (empty = all
