@@ -1,8 +1,9 @@
 """Kernel call stacks at tracepoints, for a few processes, through an ftrace instance of their
-own: each tracepoint gets a `stacktrace` trigger filtered to the processes' command name, so
+own (tracefs mounted for the run where it is not): each tracepoint gets a `stacktrace` trigger filtered to the processes' command name, so
 the kernel writes the event and its stack into the instance's buffer. This kernel has neither
 kprobes nor function_graph; event triggers need only CONFIG_STACKTRACE (docs/labs/04-fault-anatomy.md).
-The instance is a directory: the caller's journal removes it at the end, after a SIGKILL too."""
+The instance is a directory: the caller's journal removes it (and unmounts a tracefs it mounted)
+at the end, after a SIGKILL too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from oslens.errors import OslensError
 
 TRACEFS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 # the event line: "  comm-pid  [cpu] flags  ts: event: fields"
@@ -71,20 +74,26 @@ class StackCapture:
     """with StackCapture(journal, events, comm) as cap: cap.arm(); ...; cap.disarm(); cap.hits()"""
 
     def __init__(self, journal, events: list[str], comm: str, buffer_kb: int = 8192):
-        root = tracefs_root()
-        if root is None:
-            raise OSError("tracefs is not mounted (mount -t tracefs none /sys/kernel/tracing)")
         self.journal, self.events, self.comm = journal, list(events), comm[:15]
-        self.dir = root / "instances" / f"oslens-{os.getpid()}-stacks"
         self.buffer_kb = buffer_kb
+        self.dir = None
 
     def __enter__(self):
+        root = tracefs_root()
+        if root is None:
+            # not mounted at boot on some machines: mounted for the run, and unmounted after it
+            self.journal.mount("tracefs", TRACEFS[0], "tracefs")
+            root = TRACEFS[0]
+        self.dir = root / "instances" / f"oslens-{os.getpid()}-stacks"
         self.journal.make_tracing_instance(self.dir, "kernel stack capture")
-        (self.dir / "buffer_size_kb").write_text(str(self.buffer_kb))
-        for ev in self.events:
-            d = self.dir / "events" / ev
-            (d / "filter").write_text(f'comm == "{self.comm}"')
-            (d / "trigger").write_text(f'stacktrace if comm == "{self.comm}"')
+        try:
+            (self.dir / "buffer_size_kb").write_text(str(self.buffer_kb))
+            for ev in self.events:
+                d = self.dir / "events" / ev
+                (d / "filter").write_text(f'comm == "{self.comm}"')
+                (d / "trigger").write_text(f'stacktrace if comm == "{self.comm}"')
+        except OSError as e:
+            raise OslensError(f"cannot set up kernel stacks in {self.dir} ({e.filename}: {e.strerror})", 1) from e
         return self
 
     def arm(self) -> None:

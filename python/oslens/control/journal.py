@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -140,6 +141,19 @@ class Journal:
         its events' filters, triggers and buffer)."""
         self._make_dir(Path(path), {"kind": "tracing_instance", "what": what}, "ftrace instance")
 
+    def mount(self, fstype: str, target: Path, what: str) -> None:
+        """Journal, then make, a mount of a kernel file system (tracefs for the labs' kernel
+        stacks) on an existing directory; restored by unmounting it."""
+        target = Path(target)
+        self.entries.append({"kind": "mount", "path": str(target), "fstype": fstype, "what": what, "t": time.time()})
+        self._save()
+        proc = subprocess.run(["mount", "-t", fstype, fstype, str(target)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            self.entries.pop()
+            self._save()
+            reason = (proc.stderr.strip().splitlines() or ["mount failed"])[-1]
+            raise OslensError(f"cannot mount {fstype} on {target} ({reason}); run as root", 1)
+
     def _make_dir(self, path: Path, entry: dict, thing: str) -> None:
         self.entries.append({**entry, "path": str(path), "t": time.time()})
         self._save()
@@ -197,6 +211,13 @@ def remove_cgroup(path: Path, wait_s: float = 3.0, plain_dir: bool = False) -> s
             time.sleep(0.05)
 
 
+def mount_points() -> set[str]:
+    try:
+        return {line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines() if len(line.split()) > 1}
+    except OSError:
+        return set()
+
+
 def restore_entries(entries: list[dict]) -> list[str]:
     problems = []
     for e in reversed(entries):
@@ -219,6 +240,16 @@ def restore_entries(entries: list[dict]) -> list[str]:
             except OSError as err:
                 problems.append(f"cannot restore {e['what']} to {e['old']} ({path}: {err.strerror}); "
                                 f"write it back by hand: echo {e['old']} > {path}")
+        elif e["kind"] == "mount":
+            if e["path"] not in mount_points():
+                e["done"] = True
+                continue
+            proc = subprocess.run(["umount", e["path"]], capture_output=True, text=True)
+            if proc.returncode == 0:
+                e["done"] = True
+            else:
+                problems.append(f"cannot unmount {e['fstype']} from {e['path']} ({proc.stderr.strip()}); "
+                                f"unmount it by hand: umount {e['path']}")
         elif e["kind"] == "tracing_instance":
             try:
                 Path(e["path"]).rmdir()
@@ -272,6 +303,8 @@ def recover(directory: Path | None = None) -> tuple[list[str], list[str]]:
             if e.get("done"):
                 if e["kind"] == "file":
                     done.append(f"restored {e['what']} to {e['old']} (left changed by {tool} pid {doc.get('pid')})")
+                elif e["kind"] == "mount":
+                    done.append(f"unmounted {e['fstype']} from {e['path']} (left by {tool} pid {doc.get('pid')})")
                 else:
                     thing = "ftrace instance" if e["kind"] == "tracing_instance" else "cgroup"
                     done.append(f"removed {thing} {e['path']} (left by {tool} pid {doc.get('pid')})")

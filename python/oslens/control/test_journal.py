@@ -103,3 +103,24 @@ def test_a_value_changed_by_someone_else_is_left_alone(tmp_path):
                            "(now 25, oslens set 10, it was 100); left as it is"]
     assert rr.read_text() == "25"
     assert not j.path.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+def test_a_mount_left_by_a_killed_run_is_unmounted(tmp_path):
+    """The labs mount tracefs where it is not mounted; here a tmpfs stands in for it."""
+    state, target = tmp_path / "state", tmp_path / "mnt"
+    target.mkdir()
+    code = (f"import os,signal; from oslens.control import journal; from pathlib import Path\n"
+            f"j = journal.Journal(Path({str(state)!r}))\n"
+            f"j.mount('tmpfs', Path({str(target)!r}), 'tracefs stand-in')\n"
+            f"os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(journal.__file__))))
+    try:
+        assert subprocess.run([sys.executable, "-c", code], env=env).returncode == -9
+        assert str(target) in journal.mount_points()
+        done, problems = journal.recover(state)
+        assert problems == [] and done[0].startswith(f"unmounted tmpfs from {target} (left by oslens tune pid ")
+        assert str(target) not in journal.mount_points()
+    finally:
+        if str(target) in journal.mount_points():
+            subprocess.run(["umount", "-l", str(target)])

@@ -86,11 +86,7 @@ def run(ctx, p: dict) -> dict:
     ctx.say(f"fault_kinds: {p['mb']} MiB walked per kind, one byte per {p['page']} B page; kernel stacks at "
             f"{', '.join(EVENTS)} (an ftrace instance of this run, filtered to {PROGRAM})")
     out: dict = {}
-    try:
-        cap = kstacks.StackCapture(ctx.journal, EVENTS, PROGRAM)
-    except OSError as e:
-        raise OslensError(f"cannot capture kernel stacks: {e}", 1) from e
-    with cap:
+    with kstacks.StackCapture(ctx.journal, EVENTS, PROGRAM) as cap:
         for kind in KINDS:
             result, hits = _walk(ctx, cap, kind, p["mb"], armed=True)
             timed, _ = _walk(ctx, cap, kind, p["mb"], armed=False)

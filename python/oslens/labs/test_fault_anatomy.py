@@ -71,7 +71,11 @@ def test_preflight_names_what_kernel_stacks_need(tmp_path):
     root = fakesys.make(tmp_path / "root")
     check = preflight.REQUIREMENTS["kernel-stacks"]
     ok, detail = check(None, tmp_path, root)
-    assert not ok and detail.startswith("tracefs is not mounted")
+    assert not ok and detail.startswith("no tracefs in this kernel")
+    (root / "proc/filesystems").write_text("nodev\ttmpfs\nnodev\ttracefs\n")
+    (root / "sys/kernel/tracing").mkdir(parents=True)
+    ok, detail = check(None, tmp_path, root)
+    assert ok and "the lab mounts it on /sys/kernel/tracing for the run" in detail
     (root / "sys/kernel/tracing/instances").mkdir(parents=True)
     ok, detail = check(None, tmp_path, root)
     assert not ok and "no kmem:mm_page_alloc trigger file" in detail
