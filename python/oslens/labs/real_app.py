@@ -13,7 +13,6 @@ import shutil
 import sys
 
 from oslens.errors import OslensError
-from oslens.labs import runner
 from oslens.labs.lab import Expectation, Lab, Question
 
 MiB = 1 << 20
