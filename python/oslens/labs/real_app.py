@@ -136,7 +136,7 @@ def expect(p: dict, results: dict | None) -> dict:
 
 LAB = Lab(
     number=11, slug="real-app", title="Observe a real application: a compiler under a cap",
-    topic="virtual memory, whole programs", minutes=25,
+    topic="virtual memory, applications", minutes=25,
     requires=("root", "memory-cgroup", "no-swap", "collector"), sheet="11-real-app.md",
     questions=[
         Question("cc1_fault_share", "percent of the compile's page faults taken by cc1", "%"),
