@@ -115,7 +115,11 @@ def _summarise(trace: Path, meta: dict, announced: bool = False) -> None:
     helpers = meta.get("recorder_helpers") or []
     copied = sum(h["ring_slots_copied"] for h in helpers)
     self_copied = sum(t.get("ring_slots_self_copied", 0) for t in threads)
-    if copied + self_copied:
+    if self_copied and not copied and not any(h["cpu_ns"] for h in helpers):
+        # no helper ever ran (its thread could not start: out of memory, a thread limit)
+        print(f"oslens: no recorder helper thread ran: the program's threads copied all {self_copied} buffer "
+              "slots themselves", file=sys.stderr)
+    elif copied + self_copied:
         print(f"oslens: recording cost outside the program's threads: {sum(h['cpu_ns'] for h in helpers) / 1e6:.1f} ms CPU "
               f"in the helper ({copied} buffer slots copied to the trace; {self_copied} copied by the program's threads "
               "while the helper was behind)",
