@@ -1,0 +1,301 @@
+//! Attaching: the three tiers (kernel tracepoints, with eBPF for the hot events when it loads;
+//! per-process software counters; nothing), each falling back to the next with its reason.
+
+use crate::bpf;
+use crate::collector::{Collector, RingSlot, TIER_COUNTERS, TIER_NONE, TIER_TRACEPOINTS};
+use crate::counters::{Counter, ProcSwitches};
+use crate::perf;
+use crate::perf_records::RingKind;
+use crate::sys::errno_text;
+use crate::tracefs::{self, Field, Format};
+use crate::tracepoints::{fields_of, optional_field, Ev, Handler, TRACEPOINTS};
+use oslens_format::kernel as k;
+
+/// A tracepoint to open: its handler, whether it is opened for every task of a CPU, its format.
+struct Chosen {
+    tp: &'static str,
+    ev: Ev,
+    per_cpu: bool,
+    format: Format,
+}
+
+impl Collector {
+    /// Tier 1: tracepoints. Err(reason) to fall back.
+    fn attach_tracepoints(&mut self) -> Result<(), String> {
+        let tfs = tracefs::find()?;
+        self.tracefs_how = Some(tfs.how.clone());
+        let mut chosen = self.choose_tracepoints(&tfs);
+        if chosen.is_empty() {
+            return Err("none of the requested tracepoints exist on this kernel".into());
+        }
+        // The hot events through eBPF when it loads: filtered in the kernel, no perf sample path.
+        if self.opts.mechanism != "perf" && !self.opts.per_task_sched {
+            self.attach_bpf(&mut chosen)?;
+        }
+        for c in &chosen {
+            let mut f = [Field::default(); 6];
+            for (i, n) in fields_of(c.ev).iter().enumerate() {
+                f[i] = c.format.field(n).unwrap_or_default();
+            }
+            self.st.handlers.push(Handler { ev: c.ev, f });
+            self.st.by_id[c.format.id as usize] = self.st.handlers.len() as u16;
+            if c.ev == Ev::NewTask {
+                self.st.newtask_id = c.format.id;
+            }
+        }
+        for &cpu in &self.cpus.clone() {
+            self.open_cpu(cpu, &chosen)?;
+        }
+        if self.enabled.is_empty() {
+            self.close_all();
+            return Err("no tracepoint could be opened".into());
+        }
+        if self.bpf.is_some() && !self.opts.system_wide {
+            // every task the tree forks is learnt from the eBPF fork records
+            self.st.traced.insert(self.opts.pid.max(0) as u32);
+        }
+        self.st.filter_switches = !self.opts.system_wide && !self.opts.per_task_sched && self.enabled.iter().any(|e| e == "sched/sched_switch");
+        if self.opts.sample_hz > 0 {
+            self.attach_sampling(false);
+        }
+        Ok(())
+    }
+
+    /// The tracepoints of the requested event sets that this kernel has with every field read.
+    fn choose_tracepoints(&mut self, tfs: &tracefs::Tracefs) -> Vec<Chosen> {
+        let mut chosen = vec![];
+        for (tp, ev, set, per_cpu) in TRACEPOINTS {
+            if !set.is_empty() && !self.opts.events.iter().any(|e| e == set) {
+                continue;
+            }
+            match tfs.format(tp) {
+                Some(format) => {
+                    let missing_field = fields_of(ev).iter().find(|n| format.field(n).is_none() && !optional_field(ev, n));
+                    if let Some(n) = missing_field {
+                        self.missing.push(format!("{tp} (no field {n} on this kernel)"));
+                        continue;
+                    }
+                    let per_cpu = per_cpu && !(self.opts.per_task_sched && matches!(ev, Ev::Switch | Ev::Waking | Ev::Migrate));
+                    chosen.push(Chosen { tp, ev, per_cpu: per_cpu || self.opts.system_wide, format });
+                }
+                None => self.missing.push(format!("{tp} (not in this kernel)")),
+            }
+        }
+        chosen
+    }
+
+    /// Loads the eBPF programs and drops from `chosen` the tracepoints they cover; Err only when
+    /// eBPF was asked for and does not load.
+    fn attach_bpf(&mut self, chosen: &mut Vec<Chosen>) -> Result<(), String> {
+        let wants = |set: &str| self.opts.events.iter().any(|e| e == set);
+        let want = bpf::Want { sched: wants("sched"), syscalls: wants("syscalls"), faults: wants("faults"), irq: wants("irq") };
+        // one ring for all CPUs: as large as the per-CPU perf rings together, at least 8 MiB
+        // (OSLENS_COLLECTOR_BPF_RING_KIB overrides it, for tests of the loss accounting)
+        let bpf_ring = ((self.opts.ring_mib * self.cpus.len()).next_power_of_two().max(8) << 20).min(1 << 30);
+        let bpf_ring = std::env::var("OSLENS_COLLECTOR_BPF_RING_KIB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|v| v.is_power_of_two() && *v >= 4)
+            .map_or(bpf_ring, |v| v << 10);
+        match bpf::Bpf::load(&want, self.opts.system_wide, self.opts.pid.max(0) as u32, bpf_ring) {
+            Ok(b) => {
+                let covered: Vec<&str> = bpf::programs(&want).iter().filter(|p| p.2).map(|p| p.1).collect();
+                // task_newtask is replaced by the eBPF sched_process_fork
+                chosen.retain(|c| !covered.contains(&c.tp) && c.ev != Ev::NewTask);
+                for n in &covered {
+                    self.enabled.push(n.to_string());
+                }
+                self.bpf_note = Some(format!("eBPF (tp_btf, in-kernel filter, BPF ring buffer) for {}", b.programs.join(", ")));
+                self.bpf = Some(b);
+                self.bpf_used = true;
+            }
+            Err(e) => {
+                if self.opts.mechanism == "ebpf" {
+                    return Err(format!("eBPF was asked for but is unavailable: {e}"));
+                }
+                self.bpf_note = Some(format!("eBPF unavailable ({e}); perf_event_open for every event"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens the chosen tracepoints on one CPU, all writing into one ring (the first one's).
+    fn open_cpu(&mut self, cpu: u32, chosen: &[Chosen]) -> Result<(), String> {
+        let ring_bytes = self.opts.ring_mib << 20;
+        let mut leader: Option<i32> = None;
+        for c in chosen {
+            let tp = c.tp;
+            let mut a = perf::Attr::new(perf::TYPE_TRACEPOINT, c.format.id as u64);
+            a.sample_period = 1;
+            a.sample_type = perf::SAMPLE_TID | perf::SAMPLE_TIME | perf::SAMPLE_RAW;
+            a.flags = perf::F_DISABLED | perf::F_USE_CLOCKID | perf::F_WATERMARK;
+            a.clockid = libc::CLOCK_MONOTONIC;
+            a.wakeup = (ring_bytes / 4) as u32;
+            let pid = if c.per_cpu { -1 } else { self.opts.pid };
+            if pid != -1 {
+                a.flags |= perf::F_INHERIT;
+            }
+            let fd = match perf::open(&a, pid, cpu as i32, -1) {
+                Ok(fd) => fd,
+                Err(e) if e == libc::EACCES || e == libc::EPERM => {
+                    self.close_all();
+                    return Err(format!("perf_event_open on {tp} was refused ({}): tracepoints need root or CAP_PERFMON", errno_text(e)));
+                }
+                Err(e) if e == libc::ESRCH => {
+                    self.close_all();
+                    return Err(format!("the traced process {} is gone", self.opts.pid));
+                }
+                Err(e) => {
+                    if cpu == self.cpus[0] {
+                        self.missing.push(format!("{tp} ({})", errno_text(e)));
+                    }
+                    continue;
+                }
+            };
+            self.fds.push(fd);
+            match leader {
+                None => {
+                    let ring = perf::Ring::map(fd, ring_bytes).map_err(|e| {
+                        format!("cannot map a {} MiB ring buffer for CPU {cpu}: {}", self.opts.ring_mib, errno_text(e))
+                    })?;
+                    self.rings.push(RingSlot { cpu, kind: RingKind::Trace, ring });
+                    self.leaders.push(fd);
+                    leader = Some(fd);
+                }
+                Some(l) => {
+                    if let Err(e) = perf::set_output(fd, l) {
+                        self.close_all();
+                        return Err(format!("cannot share the CPU {cpu} ring with {tp}: {}", errno_text(e)));
+                    }
+                }
+            }
+            if cpu == self.cpus[0] {
+                self.enabled.push(tp.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    fn attach_sampling(&mut self, user_only: bool) {
+        let ring_bytes = 1usize << 20;
+        for &cpu in &self.cpus.clone() {
+            let mut a = perf::Attr::new(perf::TYPE_SOFTWARE, perf::SW_CPU_CLOCK);
+            a.sample_period = self.opts.sample_hz;
+            a.sample_type = perf::SAMPLE_IP | perf::SAMPLE_TID | perf::SAMPLE_TIME;
+            a.flags = perf::F_DISABLED | perf::F_USE_CLOCKID | perf::F_FREQ | perf::F_WATERMARK;
+            if user_only {
+                a.flags |= perf::F_EXCLUDE_KERNEL | perf::F_EXCLUDE_HV;
+            }
+            a.clockid = libc::CLOCK_MONOTONIC;
+            a.wakeup = (ring_bytes / 4) as u32;
+            let pid = if self.opts.system_wide { -1 } else { self.opts.pid };
+            if pid != -1 {
+                a.flags |= perf::F_INHERIT;
+            }
+            match perf::open(&a, pid, cpu as i32, -1) {
+                Ok(fd) => match perf::Ring::map(fd, ring_bytes) {
+                    Ok(ring) => {
+                        self.fds.push(fd);
+                        self.leaders.push(fd);
+                        self.rings.push(RingSlot { cpu, kind: RingKind::Sample, ring });
+                    }
+                    Err(e) => {
+                        // SAFETY: our fd.
+                        unsafe { libc::close(fd) };
+                        self.sampling = Some(format!("sampling unavailable: cannot map its ring ({})", errno_text(e)));
+                        return;
+                    }
+                },
+                Err(e) => {
+                    self.sampling = Some(format!("sampling unavailable: perf_event_open on cpu-clock refused ({})", errno_text(e)));
+                    return;
+                }
+            }
+        }
+        self.sampling = Some(format!("cpu-clock at {} Hz{}", self.opts.sample_hz, if user_only { ", user space only" } else { ", user and kernel" }));
+    }
+
+    /// Tier 2: per-process software counters, read periodically.
+    fn attach_counters(&mut self) -> Result<(), String> {
+        if self.opts.system_wide {
+            return Err("--system-wide needs kernel tracepoints".into());
+        }
+        let list = [
+            (k::COUNTER_CONTEXT_SWITCHES, perf::SW_CONTEXT_SWITCHES),
+            (k::COUNTER_CPU_MIGRATIONS, perf::SW_CPU_MIGRATIONS),
+            (k::COUNTER_PAGE_FAULTS, perf::SW_PAGE_FAULTS),
+            (k::COUNTER_MINOR_FAULTS, perf::SW_PAGE_FAULTS_MIN),
+            (k::COUNTER_MAJOR_FAULTS, perf::SW_PAGE_FAULTS_MAJ),
+            (k::COUNTER_TASK_CLOCK, perf::SW_TASK_CLOCK),
+        ];
+        let mut last_err = 0;
+        for (id, config) in list {
+            let mut a = perf::Attr::new(perf::TYPE_SOFTWARE, config);
+            a.read_format = perf::FORMAT_TOTAL_TIME_ENABLED;
+            a.flags = perf::F_DISABLED | perf::F_INHERIT | perf::F_EXCLUDE_KERNEL | perf::F_EXCLUDE_HV;
+            if id == k::COUNTER_CONTEXT_SWITCHES || id == k::COUNTER_CPU_MIGRATIONS {
+                // counted in the kernel only: with exclude_kernel they stay 0; try with the kernel
+                a.flags &= !(perf::F_EXCLUDE_KERNEL | perf::F_EXCLUDE_HV);
+            }
+            match perf::open(&a, self.opts.pid, -1, -1) {
+                Ok(fd) => {
+                    self.counters.push(Counter { id, fd, last: (0, 0) });
+                    self.enabled.push(format!("software:{}", k::counter_name(id)));
+                }
+                Err(e) => {
+                    last_err = e;
+                    if id == k::COUNTER_CONTEXT_SWITCHES {
+                        self.proc_switches = Some(ProcSwitches::default());
+                        self.enabled.push("/proc:context_switches (sampled every 20 ms)".into());
+                    }
+                }
+            }
+        }
+        if self.counters.is_empty() && self.proc_switches.is_none() {
+            return Err(format!(
+                "per-process software counters were refused too ({}; kernel.perf_event_paranoid = {})",
+                errno_text(last_err),
+                std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default().trim()
+            ));
+        }
+        if self.opts.sample_hz > 0 {
+            self.attach_sampling(true);
+        }
+        Ok(())
+    }
+
+    pub fn setup(&mut self) {
+        let mut reasons = vec![];
+        let force = self.opts.force_tier;
+        if force <= 1 {
+            if self.opts.events.is_empty() {
+                reasons.push("no kernel event set was selected".to_string());
+            } else {
+                match self.attach_tracepoints() {
+                    Ok(()) => {
+                        self.tier = 1;
+                        self.tier_name = TIER_TRACEPOINTS.into();
+                        return;
+                    }
+                    Err(r) => reasons.push(r),
+                }
+            }
+        } else {
+            reasons.push(format!("tier {force} was asked for"));
+        }
+        if force <= 2 {
+            match self.attach_counters() {
+                Ok(()) => {
+                    self.tier = 2;
+                    self.tier_name = TIER_COUNTERS.into();
+                    self.reason = Some(reasons.join("; "));
+                    return;
+                }
+                Err(r) => reasons.push(r),
+            }
+        }
+        self.tier = 3;
+        self.tier_name = TIER_NONE.into();
+        self.reason = Some(reasons.join("; "));
+    }
+}
