@@ -126,6 +126,7 @@ def test_lab4_kernel_stacks_of_each_fault_kind(tmp_path, lab_env):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "tracefs mounts left: 0" in r.stdout and "restored: tracefs tracing, kernel stack capture" in r.stdout
+    assert re.search(r"zero-fill, per 4 KiB +[\d.]+ µs   bench [\d.]+ µs", r.stdout), r.stdout  # costed by oslens bench
     for function in ("do_anonymous_page", "filemap_add_folio", "do_wp_page", "do_huge_pmd_anonymous_page"):
         assert function in r.stdout, function
     pid = re.search(r"kernel stack capture oslens-(\d+)-stacks", r.stdout).group(1)  # gone wherever tracefs is seen:
