@@ -206,6 +206,13 @@ def test_each_thread_adds_up_io_and_syscalls_are_bounded_and_oslens_is_apart(tra
                              "WHERE tid = ? AND end_ns > ? AND start_ns < ?", [hi, lo, tid, lo, hi]).fetchone()[0]
         assert r["syscalls_ns"] <= paired, (name, r)
         assert not r["name"].startswith("oslens") and tid not in own, (name, r)
+    # the built-in cross-check: every count, CPU time included, within 2% of the kernel's
+    # (analysis/crosscheck.py says which differences are accounted for, and by how much)
+    from oslens.analysis import crosscheck
+    assert crosscheck.TOLERANCE == 0.02
+    rows = crosscheck.crosscheck(con).to_pylist()
+    assert {r["count"] for r in rows} >= {"CPU time", "voluntary switches", "involuntary switches"}, (name, rows)
+    assert all(r["agrees"] for r in rows), (name, crosscheck.summary_line(crosscheck.crosscheck(con)))
     # nothing of a lost record runs to a thread's end: the syscalls table has no nr -1 rows and no
     # fork children's returns
     assert con.execute("SELECT count(*) FROM syscalls WHERE nr = -1").fetchone()[0] == 0

@@ -19,6 +19,11 @@ are accounted for rather than tolerated:
   release (`before_release` in meta) and takes it off the kernel's figures;
 - rusage also counts page faults the kernel takes on user addresses inside system calls, which
   the user-fault tracepoint does not see: the trace's fault count may only be lower, by those.
+- CPU time: a slice whose switch-in was not recorded (cpu_slices.start_inferred) ran for at most
+  its window, so the kernel's figure may exceed the trace's by those windows; slices hold the
+  tracepoint's own cost at each switch (SWITCH_NS); the kernel charges a task switched in after a
+  skipped clock update for the tail of the task before it (CPU_SLACK_NS). docs/report.md has the
+  measurements against perf's sched_stat_runtime.
 
 `counts_by_thread(con)` reads the trace; `compare(counts, kernel, root_pid)` is the pure part
 (tables in, table out); `crosscheck(con)` does both with the figures kept in the trace's meta.
@@ -45,6 +50,7 @@ COUNTS_SCHEMA = {
     "faults": pa.int64(),
     "cpu_ns": pa.int64(),
     "slices": pa.int64(),
+    "unknown_ns": pa.int64(),
 }
 
 SCHEMA = {
@@ -57,8 +63,7 @@ SCHEMA = {
     "note": pa.string(),
 }
 
-# (count, kernel key, trace column, unit, note); CPU time compares in ns with 1 ms of slack (rusage
-# is kept in µs and the last slice may end after the reap's timestamp)
+# (count, kernel key, trace column, unit, note); CPU time compares in ns
 COMPARED = [
     ("voluntary switches", "rusage", "nvcsw", "voluntary", ""),
     ("involuntary switches", "rusage", "nivcsw", "involuntary", ""),
@@ -67,16 +72,15 @@ COMPARED = [
     ("main thread CPU time", "schedstat", "cpu_ns", "cpu_ns", "/proc/PID/schedstat"),
     ("main thread runs", "schedstat", "timeslices", "slices", "/proc/PID/schedstat"),
 ]
-CPU_SLACK_NS = 1_000_000
 # A slice runs from one sched_switch tracepoint to the next, so it holds the scheduler's own work
-# around the switch, which the kernel's CPU time (sum_exec_runtime) leaves out: ~0.6 µs per
+# around the switch, which the kernel's CPU time (sum_exec_runtime) leaves out: ~1.2 µs per
 # switch measured on this VM (stress-ng --switch, docs/report.md); allowed up to this per switch.
 SWITCH_NS = 2_000
-# CPU time from slices differs from the kernel's by up to ~6% either way on this loaded VM (sh
-# pipelines; the switch counts agree exactly in the same runs): the kernel's task clock leaves out
-# steal and IRQ time, and a slice's ends are switch records' times; not yet accounted exactly
-# (docs/report.md), so CPU time is held to this looser bound.
-CPU_TOLERANCE = 0.10
+# The kernel charges a task from its run queue's last clock update, which the scheduler skips
+# right after a wakeup or migration that preempts: the task then pays for the tail of whatever
+# ran before it on that CPU (up to 1.9 ms seen against perf's sched_stat_runtime, docs/report.md).
+# When that task is outside rusage's population the totals differ by it: this much is allowed.
+CPU_SLACK_NS = 2_000_000
 
 
 def counts_by_thread(con) -> pa.Table:
@@ -87,8 +91,12 @@ def counts_by_thread(con) -> pa.Table:
     traced = "WHERE is_traced" if "is_traced" in common.columns(con, "threads") else ""
     faults = ("(SELECT tid, count(*) AS n FROM faults GROUP BY tid)" if common.table_exists(con, "faults")
               else "(SELECT NULL::BIGINT AS tid, 0 AS n WHERE false)")
-    slices = ("(SELECT tid, sum(end_ns - start_ns) AS ns, count(*) AS n FROM cpu_slices GROUP BY tid)"
-              if common.table_exists(con, "cpu_slices") else "(SELECT NULL::BIGINT AS tid, 0 AS ns, 0 AS n WHERE false)")
+    inferred = "start_inferred" if "start_inferred" in common.columns(con, "cpu_slices") else "false"
+    slices = (f"""(SELECT tid, sum(end_ns - start_ns) FILTER (WHERE NOT coalesce({inferred}, false)) AS ns,
+                          sum(end_ns - start_ns) FILTER (WHERE coalesce({inferred}, false)) AS unknown_ns,
+                          count(*) AS n FROM cpu_slices GROUP BY tid)"""
+              if common.table_exists(con, "cpu_slices")
+              else "(SELECT NULL::BIGINT AS tid, 0 AS ns, 0 AS unknown_ns, 0 AS n WHERE false)")
     return con.execute(f"""
         WITH t AS (SELECT DISTINCT pid, tid, parent_tid, end_ns FROM threads {traced}),
              pp AS (SELECT tid, any_value(pid) AS pid FROM threads GROUP BY tid),
@@ -101,7 +109,8 @@ def counts_by_thread(con) -> pa.Table:
                     FROM switches WHERE prev_tid <> next_tid GROUP BY prev_tid)
         SELECT t.pid, t.tid, pp.pid AS parent_pid, t.end_ns,
                coalesce(sw.voluntary_not_dead, 0) + CASE WHEN t.tid = t.pid THEN coalesce(sw.dead, 0) ELSE 0 END,
-               coalesce(sw.involuntary, 0), coalesce(f.n, 0), coalesce(s.ns, 0), coalesce(s.n, 0)
+               coalesce(sw.involuntary, 0), coalesce(f.n, 0), coalesce(s.ns, 0), coalesce(s.n, 0),
+               coalesce(s.unknown_ns, 0)
         FROM t LEFT JOIN pp ON pp.tid = t.parent_tid LEFT JOIN sw ON sw.tid = t.tid
           LEFT JOIN {faults} f ON f.tid = t.tid LEFT JOIN {slices} s ON s.tid = t.tid
         ORDER BY t.pid, t.tid""").fetch_arrow_table().rename_columns(list(COUNTS_SCHEMA))
@@ -151,14 +160,17 @@ def _kernel_figures(kernel: dict) -> dict[str, dict]:
     return out
 
 
-def _agrees(name: str, trace: float, kernel: float, switches: int) -> bool:
+def _agrees(name: str, trace: float, kernel: float, switches: int, unknown: float = 0) -> bool:
     diff = trace - kernel
     if name == "page faults" and diff < 0:  # the tracepoint sees user-mode faults only
         return True
-    if name == "CPU time" and diff > 0:  # the trace's slices also hold the scheduler's switch time
-        diff = max(diff - SWITCH_NS * switches, 0)
-    slack, tolerance = (CPU_SLACK_NS, CPU_TOLERANCE) if "CPU" in name else (SLACK, TOLERANCE)
-    return abs(diff) <= max(tolerance * abs(kernel), slack)
+    if "CPU" in name:
+        if diff < 0:  # a slice whose switch-in was lost ran for at most its window (cpu_slices.start_inferred)
+            diff = min(diff + unknown, 0)
+        else:  # the trace's slices also hold the scheduler's switch time
+            diff = max(diff - SWITCH_NS * switches, 0)
+    slack = CPU_SLACK_NS if "CPU" in name else SLACK
+    return abs(diff) <= max(TOLERANCE * abs(kernel), slack)
 
 
 def compare(counts: pa.Table, kernel: dict, root_pid: int) -> pa.Table:
@@ -180,8 +192,11 @@ def compare(counts: pa.Table, kernel: dict, root_pid: int) -> pa.Table:
             note = f"{note}; the trace's slices hold {(t - k) / switches:,.0f} ns of switching per switch"
         if source == "rusage" and orphans:
             note = "; ".join(x for x in (note, f"{len(orphans)} orphaned process(es) left out") if x)
+        unknown = float(sum(r.get("unknown_ns") or 0 for r in over)) if "CPU" in name else 0.0
+        if unknown:
+            note = f"{note}; {unknown / 1e6:,.1f} ms in slices whose switch-in was not recorded, at most"
         out.append({"count": name, "source": source, "trace": t, "kernel": float(k), "difference": t - float(k),
-                    "agrees": _agrees(name, t, float(k), switches), "note": note})
+                    "agrees": _agrees(name, t, float(k), switches, unknown), "note": note})
     return common.from_rows(out, SCHEMA)
 
 

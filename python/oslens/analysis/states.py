@@ -37,13 +37,14 @@ COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNK
 STATE_NAMES = ["computation", "syscalls", "io_wait", "page_faults", "preempted", "sync_wait", "sleeping", "unknown"]
 
 # why a segment is unknown (Timeline.why), 0 when it is not
-NO_SCHED, NO_SWITCH_STATE, SYSCALL_EXIT_LOST, ACQUIRE_LOST, NO_SLICES = 1, 2, 3, 4, 5
+NO_SCHED, NO_SWITCH_STATE, SYSCALL_EXIT_LOST, ACQUIRE_LOST, NO_SLICES, SWITCH_IN_LOST = 1, 2, 3, 4, 5, 6
 UNKNOWN_REASONS = {
     NO_SCHED: "no scheduling events",
     NO_SLICES: "no CPU slice of this thread was recorded",
     NO_SWITCH_STATE: "left its CPU with no switch record saying in which state",
     SYSCALL_EXIT_LOST: "on a CPU after a system call whose exit was not recorded",
     ACQUIRE_LOST: "on a CPU inside a lock wait whose acquire was not recorded",
+    SWITCH_IN_LOST: "on a CPU for part of this time: the switch onto it was not recorded",
 }
 
 
@@ -140,15 +141,19 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     empty = np.zeros(0, np.int64)
     # CPU slices and the state each ended in, as a code: 0 unknown, 1 runnable, 2 disk, 3 sleeping
     sl_s, sl_e, sl_cpu, sl_code = empty, empty, empty, np.zeros(0, np.int8)
+    sl_inferred = np.zeros(0, bool)
     if common.table_exists(con, "cpu_slices"):
+        # a slice whose start was not recorded spans the window it may have started in (unknown)
+        inferred = "s.start_inferred" if "start_inferred" in common.columns(con, "cpu_slices") else "false"
         if common.table_exists(con, "switches"):
-            sql = f"""SELECT s.start_ns, s.end_ns, s.cpu, any_value({STATE_CODE_SQL.format(col="w.prev_state")}) AS code
+            sql = f"""SELECT s.start_ns, s.end_ns, s.cpu, any_value({STATE_CODE_SQL.format(col="w.prev_state")}) AS code,
+                          bool_or(coalesce({inferred}, false))
                    FROM cpu_slices s LEFT JOIN switches w
                      ON w.prev_tid = s.tid AND w.ts = s.end_ns AND w.cpu = s.cpu
                    WHERE s.tid = ? AND s.end_ns > ? AND s.start_ns < ?
                    GROUP BY s.start_ns, s.end_ns, s.cpu ORDER BY s.start_ns"""
         else:
-            sql = """SELECT start_ns, end_ns, cpu, 0 AS code FROM cpu_slices
+            sql = f"""SELECT start_ns, end_ns, cpu, 0 AS code, coalesce({inferred}, false) FROM cpu_slices s
                      WHERE tid = ? AND end_ns > ? AND start_ns < ? ORDER BY start_ns"""
         t = con.execute(sql, [tid, start, end]).fetch_arrow_table()
         if t.num_rows:
@@ -156,6 +161,7 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
             sl_e = t.column(1).to_numpy().astype(np.int64)
             sl_cpu = t.column(2).fill_null(-1).to_numpy().astype(np.int64)
             sl_code = t.column(3).fill_null(0).to_numpy().astype(np.int8)
+            sl_inferred = t.column(4).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
     n_slices = len(sl_s)
     n_migr = int((sl_cpu[1:] != sl_cpu[:-1]).sum()) if n_slices > 1 else 0
     sl_s = np.clip(sl_s, start, end)
@@ -194,7 +200,7 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     why = np.zeros(len(seg_s), np.int8)
 
     if n_slices:
-        ms, me = common.merge_intervals(sl_s, sl_e)
+        ms, me = common.merge_intervals(sl_s[~sl_inferred], sl_e[~sl_inferred])
         on = common.point_in(seg_s, ms, me)
         # on a CPU
         state[on] = COMPUTATION
@@ -221,6 +227,8 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         state[sleepish & ~in_io & ~in_sync & ~in_open_sync & (leave == 3)] = SLEEPING
         # leave == 0 (no switch record) and no other clue stays unknown
         why[(state == UNKNOWN) & (why == 0)] = NO_SWITCH_STATE
+        maybe_on = ~on & common.point_in(seg_s, *common.merge_intervals(sl_s[sl_inferred], sl_e[sl_inferred]))
+        state[maybe_on], why[maybe_on] = UNKNOWN, SWITCH_IN_LOST
     else:
         if not trace_has_sched:
             state[in_sys] = SYSCALLS

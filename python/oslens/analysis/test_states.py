@@ -87,3 +87,17 @@ def test_unknown_without_a_switch_state_says_why():
     r = row(con)
     assert r["unknown_ns"] == 90 * MS
     assert r["unknown_reason"] == "left its CPU with no switch record saying in which state 90.00 ms"
+
+
+def test_a_slice_whose_switch_in_was_lost_is_unknown_over_its_window_not_preempted():
+    # preempted at 10 ms; the switch back on was not recorded (a task the kernel does not deliver
+    # ran in between); switched off again at 50 ms: 10-50 ms it was on a CPU for an unknown part
+    rows = {"meta": [("hostname", "synthetic-host")], "threads": [(100, 100, "main", None, 0, 100 * MS, True)],
+            "cpu_slices": [(100, 100, "main", 0, 0, 10 * MS, False), (100, 100, "main", 0, 10 * MS, 50 * MS, True),
+                           (100, 100, "main", 0, 60 * MS, 100 * MS, False)],
+            "switches": [(10 * MS, 0, 100, 100, "main", "R", 7, 7, "other"), (50 * MS, 0, 100, 100, "main", "S", 0, 0, "idle"),
+                         (60 * MS, 0, 0, 0, "idle", "R", 100, 100, "main")]}
+    r = row(make_con(rows))
+    assert r["computation_ns"] == 50 * MS and r["sleeping_ns"] == 10 * MS and r["preempted_ns"] == 0
+    assert r["unknown_reason"] == "on a CPU for part of this time: the switch onto it was not recorded 40.00 ms"
+    check_sum(r)

@@ -307,21 +307,49 @@ def _switches(R, pid_of, comms):
     })
 
 
-def _cpu_slices(sw: pa.Table, pid_of, comms):
+def _cpu_slices(sw: pa.Table, pid_of, comms, whole=None):
+    """One row per time a task held a CPU: from the switch that put it on to the next switch of
+    that CPU, which takes it off. A switch *onto* a task can be missing while the one taking it
+    off is there (a ring loss, or a switch away from a task the kernel does not deliver, such as
+    one in another PID namespace: docs/report.md, the cross-check); for a task in `whole` (whose
+    every switch is kept; None: every task) that slice starts at the evidence: the later of the
+    CPU's previous switch and the task's own previous switch off a CPU, flagged `start_inferred`."""
     ts = sw.column("ts").to_numpy()
     cpu = sw.column("cpu").to_numpy()
     prev = sw.column("prev_tid").to_numpy()
     nxt = sw.column("next_tid").to_numpy()
     order = np.lexsort((ts, cpu))
     ts, cpu, prev, nxt = ts[order], cpu[order], prev[order], nxt[order]
+    same_cpu = cpu[:-1] == cpu[1:]
     # the task switched in at i holds the CPU until switch i+1, when that switch switches it out
-    ok = (cpu[:-1] == cpu[1:]) & (nxt[:-1] == prev[1:])
+    ok = same_cpu & (nxt[:-1] == prev[1:])
     i = np.nonzero(ok)[0]
-    tid = nxt[i]
+    start, end, tid, c = ts[i], ts[i + 1], nxt[i], cpu[i]
+    inferred = np.zeros(len(i), bool)
+    j = np.nonzero(same_cpu & (nxt[:-1] != prev[1:]) & (prev[1:] != 0))[0] + 1  # switched off, never seen on
+    if whole is not None:
+        j = j[np.isin(prev[j], np.fromiter(whole, np.int64, len(whole)))]
+    if len(j):
+        lo = np.maximum(ts[j - 1], _previous_switch_off(ts, prev, j))
+        start, end = np.concatenate([start, lo]), np.concatenate([end, ts[j]])
+        tid, c = np.concatenate([tid, prev[j]]), np.concatenate([c, cpu[j]])
+        inferred = np.concatenate([inferred, np.ones(len(j), bool)])
+        o = np.lexsort((start, c))
+        start, end, tid, c, inferred = start[o], end[o], tid[o], c[o], inferred[o]
     return _table({
-        "tid": tid, "pid": pid_of(tid), "comm": pa.array(comms.at(tid, ts[i]), type=pa.string()),
-        "cpu": cpu[i], "start_ns": ts[i], "end_ns": ts[i + 1],
+        "tid": tid, "pid": pid_of(tid), "comm": pa.array(comms.at(tid, start), type=pa.string()),
+        "cpu": c, "start_ns": start, "end_ns": end, "start_inferred": inferred,
     })
+
+
+def _previous_switch_off(ts: np.ndarray, prev: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """For each switch j, the time the same task was last switched off any CPU before it (0 if never)."""
+    o = np.lexsort((ts, prev))
+    pos = np.empty(len(o), np.int64)
+    pos[o] = np.arange(len(o))
+    k = pos[j] - 1
+    before = (k >= 0) & (prev[o[np.maximum(k, 0)]] == prev[j])
+    return np.where(before, ts[o[np.maximum(k, 0)]], 0)
 
 
 def _wakeups(R, pid_of):
@@ -457,10 +485,34 @@ def _samples(R):
     })
 
 
+def _root(R, meta) -> int:
+    """The traced program's first task: from the collector's TRACED record, else meta's pid."""
+    traced_rec = R.kind(TRACED)
+    return int(traced_rec["id"][0]) if len(traced_rec) else int(meta.get("pid") or 0)
+
+
+def _tree(R, root: int) -> set[int]:
+    """The root and every task forked from it, recursively (the tree the collector follows)."""
+    forks = R.kind(FORK)
+    members = {root}
+    for parent, kid in zip(_i64(forks["id"]).tolist(), _i32(forks["a"]).tolist()):  # forks are few
+        if parent in members:
+            members.add(kid)
+    return members
+
+
+def _whole_tasks(R, meta) -> set[int] | None:
+    """The tasks whose every switch the collector keeps: all of them system-wide, else the tree."""
+    if (meta.get("settings") or {}).get("system_wide"):
+        return None
+    root = _root(R, meta)
+    return _tree(R, root) if root else set()
+
+
 def _tasks(R, pid_of, comms, meta):
     forks, execs, exits = R.kind(FORK), R.kind(EXEC), R.kind(EXIT)
     traced_rec = R.kind(TRACED)
-    root = int(traced_rec["id"][0]) if len(traced_rec) else int(meta.get("pid") or 0)
+    root = _root(R, meta)
     root_ts = int(traced_rec["ts"][0]) if len(traced_rec) else None
     sw = R.kind(SWITCH)
     seen = [
@@ -491,11 +543,7 @@ def _tasks(R, pid_of, comms, meta):
         traced[r] = True
         if root_ts is not None and not start_ok[r]:
             start[r], start_ok[r] = root_ts, True
-        members = {root}
-        for parent, kid in zip(_i64(forks["id"]).tolist(), child.tolist()):  # forks are few
-            if parent in members:
-                members.add(kid)
-        traced = np.isin(tids, np.fromiter(members, dtype=np.int64))
+        traced = np.isin(tids, np.fromiter(_tree(R, root), dtype=np.int64))
     exe = np.array([comms.exe.get(int(t), "") for t in tids], dtype=object) if comms.exe else np.full(n, "", dtype=object)
     pid = pid_of(tids)
     exec_ns, exec_ok = _exec_times(execs, tids, first=True)
@@ -616,7 +664,7 @@ def build_kernel_tables(chunks: list, meta: dict) -> dict[str, pa.Table]:
     sw = _switches(R, pid_of, comms)
     return {
         "switches": sw,
-        "cpu_slices": _cpu_slices(sw, pid_of, comms),
+        "cpu_slices": _cpu_slices(sw, pid_of, comms, _whole_tasks(R, meta or {})),
         "wakeups": _wakeups(R, pid_of),
         "syscalls": _syscalls(R, pid_of),
         "faults": _faults(R, pid_of),

@@ -63,6 +63,28 @@ def test_slices_skip_gaps_left_by_filtering(tmp_path):
     assert t["switches"].num_rows == 2
 
 
+def test_a_traced_tasks_lost_switch_in_starts_its_slice_at_the_evidence(tmp_path):
+    # A (traced) is preempted on CPU 0 by Y at 100; Y's switch back to A is not delivered; A is
+    # switched off at 500: it ran for part of 100-500. On CPU 1, A ran 600-700, then was switched
+    # off CPU 0 at 900 after C left CPU 0 at 650: its slice starts at its own switch-off, 700.
+    # U (not traced) shows the same gap on CPU 1 and gets no slice (its switches are filtered).
+    A, C, Y, Z, U = 100, 101, 7, 8, 300
+    cpu0 = [(10, A, kt.TRACED, 0, 0), (20, A, kt.FORK, C | hi(C), A | (0x11 << 32)),
+            (100, A, kt.SWITCH, Y | hi(A), 0), (500, A, kt.SWITCH, 0 | hi(A), 1),
+            (650, C, kt.SWITCH, 0 | hi(A), 1), (900, A, kt.SWITCH, C | hi(A), 1)]
+    cpu1 = [(600, 0, kt.SWITCH, A | 0, 0), (700, A, kt.SWITCH, Z | hi(A), 0), (800, U, kt.SWITCH, C | hi(U), 1)]
+    t = build([chunk(tmp_path, 0, cpu0), chunk(tmp_path, 1, cpu1, seq=1)], {"pid": A})
+    sl = [(s["tid"], s["cpu"], s["start_ns"], s["end_ns"], s["start_inferred"]) for s in t["cpu_slices"].to_pylist()]
+    assert (A, 0, 100, 500, True) in sl and (A, 0, 700, 900, True) in sl
+    assert (A, 1, 600, 700, False) in sl and (C, 0, 500, 650, True) in sl
+    assert not [s for s in sl if s[0] == U and s[4]]
+    # system-wide every task's switches are kept, so U's gap is inferred too
+    t = build([chunk(tmp_path, 0, cpu0, seq=2), chunk(tmp_path, 1, cpu1, seq=3)],
+              {"pid": A, "settings": {"system_wide": True}})
+    assert (U, 1, 700, 800, True) in [(s["tid"], s["cpu"], s["start_ns"], s["end_ns"], s["start_inferred"])
+                                      for s in t["cpu_slices"].to_pylist()]
+
+
 def test_syscalls_pair_per_thread_and_keep_unmatched(tmp_path):
     P = 50
     c0 = chunk(tmp_path, 0, [
