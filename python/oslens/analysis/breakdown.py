@@ -5,11 +5,13 @@ I/O wait, page-fault handling, runnable-but-waiting (preempted), blocked on sync
 sleeping for other reasons, instrumentation and unknown (see oslens.analysis.states for the
 rules). The columns of one row add up to the thread's wall time exactly.
 
-Instrumentation is an estimate: from the store's `compensation` table when the trace has one (each
-record kind's count times its in-vitro cost measured by `oslens calibrate`, plus the recorder's
-measured pauses); otherwise the number of events the thread recorded times a per-event cost in
-the trace's meta (`calibration.event_ns` or an alias) plus the `pauses` table. It is taken out of
-computation, never out of another state.
+Instrumentation is the recorder's pauses (the `pauses` table: chunk files opened or flushed in
+the thread) and its closing of the thread's records as the thread exits (states._recorder_close), whole intervals of the thread's life whatever it did in them (writes, waits for the
+disk, preemption), plus an estimate of the CPU cost of recording each event: from the store's
+`compensation` table when the trace has one (each record kind's count times its in-vitro cost
+measured by `oslens calibrate`), otherwise the number of events the thread recorded times a
+per-event cost in the trace's meta (`calibration.event_ns` or an alias). The estimate is taken
+out of computation, never out of another state.
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ def time_breakdown(con) -> pa.Table:
     cost = event_cost_ns(con)
     events = event_counts(con)
     pauses = pause_ns(con)
+    pause_spans = common.row_count(con, "pauses") > 0 and "end_ns" in common.columns(con, "pauses")
     comp = compensation_costs(con)
     faults = _count_in_life(con, prog, "faults", "ts")
     sysn = _count_in_life(con, prog, "syscalls", "coalesce(end_ns, start_ns)")
@@ -150,18 +153,19 @@ def time_breakdown(con) -> pa.Table:
         }
         for code, name in enumerate(states.STATE_NAMES):
             row[f"{name}_ns"] = tl.total(code)
+        # the recorder's pauses are intervals of the timeline already (states.INSTRUMENTATION);
+        # what is left is the cost of recording each event, an estimate of CPU time
+        paused = pauses.get(tid, 0) if pause_spans else 0  # in the timeline, not charged twice
         if comp is not None:
-            instr = comp[0].get(tid, 0)
+            instr = max(comp[0].get(tid, 0) - paused, 0)
         else:
-            instr = pauses.get(tid, 0)
-            if cost is not None:
-                instr += int(round(events.get(tid, 0) * cost))
-        # instrumentation runs on the CPU: it comes out of computation (or, without scheduling
+            instr = pauses.get(tid, 0) - paused + (int(round(events.get(tid, 0) * cost)) if cost is not None else 0)
+        # recording runs on the CPU: it comes out of computation (or, without scheduling
         # records, out of the unknown time)
         pool = "computation_ns" if tl.has_sched else "unknown_ns"
         instr = max(0, min(instr, row[pool]))
         row[pool] -= instr
-        row["instrumentation_ns"] = instr
+        row["instrumentation_ns"] += instr
         row["events"] = events.get(tid, 0)
         row["cpu_slices"] = tl.n_slices
         row["migrations"] = tl.n_migrations
@@ -186,13 +190,14 @@ def notes(con) -> list[str]:
     if comp is not None:
         if comp[1]:
             n.append(
-                "Instrumentation is an estimate: each thread's records × the in-vitro cost of each record kind "
-                "measured by `oslens calibrate` on this machine, plus the recorder's measured pauses "
-                "(the `compensation` table)."
+                "Instrumentation is the recorder's pauses and its closing of each thread's records as the thread "
+                "exits (measured intervals), plus an estimate: each thread's records × the in-vitro cost of each "
+                "record kind measured by `oslens calibrate` on this machine (the `compensation` table)."
             )
         else:
             why = (comp[2] or "").removeprefix("not charged:").strip()
-            n.append(f"Instrumentation is not estimated ({why or 'no calibration'}); it is counted as computation.")
+            n.append(f"The CPU cost of recording each event is not estimated ({why or 'no calibration'}); it is counted "
+                     "as computation (the recorder's pauses and closes, measured, are instrumentation).")
     elif event_cost_ns(con) is None:
         n.append(
             "Instrumentation is not estimated: the trace has no calibrated per-event cost "

@@ -33,8 +33,9 @@ import numpy as np
 
 from oslens.analysis import common
 
-COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNKNOWN = range(8)
-STATE_NAMES = ["computation", "syscalls", "io_wait", "page_faults", "preempted", "sync_wait", "sleeping", "unknown"]
+COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNKNOWN, INSTRUMENTATION = range(9)
+STATE_NAMES = ["computation", "syscalls", "io_wait", "page_faults", "preempted", "sync_wait", "sleeping", "unknown",
+               "instrumentation"]
 
 # why a segment is unknown (Timeline.why), 0 when it is not
 NO_SCHED, NO_SWITCH_STATE, SYSCALL_EXIT_LOST, ACQUIRE_LOST, NO_SLICES, SWITCH_IN_LOST = 1, 2, 3, 4, 5, 6
@@ -182,8 +183,14 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     if fsql:
         pf_s, pf_e = _intervals(con, fsql, [tid])
 
+    # the recorder's own pauses (chunk opened or flushed in the thread): oslens's time, whatever
+    # the thread did meanwhile (its writes, their waits, its preemption)
+    pz_s, pz_e = _intervals(con, "SELECT start_ns, end_ns FROM pauses WHERE tid = ? AND end_ns > start_ns", [tid]) \
+        if "end_ns" in common.columns(con, "pauses") else (empty, empty)
+    cs, ce = _recorder_close(con, tid, end)
+    pz_s, pz_e = np.append(pz_s, cs), np.append(pz_e, ce)
     bounds = np.concatenate([[start, end], sl_s, sl_e, sys_s, sys_e, sync_s, sync_e, io_s, io_e, pf_s, pf_e,
-                             open_sys_s, open_sys_e, open_sync_s, open_sync_e])
+                             open_sys_s, open_sys_e, open_sync_s, open_sync_e, pz_s, pz_e])
     bounds = np.unique(np.clip(bounds, start, end))
     seg_s, seg_e = bounds[:-1], bounds[1:]
     if len(seg_s) == 0:
@@ -234,8 +241,28 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
             state[in_sys] = SYSCALLS
             state[in_sync] = SYNC_WAIT
         why[state == UNKNOWN] = NO_SLICES if trace_has_sched else NO_SCHED
+    paused = common.point_in(seg_s, *common.merge_intervals(pz_s, pz_e))
+    state[paused], why[paused] = INSTRUMENTATION, 0
     return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr, sl_s, sl_e, sl_cpu,
                     why, lost_acq)
+
+
+def _recorder_close(con, tid: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """The recorder closing the thread's chunk as it exits (flushing its records, truncating the
+    file): from the close's clock_pair, the thread's last record, to its exit system call (or its
+    end). Empty when the thread's records do not end that way (docs/recorder.md)."""
+    empty = np.zeros(0, np.int64)
+    if not common.table_exists(con, "app_events"):
+        return empty, empty
+    row = con.execute("SELECT arg_max(kind, ts), max(ts) FROM app_events WHERE tid = ?", [tid]).fetchone()
+    if not row or row[0] != "clock_pair" or row[1] is None or row[1] >= end:
+        return empty, empty
+    stop = end
+    if common.table_exists(con, "syscalls"):
+        ex = con.execute("SELECT min(start_ns) FROM syscalls WHERE tid = ? AND name IN ('exit', 'exit_group') "
+                         "AND start_ns > ?", [tid, row[1]]).fetchone()[0]
+        stop = min(int(ex), end) if ex is not None else end
+    return np.array([row[1]], np.int64), np.array([stop], np.int64)
 
 
 def _next_after(con, table: str, column: str, tid: int, starts: np.ndarray, default: np.ndarray) -> np.ndarray:

@@ -101,3 +101,19 @@ def test_a_slice_whose_switch_in_was_lost_is_unknown_over_its_window_not_preempt
     assert r["computation_ns"] == 50 * MS and r["sleeping_ns"] == 10 * MS and r["preempted_ns"] == 0
     assert r["unknown_reason"] == "on a CPU for part of this time: the switch onto it was not recorded 40.00 ms"
     check_sum(r)
+
+
+def test_the_recorders_pauses_and_close_are_instrumentation_not_the_programs_io_wait():
+    # 0-10 computes; 10-30 a recorder pause writing a chunk (its write waits for the disk: D
+    # 12-28); 30-80 sleeps; from 90 (the close's clock_pair, the thread's last record) to its exit
+    # call at 97 the recorder flushes the thread's records, again waiting in D 91-96
+    con = one_thread([(0, 12 * MS), (28 * MS, 30 * MS), (80 * MS, 91 * MS), (96 * MS, 100 * MS)], ["D", "S", "D", "R"],
+                     pauses=[(100, 100, 10 * MS, 30 * MS, 20 * MS, "copy out")],
+                     block_io=[(12 * MS, 28 * MS, "254:0", 8, 4096, "WS", 100), (91 * MS, 96 * MS, "254:0", 9, 4096, "WS", 100)],
+                     app_events=[(5 * MS, 100, 100, 0, None, "lock_request", 1), (90 * MS, 100, 100, 0, None, "clock_pair", 1)],
+                     syscalls=[(100, 100, 60, "exit", 97 * MS, None, None)])
+    r = row(con)
+    assert r["io_wait_ns"] == 0, r
+    assert r["instrumentation_ns"] == 20 * MS + 7 * MS
+    assert r["computation_ns"] == 10 * MS + 10 * MS and r["sleeping_ns"] == 50 * MS
+    check_sum(r)

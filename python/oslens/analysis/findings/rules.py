@@ -280,9 +280,11 @@ def oslens_cost(ctx: Context) -> list[dict]:
     return [finding(
         "warning" if large else "info", "oslens_cost", "oslens",
         f"Tracing cost the program an estimated {fmt(cost)} ({pct(share)} of thread time)",
-        f"oslens's own activity: {fmt(in_threads)} inside the program's threads (recording events and recorder "
-        f"pauses), {fmt(held)} runnable while oslens's threads held their CPUs; oslens's threads used {fmt(cpu)} of "
-        f"CPU on the program's CPUs. It is listed last while below {pct(OSLENS_LARGE_SHARE)} of thread time."
+        f"oslens's own activity: {fmt(in_threads)} inside the program's threads (recording events, recorder "
+        f"pauses and closes), {fmt(held)} runnable while oslens's threads held their CPUs; oslens's threads used {fmt(cpu)} of "
+        f"CPU on the program's CPUs. "
+        + (f"It is ranked with the program's findings from {pct(OSLENS_LARGE_SHARE)} of thread time on." if large
+           else f"It is listed last while below {pct(OSLENS_LARGE_SHARE)} of thread time.")
         + advice, cost, share, group=PROGRAM if large else OSLENS)]
 
 
