@@ -385,3 +385,22 @@ def test_low_descriptor_limit_still_records_everything(tmp_path, cases):
     assert event_values(dump(trace), 3) == list(range(20000))
     [thread] = meta(trace)["threads"]
     assert thread["dropped_events"] == 0
+
+
+def test_chunk_files_come_from_the_spare_pool_and_record_the_same(tmp_path):
+    """Each chunk file the recorder makes takes one spare (docs/recorder.md, "Start-up"); with
+    the pool or without it, the same files and the same records."""
+    script = "for i in 1 2 3 4 5 6; do /bin/true; done"
+    seen = {}
+    for pool in ("on", "off"):
+        trace = tmp_path / pool
+        env = {**os.environ, "OSLENS_SPARE_FILES": "1" if pool == "on" else "0"}
+        run_oslens("record", "--no-kernel", "--no-import", "-o", trace, "--", "/bin/sh", "-c", script, env=env)
+        files = sorted(p.name for p in (trace / "raw").glob("*.osl"))
+        assert not (trace / "spare").exists()
+        seen[pool] = (len(files), collections.Counter(r["kind"] for r in dump(trace)), meta(trace)["spare_files"])
+    assert seen["off"][2] == {"off": True}
+    # one number taken per chunk file (sh and its six children: a chunk and a names chunk each)
+    assert seen["on"][2]["taken"] == seen["on"][0] == seen["off"][0] == 14
+    assert seen["on"][1] == seen["off"][1]
+    assert seen["on"][1]["process_exec"] == 6

@@ -19,6 +19,7 @@ mod names;
 mod helper;
 mod memlimit;
 mod space;
+mod spare;
 mod stage;
 mod thread;
 mod writeback;

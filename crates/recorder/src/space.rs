@@ -84,10 +84,12 @@ pub struct Space {
     header: usize,
     /// Bytes from the start of the file known to be backed.
     reserved: AtomicU64,
-    /// The records' end in the file: reservations never go past it.
-    end: u64,
+    /// The records' end in the file: reservations never go past it. A chunk that starts small
+    /// (growth.rs) has it at its first length until extended, so a thread or process that
+    /// records little reserves (and at exit frees) no more than its small file.
+    end: AtomicU64,
     /// How far past what is asked for a reservation goes (fewer, larger fallocate calls).
-    ahead: u64,
+    ahead: AtomicU64,
     /// Held while reserving, so the zero-writing fallback never overwrites a record.
     reserving: AtomicBool,
     errno: AtomicU32,
@@ -111,7 +113,7 @@ impl Space {
             fd // a descriptor limit under 512: the low one then
         };
         let file = identity(fd).unwrap_or((0, 0));
-        Space { fd: AtomicI32::new(fd), file, header: header as usize, reserved: AtomicU64::new(backed), end, ahead, reserving: AtomicBool::new(false), errno: AtomicU32::new(0) }
+        Space { fd: AtomicI32::new(fd), file, header: header as usize, reserved: AtomicU64::new(backed), end: AtomicU64::new(end), ahead: AtomicU64::new(ahead), reserving: AtomicBool::new(false), errno: AtomicU32::new(0) }
     }
 
     /// The chunk file's descriptor while it is still ours; -1 otherwise.
@@ -150,7 +152,8 @@ impl Space {
     /// Makes sure the bytes below `need` are backed, reserving `ahead` more while at it;
     /// false (and the chunk stopped) when the file system refused.
     pub fn reserve(&self, need: u64) -> bool {
-        let need = need.min(self.end);
+        let end = self.end.load(Acquire);
+        let need = need.min(end);
         if self.covers(need) {
             return true;
         }
@@ -168,7 +171,7 @@ impl Space {
             }
         }
         let from = self.reserved.load(Relaxed);
-        let to = if from >= need { from } else { (need + self.ahead).next_multiple_of(4096).min(self.end) };
+        let to = if from >= need { from } else { (need + self.ahead.load(Relaxed)).next_multiple_of(4096).min(end) };
         let ok = from >= to || match self.allocate(from, to - from) {
             Ok(()) => true,
             Err(e) => {
@@ -192,6 +195,12 @@ impl Space {
                 false
             }
         }
+    }
+
+    /// Lets reservations go up to `end`, `ahead` at a time (a growing chunk's file was extended).
+    pub fn extend_to(&self, end: u64, ahead: u64) {
+        self.ahead.store(ahead, Relaxed);
+        self.end.fetch_max(end, Release);
     }
 
     /// Forgets what lies past `to` (holes punched there again).

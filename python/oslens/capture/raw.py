@@ -71,7 +71,7 @@ def is_trace_dir(path: Path) -> bool:
 
 
 # What `oslens record` and `oslens import` put in a trace directory, besides the chunks.
-TRACE_ENTRIES = {"raw", "meta.json", "meta.json.tmp", "tables", "analysis", "report.html"}
+TRACE_ENTRIES = {"raw", "spare", "meta.json", "meta.json.tmp", "tables", "analysis", "report.html"}
 
 
 def is_replaceable_trace(path: Path) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 from oslens import _native
 from oslens.version import __version__
 from oslens.capture import memory, raw
+from oslens.capture.spares import SparePool
 from oslens.errors import OslensError
 
 RAW_SCHEMA_VERSION = 1
@@ -235,6 +236,7 @@ class Session:
         self.collector = self._start_collector(self.child.pid)
         previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         maps = None
+        spares = SparePool(self.trace, enabled=os.environ.get("OSLENS_SPARE_FILES") != "0").start()  # spares.py
         try:
             self.child.release()
             if self.options.get("sample_hz"):  # samples are named through the processes' maps
@@ -242,6 +244,8 @@ class Session:
                 maps = MapsWatcher(self.trace / "raw", self.child.pid).start()
             status = self.child.wait()
         finally:
+            spares.stop()
+            self.meta["spare_files"] = spares.summary()
             if maps:
                 maps.stop()
             for s, h in previous.items():
