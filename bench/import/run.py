@@ -32,7 +32,12 @@ on disk (bench/import/many_processes.py). max_rss_mib is each configuration's pe
 of the fresh process that imported; its ru_maxrss would include this process's size, which
 Linux carries across the child's exec).
 
+"peak_rss_by_records" is the import's peak RSS at other trace sizes (--rss-at; default a tenth of
+--records): the importer holds a bounded share of the records at once (oslens.store.held), so it
+grows with the largest thread's rows, not with the trace.
+
 Usage: python bench/import/run.py [--records N] [--keep] [--repeat N] [--reference] [--processes N]
+                                  [--rss-at N ...]
 """
 
 from __future__ import annotations
@@ -141,6 +146,9 @@ def main() -> int:
                     help="fresh processes per configuration, alternated (the headline is their median)")
     ap.add_argument("--processes", type=int, default=1000,
                     help="processes in the many-processes case (0: skip it)")
+    ap.add_argument("--rss-at", type=int, nargs="*", default=None,
+                    help="traces (records) whose import's peak RSS is reported beside --records' "
+                         "(default: a tenth of --records; e.g. --rss-at 2000000 200000000)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the import with extensions on the in-memory path (a tenth of the records)")
     args = ap.parse_args()
@@ -171,10 +179,10 @@ def main() -> int:
         print(json.dumps(got))
         return 0
 
-    def fresh(which: str) -> dict:
+    def fresh(which: str, records: int = args.records) -> dict:
         import subprocess
 
-        cmd = [sys.executable, __file__, "--records", str(args.records), "--keep", "--only", which]
+        cmd = [sys.executable, __file__, "--records", str(records), "--keep", "--only", which]
         return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
     # Alternated, so a change in how fast the host lets this VM run hits both alike (it moved the
@@ -197,6 +205,17 @@ def main() -> int:
         ref = fresh("reference")
         reference = {k: ref[k] for k in ("records", "wall_s", "cpu_s", "user_s", "sys_s", "records_per_s",
                                           "records_per_cpu_s", "extensions_s", "one_pass", "max_rss_mib")}
+    # peak RSS against the trace's size: bounded by the records held (store.held) and the
+    # largest thread's rows, not the trace's records
+    memory = [{"records": args.records, "max_rss_mib": full["max_rss_mib"], "core_max_rss_mib": core["max_rss_mib"],
+               "chunks_let_go": full["phases"]["read_chunks"].get("chunks_let_go")}]
+    for n in (args.rss_at if args.rss_at is not None else [args.records // 10]):
+        at = base / f"trace-{n}"
+        make_trace(at, n)
+        got = fresh("import", n)
+        memory.append({"records": got["records"], "max_rss_mib": got["max_rss_mib"], "cpu_s": got["cpu_s"],
+                       "chunks_let_go": got["phases"]["read_chunks"].get("chunks_let_go")})
+    memory.sort(key=lambda m: m["records"])
     many = None
     if args.processes:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -217,6 +236,7 @@ def main() -> int:
         "core": core,
         "in_memory_reference_at_tenth": reference,
         "max_rss_mib": {"import": full["max_rss_mib"], "core": core["max_rss_mib"]},
+        "peak_rss_by_records": memory,
         "many_processes": many,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": [round(x, 2) for x in load]},
         "note": "each configuration is timed in a fresh process (the trace already written), `repeat` times, "

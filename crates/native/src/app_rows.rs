@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 /// One chunk's records, in the order the threads' records are laid end to end.
 pub struct Chunk<'a> {
-    pub records: &'a [u8],
+    pub records: Source<'a>,
     pub g: usize,
     pub tsc: bool,
     pub names: &'a NameMap,
@@ -29,6 +29,65 @@ pub struct Chunk<'a> {
     /// The (name key, address) pairs of its sync records that begin a row (Scan::sync, laid
     /// flat) where known: with every chunk's, sync's object dictionary is known before the pass.
     pub sync_keys: Option<&'a [u64]>,
+}
+
+/// Where a chunk's records come from: held in memory for the whole pass, or read again when the
+/// pass reaches the chunk and let go after it, so the import holds a bounded share of the
+/// records at once (oslens.store.importer.HELD_BYTES; docs/trace-schema.md, "Import memory").
+pub enum Source<'a> {
+    Held(&'a [u8]),
+    /// The chunk's byte length and what reads its records again.
+    Reload(usize, &'a dyn Reload),
+}
+
+/// Reads a chunk's records again (the importer's reader, through Python).
+pub trait Reload: Sync {
+    fn reload(&self) -> std::io::Result<Box<dyn std::ops::Deref<Target = [u8]> + '_>>;
+}
+
+/// A chunk's records while the pass reads them.
+pub enum Records<'a> {
+    Held(&'a [u8]),
+    Loaded(Box<dyn std::ops::Deref<Target = [u8]> + 'a>, usize),
+}
+
+impl std::ops::Deref for Records<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Records::Held(r) => r,
+            Records::Loaded(b, n) => &b[..*n],
+        }
+    }
+}
+
+impl<'a> Chunk<'a> {
+    /// The chunk's length in bytes (whole records).
+    pub fn len(&self) -> usize {
+        match self.records {
+            Source::Held(r) => r.len(),
+            Source::Reload(n, _) => n,
+        }
+    }
+
+    /// The chunk's records; read again where they were let go. The records read again are
+    /// those first read (a chunk only grows past its committed count while a recorder still
+    /// writes it): fewer is an error.
+    pub fn records(&self) -> std::io::Result<Records<'a>> {
+        match self.records {
+            Source::Held(r) => Ok(Records::Held(r)),
+            Source::Reload(n, from) => {
+                let got = from.reload()?;
+                if got.len() < n {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("a chunk had {} bytes of records when read again, {n} when first read", got.len()),
+                    ));
+                }
+                Ok(Records::Loaded(got, n))
+            }
+        }
+    }
 }
 
 /// Records per kind of 32-byte records (added to `counts`), and their largest CPU number.
@@ -1358,7 +1417,7 @@ fn pass(
                 d.counts.iter_mut().zip(k).for_each(|(a, b)| *a += b);
                 top
             }
-            None => count_kinds(c.records, &mut d.counts),
+            None => count_kinds(&c.records()?, &mut d.counts),
         };
         cpu_top = cpu_top.max(top);
     }
@@ -1408,7 +1467,7 @@ fn pass(
         }
         // the breakpoints: at most one per record of the longest thread
         let mut per_thread = vec![0usize; threads];
-        chunks.iter().for_each(|c| per_thread[c.g] += c.records.len() / 32);
+        chunks.iter().for_each(|c| per_thread[c.g] += c.len() / 32);
         let most = per_thread.into_iter().max().unwrap_or(0);
         let cp = d.comp.as_mut().unwrap();
         cp.bp_ts.reserve_exact(most);
@@ -1456,7 +1515,8 @@ fn pass(
             }
         }
         let (mut lo, mut hi) = (d.extent_min[c.g], d.extent_max[c.g]);
-        for (i, r) in c.records.chunks_exact(32).enumerate() {
+        let records = c.records()?; // let go at the end of the chunk (Source::Reload)
+        for (i, r) in records.chunks_exact(32).enumerate() {
             let w1 = word(r, 8);
             let k = r[14];
             let a = word(r, 16);
@@ -1691,7 +1751,7 @@ fn thread_done(
         th.g = live.g;
         let any_sync = live.sync_bad.iter().any(|&b| b);
         for c in chunks {
-            for r in c.records.chunks_exact(32) {
+            for r in c.records()?.chunks_exact(32) {
                 let k = r[14];
                 let want = match k {
                     kinds::REGION_BEGIN | kinds::REGION_END => live.nest_bad[0],

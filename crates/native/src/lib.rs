@@ -1016,7 +1016,45 @@ impl ColumnBuffer {
     }
 }
 
-type AppChunkIn = (PyBuffer<u8>, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>, Option<(Vec<u64>, u16, Option<Vec<u64>>)>);
+type AppChunkIn = (RecordsIn, usize, bool, PyBuffer<u8>, PyBuffer<u8>, std::collections::HashMap<usize, Vec<u8>>, Option<(Vec<u64>, u16, Option<Vec<u64>>)>);
+
+/// A chunk's records as app_pass takes them: a buffer held for the whole call, or (its length in
+/// bytes, a callable that returns them again), called when the pass reaches the chunk and let go
+/// after it (app_rows::Source).
+#[derive(FromPyObject)]
+enum RecordsIn {
+    Held(PyBuffer<u8>),
+    Reload((usize, PyReload)),
+}
+
+/// A Python callable returning a chunk's records (a contiguous buffer of 32-byte records).
+#[derive(FromPyObject)]
+struct PyReload(Py<PyAny>);
+
+/// The buffer a PyReload returned, held while the pass reads it (its owner, the mapping or
+/// the decoded records, goes when the buffer is released).
+struct HeldBuffer(PyBuffer<u8>);
+
+impl std::ops::Deref for HeldBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: a contiguous buffer (checked in reload), valid while it is held.
+        unsafe { std::slice::from_raw_parts(self.0.buf_ptr() as *const u8, self.0.len_bytes()) }
+    }
+}
+
+impl app_rows::Reload for PyReload {
+    fn reload(&self) -> std::io::Result<Box<dyn std::ops::Deref<Target = [u8]> + '_>> {
+        Python::with_gil(|py| {
+            let got = self.0.call0(py).and_then(|o| PyBuffer::<u8>::get(o.bind(py)));
+            match got {
+                Ok(b) if b.is_c_contiguous() => Ok(Box::new(HeldBuffer(b)) as Box<dyn std::ops::Deref<Target = [u8]>>),
+                Ok(_) => Err(std::io::Error::other("a chunk's records read again are not one contiguous buffer")),
+                Err(e) => Err(std::io::Error::other(format!("reading a chunk again: {e}"))),
+            }
+        })
+    }
+}
 
 /// scan_records(records) -> (counts, clock_pairs, cpu_max, reasons, sync_keys): one pass over a
 /// chunk's 32-byte records (best right after reading it, while they are in cache): the records
@@ -1042,7 +1080,8 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 }
 
 /// app_pass(chunks, threads, clock, dicts, path, group_rows) -> dict: the application tables
-/// in one pass over the records (see app_rows.rs). chunks: (records, thread index, tsc,
+/// in one pass over the records (see app_rows.rs). chunks: (records or (their bytes, a
+/// callable returning them: read when the pass reaches the chunk, let go after), thread index, tsc,
 /// name_keys uint64, name_values int32, {record index: payload}, (counts per kind, largest
 /// CPU number, sync keys or None) from scan_records or None) in
 /// the order the threads'
@@ -1097,14 +1136,21 @@ fn app_pass<'py>(
     let mut maps = Vec::with_capacity(chunks.len());
     let mut raw = Vec::with_capacity(chunks.len());
     for (rec, g, _, keys, vals, _, counts) in &chunks {
-        if rec.len_bytes() % 32 != 0 || !rec.is_c_contiguous() || *g >= threads || counts.as_ref().is_some_and(|c| c.0.len() != 256) {
+        let (len, contiguous) = match rec {
+            RecordsIn::Held(b) => (b.len_bytes(), b.is_c_contiguous()),
+            RecordsIn::Reload((n, _)) => (*n, true),
+        };
+        if len % 32 != 0 || !contiguous || *g >= threads || counts.as_ref().is_some_and(|c| c.0.len() != 256) {
             return Err(PyValueError::new_err("app_pass: records must be whole 32-byte records of a listed thread"));
         }
         let n = vals.len_bytes() / 4;
         let (kp, vp) = (buffer_ptr(keys, n * 8, "name_keys", false)?, buffer_ptr(vals, n * 4, "name_values", false)?);
         // SAFETY: sizes checked; the buffers live as long as `chunks`.
         maps.push(unsafe { (NameMap::new(std::slice::from_raw_parts(kp as *const u8, n * 8), std::slice::from_raw_parts(vp as *const u8, n * 4)), n > 0) });
-        raw.push((rec.buf_ptr() as usize, rec.len_bytes()));
+        raw.push(match rec {
+            RecordsIn::Held(b) => (b.buf_ptr() as usize, b.len_bytes()),
+            RecordsIn::Reload(_) => (0, 0),
+        });
     }
     let (r0, n0, slope, intercept) = clock;
     let clock = app_rows::Clock { r0, n0, slope, intercept };
@@ -1114,8 +1160,11 @@ fn app_pass<'py>(
             .iter()
             .zip(&raw)
             .zip(&maps)
-            .map(|(((_, g, tsc, _, _, payloads, counts), &(p, n)), (map, has))| app_rows::Chunk {
-                records: unsafe { std::slice::from_raw_parts(p as *const u8, n) },
+            .map(|(((rec, g, tsc, _, _, payloads, counts), &(p, n)), (map, has))| app_rows::Chunk {
+                records: match rec {
+                    RecordsIn::Held(_) => app_rows::Source::Held(unsafe { std::slice::from_raw_parts(p as *const u8, n) }),
+                    RecordsIn::Reload((len, from)) => app_rows::Source::Reload(*len, from),
+                },
                 g: *g,
                 tsc: *tsc,
                 names: map,

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import pairing, schema
+from oslens.store import held, pairing, schema
 
 # Record kinds of the auto-instrumentation (crates/format/src/kinds.rs).
 LOCK_REQUEST, LOCK_ACQUIRE, LOCK_RELEASE = 32, 33, 34
@@ -704,7 +704,7 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                 continue
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
             scan = (scans or {}).get(c.path)
-            ins.append((c.records.view(np.uint8), i, bool(tsc), *tables[t.pid],
+            ins.append((held.pass_input(c.records), i, bool(tsc), *tables[t.pid],
                         {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], _sync_keys(scan))))
     # the derived tables written in the pass: those with rows, where every chunk was scanned
     # (their row counts and reasons are known before it)

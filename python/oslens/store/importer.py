@@ -8,9 +8,12 @@ during import never leaves half a set of tables.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
+import functools
 import importlib
+import itertools
 import json
 import os
 import shutil
@@ -26,7 +29,7 @@ from oslens import _native
 from oslens.version import __version__
 from oslens.capture import raw
 from oslens.errors import OslensError
-from oslens.store import app_tables, faults, native_parquet, salvage, schema, threads
+from oslens.store import app_tables, faults, held, native_parquet, salvage, schema, threads
 
 TABLES_DIR = "tables"
 MANIFEST = "manifest.json"
@@ -269,6 +272,28 @@ def _try_read_chunk(path: Path):
     return path, chunk, scan(chunk.records.view(np.uint8))
 
 
+def _read_again(path: Path) -> np.ndarray:
+    """A chunk's records read again when the pass reaches it (store.held)."""
+    return read_chunk(path).records
+
+
+def _read_in_order(paths: list[Path], workers: int = 2):
+    """_try_read_chunk of each path, in order: `workers` at a time (the Rust reader releases the
+    GIL), and no more than one chunk read ahead of each worker, so chunks whose records are let go
+    (store.held) are not all in memory at once waiting to be taken."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        ahead = collections.deque()
+        todo = iter(paths)
+        for p in itertools.islice(todo, workers + 1):
+            ahead.append(pool.submit(_try_read_chunk, p))
+        while ahead:
+            got = ahead.popleft().result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                ahead.append(pool.submit(_try_read_chunk, nxt))
+            yield got
+
+
 def clock_for(chunks: list[raw.ChunkData], meta: dict, scans: dict) -> raw.ClockConverter:
     """raw.clock_for (the same pairs in the same order) with each chunk's CLOCK_PAIR records
     from its scan where there is one, rather than a second pass over every record."""
@@ -395,6 +420,11 @@ def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream
         except OSError:  # a folder that cannot be written: the tables are built in memory
             with contextlib.suppress(OSError):
                 path.unlink()
+    try:
+        held.read_all(chunks)
+    except OSError as err:
+        raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err}); "
+                          "is a recording still writing to it?", 1) from err
     return app_tables.build(chunks, meta, clock, names)
 
 
@@ -409,16 +439,17 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     paths = raw.chunk_paths(trace)
     chunks, scans = [], {}
     read_w, read_c = time.perf_counter(), time.process_time()
-    # the Rust reader releases the GIL: two chunks at a time
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for i, (p, got, scan) in enumerate(pool.map(_try_read_chunk, paths)):
-            if isinstance(got, OSError):
-                losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
-            else:
-                chunks.append(got)
-                if scan is not None or not len(got.records):
-                    scans[got.path] = scan or (None, [], 0, (None, None))
-            progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
+    # records held past the read only up to a budget where the pass can read them again
+    holder = held.Holder() if stream and app_tables.available_streamed() else held.Holder(budget=1 << 62)
+    for i, (p, got, scan) in enumerate(_read_in_order(paths)):
+        if isinstance(got, OSError):
+            losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
+        else:
+            chunks.append(got)
+            if scan is not None or not len(got.records):
+                scans[got.path] = scan or (None, [], 0, (None, None))
+            holder.take(got, functools.partial(_read_again, p), is_kernel_chunk(got))
+        progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
     read_w, read_c = time.perf_counter() - read_w, time.process_time() - read_c
     salvage.missing_chunks(losses, trace, [p.name for p in paths], meta)
     for c in chunks:
@@ -489,7 +520,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     tables["_records"] = events  # type: ignore[assignment]
     tables["_build_s"] = time.perf_counter() - t0  # type: ignore[assignment]
     tables["_extension_s"] = ext_s  # type: ignore[assignment]
-    tables["_read"] = {"wall_s": read_w, "cpu_s": read_c}  # type: ignore[assignment]
+    tables["_read"] = {"wall_s": read_w, "cpu_s": read_c, "chunks_let_go": holder.let_go}  # type: ignore[assignment]
     return tables
 
 
