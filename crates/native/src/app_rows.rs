@@ -1070,6 +1070,9 @@ impl Reasons {
 /// they need.
 #[derive(Default)]
 pub struct Streams {
+    /// Names of sync objects the program did not name, by address (symbols of static objects:
+    /// oslens.store.symbols.name_objects); the others are named by their address in hex.
+    pub object_names: HashMap<u64, String>,
     pub regions: Option<Sink>,
     pub counters: Option<Sink>,
     pub timers: Option<Sink>,
@@ -1438,7 +1441,7 @@ fn pass(
     let mut sc = Scratch::default();
     if st.sync.is_some() && flags[N_SYNC_HELD] != Some(true) {
         if let Some(unnamed) = scanned_unnamed(chunks) {
-            sc.sync_dicts = Some(SyncDicts::new(&d.counts, dicts.instrument, unnamed));
+            sc.sync_dicts = Some(SyncDicts::new(&d.counts, dicts.instrument, unnamed, &st.object_names));
             sc.sync_known = true;
         }
     }
@@ -1869,7 +1872,7 @@ fn plain_strings<S: AsRef<str>>(out: &mut Vec<u8>, values: impl IntoIterator<Ite
 }
 
 impl SyncDicts {
-    fn new(counts: &[u64], names: (usize, &[u8]), unnamed: Vec<u64>) -> SyncDicts {
+    fn new(counts: &[u64], names: (usize, &[u8]), unnamed: Vec<u64>, object_names: &HashMap<u64, String>) -> SyncDicts {
         let n = |k: u8| counts[k as usize];
         let has = [n(kinds::LOCK_ACQUIRE) + n(kinds::LOCK_REQUEST), 0, n(kinds::BARRIER_ENTER), n(kinds::COND_WAIT_ENTER)];
         let (mut labels, mut part_kind) = (Vec::new(), [0u32; 4]);
@@ -1880,7 +1883,7 @@ impl SyncDicts {
             part_kind[i] = labels.iter().position(|&l| l == label).unwrap_or(0) as u32;
         }
         let mut objects = names.1.to_vec();
-        plain_strings(&mut objects, unnamed.iter().map(|a| format!("0x{a:x}")));
+        plain_strings(&mut objects, unnamed.iter().map(|a| object_names.get(a).cloned().unwrap_or_else(|| format!("0x{a:x}"))));
         let mut kinds = Vec::new();
         plain_strings(&mut kinds, &labels);
         SyncDicts { kinds, n_kinds: labels.len(), part_kind, objects, n_names: names.0, unnamed }
@@ -2126,7 +2129,7 @@ fn sync_thread_done(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mu
     if !sc.sync_known && (d.sync_unnamed || flags[N_SYNC_UNNAMED] == Some(true)) {
         return Ok(());
     }
-    let sd = sc.sync_dicts.get_or_insert_with(|| SyncDicts::new(&d.counts, dicts.instrument, Vec::new()));
+    let sd = sc.sync_dicts.get_or_insert_with(|| SyncDicts::new(&d.counts, dicts.instrument, Vec::new(), &st.object_names));
     let done = sync_pages(d, sd, d.sync[0].g.len(), false, dicts, st, flags, &mut sc.sync)?;
     d.sync[0].drain_front(done);
     Ok(())
@@ -2144,7 +2147,7 @@ fn write_sync(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Opt
     d.sync_peak = d.sync_peak.max(total);
     let sd = match sc.sync_dicts.take() {
         Some(sd) if sc.sync_known => sd,
-        _ => SyncDicts::new(&d.counts, dicts.instrument, unnamed_objects(&d.sync)),
+        _ => SyncDicts::new(&d.counts, dicts.instrument, unnamed_objects(&d.sync), &st.object_names),
     };
     let pg = &mut sc.sync;
     sync_pages(d, &sd, total, true, dicts, st, flags, pg)?;

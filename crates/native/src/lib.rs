@@ -1105,8 +1105,9 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 /// thread's earlier records, a pause charged its value), the other tables' compensated times
 /// are returned as "table.comp0".. (in the order of their times), and "comp.kinds" (records per
 /// thread and kind) and "comp.pause_ns" (each thread's pauses) for its summary.
+/// object_names: {address: name} of sync objects the program did not name (else 0x<address>).
 #[pyfunction]
-#[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None, costs=None))]
+#[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None, costs=None, object_names=None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn app_pass<'py>(
     py: Python<'py>,
@@ -1120,7 +1121,9 @@ fn app_pass<'py>(
     reasons: Option<((Vec<u64>, usize, Vec<u8>), (Vec<u64>, usize, Vec<u8>))>,
     thread_end: Option<Vec<(i64, i64)>>,
     costs: Option<Vec<f64>>,
+    object_names: Option<std::collections::HashMap<u64, String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let object_names = object_names.unwrap_or_default();
     if costs.as_ref().is_some_and(|c| c.len() != 256) {
         return Err(PyValueError::new_err("app_pass: costs must give one figure per record kind (256)"));
     }
@@ -1200,6 +1203,7 @@ fn app_pass<'py>(
                     pause_reasons: app_rows::Reasons { codes: pc.clone(), count: pn, plain: pp.clone() },
                     thread_end: thread_end.clone(),
                     costs: costs.clone(),
+                    object_names: object_names.clone(),
                 })
             })();
             let mut st = match built {

@@ -321,5 +321,6 @@ pub extern "C" fn osl_adapt(phase: *const c_char) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn osl_record_raw(kind: u8, id: u32, a: u64, b: u64) {
+    crate::funcs::sync_map_once(kind);
     crate::record_raw(kind, id, a, b);
 }

@@ -138,6 +138,41 @@ fn init_process() -> u8 {
     FILTERED
 }
 
+/// Whether this process wrote its memory map for its synchronisation objects (0: not yet).
+static SYNC_MAP: AtomicU8 = AtomicU8::new(0);
+static SYNC_MAP_HOOK: Once = Once::new();
+
+/// Writes the process's memory map at its first synchronisation record (osl_record_raw, from
+/// the preload library), once per process: a lock, barrier or condition variable that is a
+/// static variable is then named by its symbol at import (oslens.store.symbols.name_objects).
+/// One relaxed load per record after that.
+#[inline]
+pub(crate) fn sync_map_once(kind: u8) {
+    if (kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT).contains(&kind) && SYNC_MAP.load(Relaxed) == 0 {
+        write_sync_map();
+    }
+}
+
+#[cold]
+fn write_sync_map() {
+    if SYNC_MAP.swap(1, Relaxed) != 0 {
+        return;
+    }
+    SYNC_MAP_HOOK.call_once(|| {
+        // SAFETY: a process-wide hook registered once.
+        unsafe { libc::pthread_atfork(None, None, Some(sync_map_after_fork)) };
+    });
+    if MAP_NS.load(Relaxed) == 0 {
+        MAP_NS.store(clock::monotonic_ns(), Relaxed);
+    }
+    write_map("");
+}
+
+extern "C" fn sync_map_after_fork() {
+    // the child is another process, whose objects may be others: it writes its own map
+    SYNC_MAP.store(0, Relaxed);
+}
+
 extern "C" fn after_fork_child() {
     // The child is another process: it writes its own map on its next hook call.
     if STATE.load(Relaxed) != UNINIT {

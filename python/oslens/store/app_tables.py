@@ -405,8 +405,10 @@ def _chunk_extent(threads: list[AppThread], extent_start: np.ndarray, extent_end
             extent_end[i] = max(int(extent_end[i]), int(end_ns))
 
 
-def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict) -> dict:
-    """Returns {"threads": [AppThread], "extent": (start, end) per thread, table name: pa.Table}."""
+def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict,
+          object_names: dict | None = None) -> dict:
+    """Returns {"threads": [AppThread], "extent": (start, end) per thread, table name: pa.Table}.
+    `object_names`: {address: name} of sync objects the program did not name (symbols.name_objects)."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)
@@ -486,7 +488,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         "ts": take(col.ts, ai), **who(ai), "phase": _dict_array(take(name_idx, ai), dictionary),
         "error": take(col.a, ai).view(np.int64), "policy": col.b[ai].view(np.int64),
     })
-    out["sync"] = _sync(col, kind, counts, t_pid, t_tid, name_idx, dictionary)
+    out["sync"] = _sync(col, kind, counts, t_pid, t_tid, name_idx, dictionary, object_names)
     return out
 
 
@@ -523,7 +525,7 @@ def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, 
     return pa.table(cols), unmatched_ends
 
 
-def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.Table:
+def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary, object_names=None) -> pa.Table:
     """One row per lock acquisition (and per request that never acquired), per barrier wait and
     per condition-variable wait. A thread is blocked between its request and its acquisition,
     so the request is the thread's sync record right before the acquisition; acquisitions and
@@ -555,13 +557,13 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary) -> pa.
         if counts[enter]:
             begins, done, left = paired(enter, exit_)
             part(i, begins, take(col.ts, begins), left, done, *((left, done) if i == 2 else (None, None)))
-    return _sync_table(parts, t_pid, t_tid, dictionary)
+    return _sync_table(parts, t_pid, t_tid, dictionary, object_names)
 
 
 SYNC_LABELS = ("mutex", "mutex", "barrier", "cond")  # the kind of each part of the sync table
 
 
-def _sync_table(parts: list, t_pid, t_tid, dictionary) -> pa.Table:
+def _sync_table(parts: list, t_pid, t_tid, dictionary, object_names: dict | None = None) -> pa.Table:
     """The sync table from its parts, in order: (part number (SYNC_LABELS), thread indices, name
     indices, addresses, request, acquire, acquire valid, release, release valid). One piece
     with one dictionary per column over all its rows (kind: the labels present; object: the
@@ -579,7 +581,7 @@ def _sync_table(parts: list, t_pid, t_tid, dictionary) -> pa.Table:
     g, addr = cat(1), cat(3)
     return pa.table({
         "kind": pa.DictionaryArray.from_arrays(pa.array(kinds), pa.array(labels, pa.string())),
-        "object": _object_names(cat(2), addr, dictionary), "pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid),
+        "object": _object_names(cat(2), addr, dictionary, object_names), "pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid),
         "request_ns": cat(4), "acquire_ns": _masked(cat(5), cat(6)), "release_ns": _masked(cat(7), cat(8)),
         "address": addr,
     })
@@ -592,11 +594,13 @@ def _masked(values: np.ndarray, ok: np.ndarray | None) -> pa.Array:
     return pa.array(values, pa.int64(), mask=~ok)
 
 
-def _object_names(name_idx: np.ndarray, addr: np.ndarray, dictionary: pa.Array) -> pa.Array:
-    """The object's name where the program named it, else its address in hex."""
+def _object_names(name_idx: np.ndarray, addr: np.ndarray, dictionary: pa.Array, object_names: dict | None = None) -> pa.Array:
+    """The object's name where the program named it, else its symbol (object_names), else its
+    address in hex."""
     unnamed = name_idx < 0
     uniq, inv = np.unique(addr[unnamed], return_inverse=True)
-    hexes = pa.array([f"0x{int(a):x}" for a in uniq.tolist()], pa.string())
+    known = object_names or {}
+    hexes = pa.array([known.get(int(a)) or f"0x{int(a):x}" for a in uniq.tolist()], pa.string())
     idx = name_idx.copy()
     idx[unnamed] = len(dictionary) + inv.reshape(-1)
     return pa.DictionaryArray.from_arrays(pa.array(idx), pa.concat_arrays([dictionary, hexes]))
@@ -668,7 +672,8 @@ def _sync_keys(scan):
 
 
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
-                   row_group: int, scans: dict | None = None, costs: list | None = None) -> dict:
+                   row_group: int, scans: dict | None = None, costs: list | None = None,
+                   object_names: dict | None = None) -> dict:
     """build's result from one native pass over the records (oslens._native.app_pass):
     app_events is written to `events_path` row group by row group while the records are split
     (a WrittenTable stands in for it), the other tables are built from the rows the pass
@@ -751,7 +756,7 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     try:
         got = _native.app_pass(ins, len(threads), native_clock(clock), dicts, str(events_path), int(row_group),
                                streams, reasons, thread_end,
-                               None if costs is None else [float(c) for c in costs])
+                               None if costs is None else [float(c) for c in costs], object_names or None)
     except BaseException:
         for p in streams.values():
             _remove(p)
@@ -839,5 +844,5 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                                     col(f"sync{i}", "address", np.uint64), col(f"sync{i}", "request_ns"),
                                     col(f"sync{i}", "acquire_ns"), col(f"sync{i}", "acquire_ok", np.uint8).view(bool),
                                     col(f"sync{i}", "release_ns"), col(f"sync{i}", "release_ok", np.uint8).view(bool))
-                                   for i in range(4)], t_pid, t_tid, dictionary)
+                                   for i in range(4)], t_pid, t_tid, dictionary, object_names)
     return out

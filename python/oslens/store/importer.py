@@ -405,15 +405,34 @@ def _compensation_costs(meta: dict) -> tuple | None:
     return cal, why, compensation.cost_table(cal, app_tables.KIND_LABELS.to_pylist())
 
 
+def sync_object_names(trace: Path, chunks: list, scans: dict) -> dict[int, str]:
+    """{address: symbol} of the sync objects that are static variables (symbols.name_objects),
+    from the addresses the chunks' scans found in their sync records; {} where the processes
+    wrote no memory map."""
+    if next((trace / "raw").glob("maps-*.txt"), None) is None:
+        return {}
+    by_pid: dict[int, set] = {}
+    for c in chunks:
+        keys = app_tables._sync_keys(scans[c.path]) if scans.get(c.path) else None
+        if keys:
+            by_pid.setdefault(c.pid, set()).update(keys[1::2])
+    if not by_pid:
+        return {}
+    from oslens.store import symbols
+
+    return symbols.name_objects(trace, by_pid)
+
+
 def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool, scans: dict,
                extensions: bool = False) -> dict:
+    objects = sync_object_names(trace, chunks, scans)
     if stream and app_tables.available_streamed():
         path = trace / f".app_events.tmp-{os.getpid()}.parquet"
         comp = _compensation_costs(meta) if extensions else None
         try:
             out = app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP,
                                             {p: s for p, s in scans.items() if s[0] is not None},
-                                            costs=comp[2] if comp else None)
+                                            costs=comp[2] if comp else None, object_names=objects)
             if comp:  # what the compensation extension takes from the pass
                 out["compensation"].update({"cal": comp[0], "why": comp[1]})
             return out
@@ -425,7 +444,7 @@ def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream
     except OSError as err:
         raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err}); "
                           "is a recording still writing to it?", 1) from err
-    return app_tables.build(chunks, meta, clock, names)
+    return app_tables.build(chunks, meta, clock, names, objects)
 
 
 def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None, extensions: bool, stream: bool):

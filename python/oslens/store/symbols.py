@@ -36,7 +36,7 @@ from pathlib import Path
 
 NAME_FUNCTION = 8
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
-STT_FUNC, STT_GNU_IFUNC = 2, 10
+STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 1, 2, 10
 PT_LOAD = 1
 _MAPS_RE = re.compile(r"^maps-(\d+)-(\d+)(-exit)?\.txt$")
 
@@ -53,6 +53,23 @@ class ElfSymbols:
     ends: list = field(default_factory=list)
     names: list = field(default_factory=list)
     exact: dict = field(default_factory=dict)
+    # data objects (STT_OBJECT): sorted starts, ends (start + size) and names
+    objects: tuple = field(default_factory=lambda: ([], [], []))
+
+    def lookup_object(self, vaddr: int) -> str | None:
+        """The data symbol holding vaddr: its name, with +0x<offset> inside it (a lock in a struct)."""
+        starts, ends, names = self.objects
+        i = bisect.bisect_right(starts, vaddr) - 1
+        if i < 0 or vaddr >= max(ends[i], starts[i] + 1):
+            return None
+        off = vaddr - starts[i]
+        return names[i] if off == 0 else f"{names[i]}+0x{off:x}"
+
+    def span(self) -> tuple[int, int] | None:
+        """The link-time addresses its load segments cover."""
+        if not self.loads:
+            return None
+        return min(v for _, v, _, _ in self.loads), max(v + m for _, v, _, m in self.loads)
 
     def lookup(self, vaddr: int) -> str | None:
         name = self.exact.get(vaddr)
@@ -123,6 +140,7 @@ def _parse_elf(path: str, data: bytes) -> ElfSymbols | None:
             _name, sh_type, _flags, _addr, sh_offset, sh_size, sh_link, _info, _align, sh_entsize = struct.unpack_from(e + "IIIIIIIIII", data, o)
         sections.append((sh_type, sh_offset, sh_size, sh_link, sh_entsize))
     found: dict[int, tuple[int, str]] = {}
+    objects: dict[int, tuple[int, str]] = {}
     for sh_type, sh_offset, sh_size, sh_link, sh_entsize in sections:
         if sh_type not in (SHT_SYMTAB, SHT_DYNSYM) or not sh_entsize or sh_link >= len(sections):
             continue
@@ -134,10 +152,14 @@ def _parse_elf(path: str, data: bytes) -> ElfSymbols | None:
                 st_name, st_info, _other, st_shndx, st_value, st_size = struct.unpack_from(e + "IBBHQQ", data, o)
             else:
                 st_name, st_value, st_size, st_info, _other, st_shndx = struct.unpack_from(e + "IIIBBH", data, o)
-            if (st_info & 0xF) not in (STT_FUNC, STT_GNU_IFUNC) or st_value == 0 or st_shndx == 0:
+            if (st_info & 0xF) not in (STT_FUNC, STT_GNU_IFUNC, STT_OBJECT) or st_value == 0 or st_shndx == 0:
                 continue
             end = strtab.find(b"\0", st_name)
             name = strtab[st_name:end if end >= 0 else None].decode("utf-8", "replace")
+            if st_info & 0xF == STT_OBJECT:
+                if st_size and (st_value not in objects or objects[st_value][1].startswith("_")):
+                    objects[st_value] = (st_size, name)
+                continue
             prev = found.get(st_value)
             # Prefer a global name over a local alias, and .symtab (read first) over .dynsym.
             if prev is None or (prev[1].startswith("_") and not name.startswith("_")):
@@ -148,6 +170,11 @@ def _parse_elf(path: str, data: bytes) -> ElfSymbols | None:
         out.ends.append(value + size)
         out.names.append(name)
         out.exact[value] = name
+    for value in sorted(objects):
+        size, name = objects[value]
+        out.objects[0].append(value)
+        out.objects[1].append(value + size)
+        out.objects[2].append(name)
     return out
 
 
@@ -205,6 +232,24 @@ class Image:
         if name is None and elf.elf_type == 2:
             name = elf.lookup(addr)
         return name
+
+
+    def resolve_object(self, addr: int) -> str | None:
+        """The static object (a variable in .data or .bss) at a data address, named by its ELF
+        symbol: the object file whose load segments, placed where the process mapped its code,
+        cover the address."""
+        for m in self.maps:
+            elf = read_elf(m.path)
+            if elf is None or not elf.objects[0]:
+                continue
+            at = elf.file_offset_to_vaddr(m.offset)
+            span = elf.span()
+            if at is None or span is None:
+                continue
+            bias = m.start - at
+            if span[0] <= addr - bias < span[1]:
+                return elf.lookup_object(addr - bias)
+        return None
 
 
 def resolve(maps_or_binary, addresses) -> list[str | None]:
@@ -281,6 +326,41 @@ class Symbolizer:
                 k = max(bisect.bisect_right(starts, int(ts_ns[j])) - 1, 0)
             out.append(self._image(int(pid), starts[k]).resolve_one(addr))
         return _demangle(out)
+
+
+    def resolve_objects(self, pid: int, addresses) -> list[str | None]:
+        """Names of static objects at data addresses of a process (None where none), from any of
+        its maps: a static object does not move while its image runs."""
+        images = self._files.get(int(pid)) or []
+        out = []
+        for addr in (int(a) for a in addresses):
+            name = None
+            for start, _ in images:
+                name = self._image(int(pid), start).resolve_object(addr)
+                if name:
+                    break
+            out.append(name)
+        return _demangle(out)
+
+
+def name_objects(trace, addresses_by_pid: dict) -> dict[int, str]:
+    """{address: symbol} of the sync objects (locks, barriers, condition variables) that are
+    static variables, from the processes' maps (the recorder writes one at a process's first
+    synchronisation record: crates/recorder/src/funcs.rs). An address that names different
+    objects in different processes keeps its hex name."""
+    sym = Symbolizer(trace)
+    out: dict[int, str] = {}
+    clash: set[int] = set()
+    for pid, addrs in addresses_by_pid.items():
+        addrs = sorted(set(int(a) for a in addrs))
+        if not addrs or int(pid) not in sym._files:
+            continue
+        for a, name in zip(addrs, sym.resolve_objects(int(pid), addrs)):
+            if name is None:
+                continue
+            if out.setdefault(a, name) != name:
+                clash.add(a)
+    return {a: n for a, n in out.items() if a not in clash}
 
 
 # ---------------------------------------------------------------- filters
