@@ -155,6 +155,9 @@ pub(crate) fn sync_map_once(kind: u8) {
 
 #[cold]
 fn write_sync_map() {
+    if config().is_none() {
+        return; // a lock taken before the recorder read its configuration: at the next one
+    }
     if SYNC_MAP.swap(1, Relaxed) != 0 {
         return;
     }

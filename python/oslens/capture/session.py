@@ -288,11 +288,12 @@ class Session:
         """Stops the collector and writes meta.json with per-thread counts and losses."""
         if self.collector is not None:
             self.meta["kernel"] = self.collector.stop()
-        chunks = raw.read_chunks(self.trace)
         self.meta["clock_pairs"] = [list(p) for p in self.clock_pairs]
-        self.meta["clock"] = "tsc" if any(c.header and c.header["clock"] == raw.CLOCK_TSC for c in chunks) else "monotonic"
-        threads, damage, helpers = [], [], []
-        for c in chunks:
+        threads, damage, helpers, tsc = [], [], [], False
+        # one chunk in memory at a time: the trace may hold far more records than memory
+        for path in raw.chunk_paths(self.trace):
+            c = raw.read_chunk(path)
+            tsc = tsc or bool(c.header and c.header["clock"] == raw.CLOCK_TSC)
             damage.extend(c.damage)
             h = c.header
             if h is None or h["source"] != raw.SOURCE_APP_THREAD:
@@ -316,6 +317,7 @@ class Session:
                     "ring_slots_self_copied": cost["ring_self_copies"],
                 }
             )
+        self.meta["clock"] = "tsc" if tsc else "monotonic"
         self.meta["threads"] = threads
         # the recorder's helper threads (one per process), measured: CPU outside the program's threads
         self.meta["recorder_helpers"] = helpers
