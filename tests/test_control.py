@@ -303,9 +303,29 @@ def test_knob_normal_exit(work, probe, knob):
     before.assert_restored()
 
 
+_WAITING: list = []
+
+
+@pytest.fixture(autouse=True)
+def _no_tune_left_running():
+    """A test that fails before it signals its waiting `oslens tune` must not leave it running,
+    holding global settings against every later test (and every other oslens run here)."""
+    yield
+    while _WAITING:
+        proc = _WAITING.pop()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # it restores what it changed
+            try:
+                proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
 def start_waiting(plan, probe):
     proc = subprocess.Popen(OSLENS + ["tune", "-q", "--plan", str(plan), "--", str(probe), *PROBE_ARGS, "wait"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _WAITING.append(proc)
     out = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
