@@ -39,32 +39,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+from oslens.phases.score import ari, parse_script as truth  # noqa: E402
+
 WORKLOAD = ROOT / "workloads" / "phases" / "phases"
 OSLENS = ROOT / ".venv" / "bin" / "oslens"
 PROJECTED_DIMS = 15
 MAX_K = 10
-
-
-def truth(stderr: str):
-    return [(p[1], int(p[2]), int(p[3])) for p in (line.split() for line in stderr.splitlines())
-            if len(p) == 4 and p[0] == "phase"]
-
-
-def ari(a, b) -> float:
-    """Adjusted Rand index of two labelings (Hubert & Arabie)."""
-    a = np.unique(np.asarray(a), return_inverse=True)[1]
-    b = np.unique(np.asarray(b), return_inverse=True)[1]
-    table = np.zeros((a.max() + 1, b.max() + 1))
-    np.add.at(table, (a, b), 1)
-
-    def comb2(x):
-        return (x * (x - 1) / 2).sum()
-
-    index = comb2(table)
-    ea, eb = comb2(table.sum(axis=1)), comb2(table.sum(axis=0))
-    expected = ea * eb / comb2(np.array([len(a)]))
-    top = (ea + eb) / 2
-    return 1.0 if top == expected else float((index - expected) / (top - expected))
 
 
 def truth_labels(script, t0: int, ms: int) -> np.ndarray:

@@ -6,7 +6,8 @@
  *   compute  floating-point loop on one thread (compute_kernel)
  *   io       4 KiB write + fdatasync to DIR/phases.dat, over and over (blocked on the disk)
  *   faults   map 32 MiB of anonymous memory, touch every page, unmap (a page-fault storm)
- *   sync     N threads take one mutex with a short critical section (lock contention)
+ *   sync     N threads take one mutex, ~20 us of work inside (lock contention; long enough that
+ *            the acquisitions, which the recorder logs, stay ~10^4/s, not a million that fill its buffer)
  *   sleep    1 ms nanosleep, over and over
  * Default script: compute:500,io:550,compute:500 (the I/O phase is ~35% of the wall time).
  * Each phase is also an oslens region named after its kind, and its begin and end are printed
@@ -96,7 +97,7 @@ __attribute__((noinline)) static void *lock_contend(void *arg) {
     (void)arg;
     while (now_ns() < sync_deadline) {
         pthread_mutex_lock(&lock);
-        for (int i = 0; i < 200; i++)
+        for (int i = 0; i < 20000; i++)
             shared_counter++;
         pthread_mutex_unlock(&lock);
     }

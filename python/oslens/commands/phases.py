@@ -106,6 +106,7 @@ def _as_json(a) -> dict:
         "weights": {k: vec.weights[k] for k in vec.used()},
         "notes": vec.notes,
         "k": a.segmentation.k,
+        "homogeneity": a.homogeneity(),
         "penalty": a.segmentation.penalty,
         "phases": tables.phases_table(a).to_pylist(),
         "segments": tables.segments_table(a).to_pylist(),
@@ -124,6 +125,10 @@ def _print(a) -> None:
     console = Console()
     console.print(f"[bold]{a.trace}[/bold]: {vec.n} intervals of {fmt_ns(vec.interval_ns)} "
                   f"({', '.join(vec.used())} vectors); {a.segmentation.k} phases")
+    h = a.homogeneity()
+    if h:
+        console.print(f"CPU utilisation within phases: coefficient of variation {h['within_cv']:.2f} "
+                      f"against {h['run_cv']:.2f} over the whole run (ratio {h['ratio']:.2f})")
     t = Table(title="Phases over time", title_justify="left", show_edge=False, header_style="bold", pad_edge=False)
     for c in ("start", "end", "phase", "kind", "share", "dominant functions"):
         t.add_column(c, justify="right" if c in ("start", "end", "share", "phase") else "left")

@@ -9,8 +9,12 @@ import numpy as np
 
 from oslens.errors import OslensError
 
-MIN_INTERVALS = 50
-MIN_SAMPLES = 20  # samples per interval on average, so a code vector is more than noise
+# At least 100 intervals: a phase must last MIN_STRETCH (3) intervals to count, and boundaries are
+# scored within one interval; with 50 (the floor) the 300 ms phases of bench/phases/truth.py
+# vanished and the run-to-run ARI fell to 0.77, with 100 it was 0.93 (docs/phases.md).
+MIN_INTERVALS = 100
+MIN_SAMPLES = 10  # samples per interval on average, so a code vector is more than noise (it is
+# scaled by CPU demand, so a thin sample still points at the right functions)
 MAX_INTERVALS = 2000  # the automatic choice; --interval may ask for more
 LIMIT_INTERVALS = 200_000  # beyond this an explicit --interval is a mistake (memory)
 NICE = (1, 2, 5)

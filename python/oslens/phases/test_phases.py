@@ -17,8 +17,9 @@ def test_overlap_matches_brute_force():
 
 def test_interval_choice():
     assert grid.choose_interval(1_000_000_000, 0) == 1_000_000  # 1000 intervals of 1 ms
-    assert grid.choose_interval(1_000_000_000, 1000) == 20_000_000  # 20 samples each -> 50 intervals
-    assert grid.choose_interval(1_000_000_000, 100) == 20_000_000  # never fewer than 50
+    assert grid.choose_interval(1_000_000_000, 1000) == 10_000_000  # 10 samples each -> 100 intervals
+    assert grid.choose_interval(10_000_000_000, 2000) == 50_000_000  # 10 samples each -> 200 intervals
+    assert grid.choose_interval(1_000_000_000, 100) == 10_000_000  # never fewer than 100
     assert grid.parse_interval("10ms") == 10_000_000 and grid.parse_interval("0.5s") == 500_000_000
     with pytest.raises(OslensError):
         grid.parse_interval("soon")
