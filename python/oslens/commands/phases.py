@@ -35,17 +35,28 @@ def _analyse(path: str | None, args):
     trace = model.find_trace(path)
     con = open_trace(trace)
     interval = grid.parse_interval(args.interval) if args.interval else None
-    return trace, analyse.analyse(con, trace, interval, vectors.parse_weights(args.weights))
+    return trace, analyse.analyse(con, trace, interval, vectors.parse_weights(args.weights)), _program_name(con)
+
+
+def _program_name(con) -> str | None:
+    """The program's main thread's name (after its exec), to tell whether two traces ran one program."""
+    from oslens.analysis import common
+
+    prog = common.program(con)
+    return prog.names.get(prog.main_tid) if prog.main_tid is not None else None
 
 
 def run(args) -> int:
     from oslens.phases import render, tables
 
-    trace, a = _analyse(args.trace, args)
+    trace, a, name = _analyse(args.trace, args)
     panels = [render.panel(a)]
     other = None
     if args.compare:
-        _other_trace, other = _analyse(args.compare, args)
+        other_trace, other, other_name = _analyse(args.compare, args)
+        if name != other_name:
+            raise OslensError(f"--compare: {trace} ran {name or 'an unknown program'} and {other_trace} ran "
+                              f"{other_name or 'an unknown program'}; compare two runs of one program", 2)
         panels.append(render.panel(other))
     for note in a.vectors.notes:
         print(f"oslens: {note}", file=sys.stderr)
@@ -127,8 +138,8 @@ def _print(a) -> None:
                   f"({', '.join(vec.used())} vectors); {a.segmentation.k} phases")
     h = a.homogeneity()
     if h:
-        console.print(f"CPU utilisation within phases: coefficient of variation {h['within_cv']:.2f} "
-                      f"against {h['run_cv']:.2f} over the whole run (ratio {h['ratio']:.2f})")
+        console.print(f"CPU utilisation within phases: coefficient of variation {h['within_cv']:.3g} "
+                      f"against {h['run_cv']:.3g} over the whole run (ratio {h['ratio']:.2f})")
     t = Table(title="Phases over time", title_justify="left", show_edge=False, header_style="bold", pad_edge=False)
     for c in ("start", "end", "phase", "kind", "share", "dominant functions"):
         t.add_column(c, justify="right" if c in ("start", "end", "share", "phase") else "left")

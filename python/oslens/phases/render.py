@@ -15,7 +15,7 @@ from oslens.phases import similarity
 PHASE_COLOURS = ["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb", "#000000"]
 
 
-def _figure(panels: list[dict]):
+def figure(panels: list[dict]):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,7 +65,7 @@ def panel(analysis, title: str | None = None) -> dict:
 
 def render(panels: list[dict], fmt: str) -> bytes:
     """The matrices drawn side by side as PNG or SVG bytes."""
-    fig, plt = _figure(panels)
+    fig, plt = figure(panels)
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=110, metadata={"Date": None} if fmt == "svg" else None)
     plt.close(fig)

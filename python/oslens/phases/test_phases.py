@@ -89,12 +89,3 @@ def test_similarity_blocks():
     x = np.arange(20, dtype=float).reshape(10, 2)
     d, per = similarity.similarity(x, max_side=4)
     assert per == 3 and d.shape == (4, 4) and d[0, 0] == 0 and d[0, 1] == 12
-
-
-def test_report_hook_embeds_the_matrix(tmp_path):
-    from oslens.phases import report_hook
-
-    assert report_hook.html_section(str(tmp_path)) == ""
-    (tmp_path / "phases.svg").write_text("<?xml version='1.0'?>\n<svg id='m'></svg>")
-    section = report_hook.html_section(str(tmp_path))
-    assert "<svg id='m'></svg>" in section and "<?xml" not in section

@@ -141,7 +141,7 @@ def render(report: Report) -> str:
         )
         if not s.available:
             parts.append(f"<p class='missing'>{_e(s.reason)}</p>")
-        svg = plots.render(report, s.plot) if s.plot and s.available else None
+        svg = s.svg or (plots.render(report, s.plot) if s.plot and s.available else None)
         if s.id == "findings":
             parts.append(_findings(report))
         if svg:
@@ -154,8 +154,5 @@ def render(report: Report) -> str:
                     continue
                 parts.append(_table(report, v))
         parts.append("</section>")
-    from oslens.phases.report_hook import html_section  # drawn by `oslens phases` (docs/phases.md)
-
-    parts.append(html_section(report.trace))
     parts.append(f"</main><script>{SCRIPT}</script></body></html>")
     return "".join(parts)

@@ -42,6 +42,7 @@ class Section:
     notes: list[str] = field(default_factory=list)
     views: list[TableView] = field(default_factory=list)
     plot: str | None = None  # name of the plot function in oslens.report.plots
+    svg: str | None = None  # a figure the section drew itself (program phases' similarity matrix)
 
 
 @dataclass
@@ -229,6 +230,12 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         ],
         plot="phases",
     ))
+    if trace:
+        from oslens.report import program_phases  # IP-sample phases, Krintz & Wolski (docs/phases.md)
+
+        found = program_phases.section(con, trace, tables)
+        if found is not None:
+            S.append(found)
     S.append(Section(
         "sync", "Locks and barriers", "Kohr et al. Table 6",
         "Waits for each synchronisation object (request to acquire): count, mean, variance, maximum, and the "

@@ -32,7 +32,7 @@ def _rich_table(report: Report, view, width: int) -> Table | None:
         # a column is never narrower than its longest word or number (fit.py): it wraps at spaces only
         t.add_column(label, justify="left" if text else "right", overflow="fold", width=w)
     for r in lay.rows:
-        t.add_row(*r)
+        t.add_row(*(Text(c) if isinstance(c, str) else c for c in r))  # '[libm.so.6]' is text, not markup
     return t
 
 
