@@ -69,9 +69,12 @@ def test_two_runs_give_the_same_phases(runs):
     assert {p["kind"] for p in ra["phases"]} == {p["kind"] for p in rb["phases"]}
 
 
-def test_the_report_runs_the_phase_analysis_itself(runs):
+def test_the_report_runs_the_phase_analysis_itself(runs, tmp_path):
     trace = runs[0][0]
-    rep = json.loads(run_oslens("report", trace, "--json", "--no-html").stdout)
+    rep = json.loads(run_oslens("report", trace, "--json", "--html", tmp_path / "r.html").stdout)
+    page = (tmp_path / "r.html").read_text()
+    body = page[page.index("<section id='program_phases'"):]
+    assert "<svg" in body[:body.index("</section>")]
     section = next(s for s in rep["sections"] if s["id"] == "program_phases")
     assert section["available"] and "5 phases" in section["notes"][0]
     rows = rep["tables"]["program_phases"]

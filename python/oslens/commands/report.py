@@ -34,12 +34,13 @@ def open_trace(path: Path):
 def run(args) -> int:
     from oslens.analysis import suite
     from oslens.report import html as html_mod
-    from oslens.report import jsonout, model, terminal
+    from oslens.report import jsonout, model, program_phases, terminal
 
     trace = model.find_trace(args.trace)
     con = open_trace(trace)
     tables = suite.run_all(con)
     rep = model.build(con, str(trace), tables)
+    program_phases.add(rep, con)  # Krintz & Wolski's phases when the trace has IP samples
     # every figure as a table: TRACE/analysis/report_<name>.parquet
     try:
         suite.write_parquet(tables, Path(trace) / "analysis")

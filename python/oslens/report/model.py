@@ -230,12 +230,6 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         ],
         plot="phases",
     ))
-    if trace:
-        from oslens.report import program_phases  # IP-sample phases, Krintz & Wolski (docs/phases.md)
-
-        found = program_phases.section(con, trace, tables)
-        if found is not None:
-            S.append(found)
     S.append(Section(
         "sync", "Locks and barriers", "Kohr et al. Table 6",
         "Waits for each synchronisation object (request to acquire): count, mean, variance, maximum, and the "

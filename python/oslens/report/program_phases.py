@@ -9,12 +9,20 @@ import pyarrow as pa
 
 from oslens.errors import OslensError
 from oslens.report.model import Column as C
-from oslens.report.model import Section, TableView
+from oslens.report.model import Report, Section, TableView
 
 TITLE, REFERENCE = "Program phases", "Krintz & Wolski, Figure 1"
 DESCRIPTION = ("The run cut into intervals, each described by the functions it ran (IP samples) and what the OS "
                "did for it (kernel events); stretches of similar intervals, and the phases that recur "
                "(`oslens phases` for options, the tables and a starting plan).")
+
+
+def add(report: Report, con) -> None:
+    """Puts the section after the region phases (Kohr et al.'s), when there is one to show."""
+    found = section(con, report.trace, report.tables)
+    if found is not None:
+        ids = [s.id for s in report.sections]
+        report.sections.insert(ids.index("phases") + 1 if "phases" in ids else len(ids), found)
 
 
 def section(con, trace: str, tables: dict[str, pa.Table]) -> Section | None:
