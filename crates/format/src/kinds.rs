@@ -95,6 +95,10 @@ pub const COUNTER_PERIODIC: u64 = 1;
 pub const COUNTER_ASKED: u64 = 2;
 pub const COUNTER_FINAL: u64 = 3;
 pub const COUNTER_RESET: u64 = 4;
+/// Uncontended lock acquisitions (the preload's default `--sync contended`): the counter is
+/// named after the lock's address ("0x…"), a = acquisitions by the recording thread since its
+/// previous such record for that lock (a delta: the lock_counts view sums them).
+pub const COUNTER_LOCK: u64 = 5;
 
 /// Manager control actions.
 pub const CONTROL_SUSPEND: u64 = 1;

@@ -8,11 +8,17 @@
 //! wrapper calls straight through.
 //!
 //! Records (kinds in crates/format/src/kinds.rs; a = object address):
-//! - mutex and rwlock: LOCK_REQUEST before the call, LOCK_ACQUIRE after it succeeded,
-//!   LOCK_RELEASE before the unlock; b = LOCK_* flag below (which call).
-//! - pthread_cond_*wait: LOCK_RELEASE of the mutex (b = FLAG_COND), COND_WAIT_ENTER (b = mutex
-//!   address), COND_WAIT_EXIT (b = the call's result), then LOCK_REQUEST + LOCK_ACQUIRE of the
-//!   mutex (b = FLAG_COND): the mutex is held again from there.
+//! - mutex and rwlock (the try call first, so contention costs no clock read):
+//!   - uncontended: counted per thread and object (counts.rs: COUNTER records, b =
+//!     COUNTER_LOCK, flushed in batches) by default; with OSLENS_SYNC=all (`--sync all`)
+//!     LOCK_REQUEST + LOCK_ACQUIRE with one timestamp (osl_record_pair: its wait is 0) and a
+//!     LOCK_RELEASE before the unlock;
+//!   - contended: LOCK_REQUEST before the blocking call, LOCK_ACQUIRE after it succeeded,
+//!     LOCK_RELEASE before the unlock; b = LOCK_* flag below (which call).
+//! - pthread_cond_*wait: LOCK_RELEASE of the mutex (b = FLAG_COND) where its hold was
+//!   recorded, COND_WAIT_ENTER (b = mutex address), COND_WAIT_EXIT (b = the call's result),
+//!   then LOCK_REQUEST + LOCK_ACQUIRE of the mutex with one timestamp (b = FLAG_COND: that wait
+//!   is the condition wait's): the mutex is held again from there, and its release is recorded.
 //! - pthread_cond_signal / broadcast: COND_SIGNAL, b = 0 / 1.
 //! - pthread_barrier_wait: BARRIER_ENTER, BARRIER_EXIT (b = 1 for the serial thread).
 //! - sem_wait / timedwait / trywait / post: SEM_WAIT_ENTER, SEM_WAIT_EXIT (b = 0 or errno), SEM_POST.
@@ -30,15 +36,19 @@
 use oslens_format::kinds;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+mod counts;
 use std::sync::OnceLock;
 
 type RecordFn = unsafe extern "C" fn(u8, u32, u64, u64);
 type DefineFn = unsafe extern "C" fn(u64, *const c_char) -> u32;
+type PairFn = unsafe extern "C" fn(u8, u8, u32, u64, u64);
 
 /// 0 = not looked up yet, 1 = no recorder in the process, else the function.
 static RECORD: AtomicUsize = AtomicUsize::new(0);
 static DEFINE: AtomicUsize = AtomicUsize::new(0);
+static PAIR: AtomicUsize = AtomicUsize::new(0);
 /// Load address of liboslens.so: threads it starts itself (helpers) are not the program's.
 static RECORDER_BASE: AtomicUsize = AtomicUsize::new(0);
 
@@ -61,6 +71,10 @@ fn resolve_recorder() -> usize {
     }
     // SAFETY: plain dlsym lookups of C symbols.
     let (rec, def) = unsafe { (libc::dlsym(libc::RTLD_DEFAULT, c"osl_record_raw".as_ptr()), libc::dlsym(libc::RTLD_DEFAULT, c"osl_define_name".as_ptr())) };
+    // SAFETY: a plain dlsym lookup.
+    let pair = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"osl_record_pair".as_ptr()) };
+    PAIR.store(pair as usize, Relaxed);
+    SYNC_ALL.store(std::env::var_os("OSLENS_SYNC").is_some_and(|v| v == "all"), Relaxed);
     DEFINE.store(if def.is_null() { 1 } else { def as usize }, Relaxed);
     let r = if rec.is_null() { 1 } else { rec as usize };
     if !rec.is_null() {
@@ -84,7 +98,7 @@ fn object_base(p: *const c_void) -> usize {
 }
 
 #[inline(always)]
-fn rec(kind: u8, id: u32, a: u64, b: u64) {
+pub(crate) fn rec(kind: u8, id: u32, a: u64, b: u64) {
     let mut f = RECORD.load(Relaxed);
     if f == 0 {
         f = resolve_recorder();
@@ -102,7 +116,25 @@ fn rec(kind: u8, id: u32, a: u64, b: u64) {
     });
 }
 
-fn define_name(class: u64, name: *const c_char) -> u32 {
+/// A lock request and its acquisition with one timestamp: the lock was free, its wait is 0.
+fn rec_free_acquire(a: u64, flag: u64) {
+    let f = PAIR.load(Relaxed);
+    if f == 0 {
+        rec(kinds::LOCK_REQUEST, 0, a, flag);
+        rec(kinds::LOCK_ACQUIRE, 0, a, flag);
+        return;
+    }
+    let _ = IN_RECORDER.try_with(|busy| {
+        if busy.replace(true) {
+            return;
+        }
+        // SAFETY: f is osl_record_pair from liboslens.
+        unsafe { std::mem::transmute::<usize, PairFn>(f)(kinds::LOCK_REQUEST, kinds::LOCK_ACQUIRE, 0, a, flag) };
+        busy.set(false);
+    });
+}
+
+pub(crate) fn define_name(class: u64, name: *const c_char) -> u32 {
     if RECORD.load(Relaxed) == 0 {
         resolve_recorder();
     }
@@ -173,24 +205,93 @@ type P = *mut c_void;
 
 // ---- mutexes and rwlocks ----
 
+/// The lock wrappers' mode, from OSLENS_SYNC when the recorder was looked up.
+const OFF: u8 = 0;
+const CONTENDED: u8 = 1;
+const ALL: u8 = 2;
+static SYNC_ALL: AtomicBool = AtomicBool::new(false);
+
+#[inline(always)]
+fn mode() -> u8 {
+    let mut f = RECORD.load(Relaxed);
+    if f == 0 {
+        f = resolve_recorder();
+    }
+    if f == 1 || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) {
+        OFF
+    } else if SYNC_ALL.load(Relaxed) {
+        ALL
+    } else {
+        CONTENDED
+    }
+}
+
+/// One acquisition: the try call first, so contention is known without a clock read. An
+/// uncontended one is counted (`--sync contended`) or recorded as request and acquire with one
+/// timestamp, its wait 0 (`--sync all`); a contended one is recorded as request, then acquire once the blocking call
+/// returns.
+#[inline(always)]
+unsafe fn acquire(a: u64, flag: u64, try_once: impl FnOnce() -> c_int, block: impl FnOnce() -> c_int, acquired: fn(c_int) -> bool) -> c_int {
+    let m = mode();
+    if m == OFF {
+        return block();
+    }
+    let r = try_once();
+    if acquired(r) {
+        if m == ALL {
+            rec_free_acquire(a, flag);
+        } else {
+            counts::count(a);
+        }
+        return r;
+    }
+    counts::before_blocking();
+    rec(kinds::LOCK_REQUEST, 0, a, flag);
+    let r = block();
+    if acquired(r) {
+        rec(kinds::LOCK_ACQUIRE, 0, a, flag);
+        if m == CONTENDED {
+            counts::hold_recorded(a);
+        }
+    }
+    r
+}
+
+/// Records a release where its acquisition was recorded (every one with `--sync all`).
+#[inline(always)]
+fn release(a: u64, flag: u64) {
+    match mode() {
+        ALL => rec(kinds::LOCK_RELEASE, 0, a, flag),
+        CONTENDED if counts::release_recorded(a) => rec(kinds::LOCK_RELEASE, 0, a, flag),
+        _ => {}
+    }
+}
+
+fn mutex_acquired(r: c_int) -> bool {
+    r == 0 || r == libc::EOWNERDEAD
+}
+
+fn rwlock_acquired(r: c_int) -> bool {
+    r == 0
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_lock(m: P) -> c_int {
     let real = real!(c"pthread_mutex_lock" => fn(P) -> c_int);
-    rec(kinds::LOCK_REQUEST, 0, m as u64, FLAG_LOCK);
-    let r = real(m);
-    if r == 0 || r == libc::EOWNERDEAD {
-        rec(kinds::LOCK_ACQUIRE, 0, m as u64, FLAG_LOCK);
-    }
-    r
+    let try_real = real!(c"pthread_mutex_trylock" => fn(P) -> c_int);
+    acquire(m as u64, FLAG_LOCK, || try_real(m), || real(m), mutex_acquired)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: P) -> c_int {
     let real = real!(c"pthread_mutex_trylock" => fn(P) -> c_int);
     let r = real(m);
-    if r == 0 || r == libc::EOWNERDEAD {
-        rec(kinds::LOCK_REQUEST, 0, m as u64, FLAG_TRYLOCK);
-        rec(kinds::LOCK_ACQUIRE, 0, m as u64, FLAG_TRYLOCK);
+    if mutex_acquired(r) {
+        match mode() {
+            ALL => rec_free_acquire(m as u64, FLAG_TRYLOCK),
+            CONTENDED => counts::count(m as u64),
+            _ => {}
+        }
     }
     r
 }
@@ -198,60 +299,54 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: P) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_timedlock(m: P, t: P) -> c_int {
     let real = real!(c"pthread_mutex_timedlock" => fn(P, P) -> c_int);
-    rec(kinds::LOCK_REQUEST, 0, m as u64, FLAG_TIMEDLOCK);
-    let r = real(m, t);
-    if r == 0 || r == libc::EOWNERDEAD {
-        rec(kinds::LOCK_ACQUIRE, 0, m as u64, FLAG_TIMEDLOCK);
-    }
-    r
+    let try_real = real!(c"pthread_mutex_trylock" => fn(P) -> c_int);
+    acquire(m as u64, FLAG_TIMEDLOCK, || try_real(m), || real(m, t), mutex_acquired)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: P) -> c_int {
     let real = real!(c"pthread_mutex_unlock" => fn(P) -> c_int);
     // Before the unlock, so the release precedes the next owner's acquire in time.
-    rec(kinds::LOCK_RELEASE, 0, m as u64, FLAG_LOCK);
+    release(m as u64, FLAG_LOCK);
     real(m)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_rdlock(l: P) -> c_int {
     let real = real!(c"pthread_rwlock_rdlock" => fn(P) -> c_int);
-    rec(kinds::LOCK_REQUEST, 0, l as u64, FLAG_RDLOCK);
-    let r = real(l);
-    if r == 0 {
-        rec(kinds::LOCK_ACQUIRE, 0, l as u64, FLAG_RDLOCK);
-    }
-    r
+    let try_real = real!(c"pthread_rwlock_tryrdlock" => fn(P) -> c_int);
+    acquire(l as u64, FLAG_RDLOCK, || try_real(l), || real(l), rwlock_acquired)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_wrlock(l: P) -> c_int {
     let real = real!(c"pthread_rwlock_wrlock" => fn(P) -> c_int);
-    rec(kinds::LOCK_REQUEST, 0, l as u64, FLAG_WRLOCK);
-    let r = real(l);
-    if r == 0 {
-        rec(kinds::LOCK_ACQUIRE, 0, l as u64, FLAG_WRLOCK);
-    }
-    r
+    let try_real = real!(c"pthread_rwlock_trywrlock" => fn(P) -> c_int);
+    acquire(l as u64, FLAG_WRLOCK, || try_real(l), || real(l), rwlock_acquired)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: P) -> c_int {
     let real = real!(c"pthread_rwlock_unlock" => fn(P) -> c_int);
-    rec(kinds::LOCK_RELEASE, 0, l as u64, FLAG_RDLOCK);
+    release(l as u64, FLAG_RDLOCK);
     real(l)
 }
 
 // ---- condition variables ----
 
+/// The mutex is released around the wait and held again after it: recorded as a release where
+/// its hold was recorded, and as an acquisition of wait 0 (its wait is part of the condition
+/// wait's), whose hold is recorded in either mode.
 unsafe fn cond_wait_with(c: P, m: P, call: impl FnOnce() -> c_int) -> c_int {
-    rec(kinds::LOCK_RELEASE, 0, m as u64, FLAG_COND);
+    counts::before_blocking();
+    release(m as u64, FLAG_COND);
     rec(kinds::COND_WAIT_ENTER, 0, c as u64, m as u64);
     let r = call();
     rec(kinds::COND_WAIT_EXIT, 0, c as u64, r as u64);
-    rec(kinds::LOCK_REQUEST, 0, m as u64, FLAG_COND);
-    rec(kinds::LOCK_ACQUIRE, 0, m as u64, FLAG_COND);
+    if mode() != OFF {
+        rec_free_acquire(m as u64, FLAG_COND);
+        counts::hold_recorded(m as u64);
+    }
     r
 }
 
@@ -292,6 +387,7 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: P) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn pthread_barrier_wait(b: P) -> c_int {
     let real = real!(c"pthread_barrier_wait" => fn(P) -> c_int);
+    counts::before_blocking();
     rec(kinds::BARRIER_ENTER, 0, b as u64, 0);
     let r = real(b);
     rec(kinds::BARRIER_EXIT, 0, b as u64, (r == libc::PTHREAD_BARRIER_SERIAL_THREAD) as u64);
@@ -299,6 +395,7 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: P) -> c_int {
 }
 
 unsafe fn sem_wait_with(s: P, call: impl FnOnce() -> c_int) -> c_int {
+    counts::before_blocking();
     rec(kinds::SEM_WAIT_ENTER, 0, s as u64, 0);
     let r = call();
     let err = if r == 0 { 0 } else { errno() };
@@ -386,6 +483,7 @@ pub unsafe extern "C" fn pthread_create(t: *mut libc::pthread_t, attr: P, f: Sta
 #[no_mangle]
 pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut P) -> c_int {
     let real = real!(c"pthread_join" => fn(libc::pthread_t, *mut P) -> c_int);
+    counts::before_blocking();
     rec(kinds::THREAD_JOIN_ENTER, 0, t as u64, 0);
     let r = real(t, ret);
     rec(kinds::THREAD_JOIN_EXIT, 0, t as u64, r as u64);
@@ -399,6 +497,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     let real = real!(c"fork" => fn() -> libc::pid_t);
     let pid = real();
     if pid == 0 {
+        counts::after_fork_child();
         rec(kinds::PROCESS_FORK, 0, 0, libc::getppid() as u64);
     } else if pid > 0 {
         rec(kinds::PROCESS_FORK, 0, pid as u64, 0);
@@ -486,6 +585,7 @@ unsafe fn fix_env(envp: Argv) -> Argv {
 }
 
 fn record_exec(path: *const c_char) -> u32 {
+    counts::flush_all();
     let id = define_name(kinds::NAME_COMMAND, path);
     rec(kinds::PROCESS_EXEC, id, 0, 0);
     id
@@ -573,8 +673,13 @@ pub unsafe extern "C" fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char
 #[no_mangle]
 pub unsafe extern "C" fn exit(status: c_int) -> ! {
     let real = real!(c"exit" => fn(c_int) -> !);
+    counts::flush_all();
     rec(kinds::PROCESS_EXIT, 0, status as u64, 0);
     real(status)
+}
+
+extern "C" fn flush_counts_at_exit() {
+    counts::flush_all();
 }
 
 #[used]
@@ -583,8 +688,10 @@ static CONSTRUCTOR: extern "C" fn() = {
     extern "C" fn constructor() {
         // Capture the environment to restore before the program can change it.
         keep();
-        if RECORD.load(Relaxed) == 0 {
-            resolve_recorder();
+        if RECORD.load(Relaxed) == 0 && resolve_recorder() != 1 {
+            // a return from main exits through glibc's own exit call, not the wrapper
+            // SAFETY: registering a plain function.
+            unsafe { libc::atexit(flush_counts_at_exit) };
         }
     }
     constructor

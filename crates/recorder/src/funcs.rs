@@ -78,6 +78,22 @@ pub extern "C" fn osl_define_name(class: u64, name: *const c_char) -> u32 {
     crate::name_id(class, &name)
 }
 
+/// Records two records of one object with one timestamp, both or neither (a full buffer):
+/// the preload's lock request and acquire where the lock was free (its wait is exactly 0,
+/// docs/recorder.md "Locks").
+#[no_mangle]
+pub extern "C" fn osl_record_pair(first: u8, second: u8, id: u32, a: u64, b: u64) {
+    if active() {
+        if let Some(t) = crate::thread::current() {
+            if t.take_slots(2) {
+                let (now, cpu) = (clock::now(), clock::cpu());
+                t.chunk.push(oslens_format::record::Record::new(now, id, cpu, first, a, b));
+                t.chunk.push(oslens_format::record::Record::new(now, id, cpu, second, a, b));
+            }
+        }
+    }
+}
+
 /// Records a function entry or exit by name id: for callers that know the name when recording
 /// (the Python tracer). id = a = the NAME_FUNCTION id, b = 0 (no call site: how the importer
 /// tells these from native addresses). `exit` = 0 entry, 1 exit.

@@ -5,6 +5,10 @@ to release, where recorded), and how much of the wait coincided with a program t
 preempted (runnable but off its CPU) - the sign that the wait is caused by the scheduler rather
 than by the program's own load balance.
 
+Lock acquisitions counted rather than recorded (the default `--sync contended` counts the
+uncontended ones: table lock_counts) are in `count` with a wait of 0, so the count, mean,
+variance and maximum are those of every acquisition, as with `--sync all`.
+
 Rows whose object is '(all)' summarise a kind over all its objects, as the paper's table does;
 they come first, then every object by total wait, largest first.
 """
@@ -46,8 +50,18 @@ def preempted_union(con, prog=None) -> tuple[np.ndarray, np.ndarray]:
     return common.merge_intervals(np.concatenate(ss), np.concatenate(ee))
 
 
+def uncounted_rows(con) -> list[tuple]:
+    """(object, tid, count) of the uncontended lock acquisitions counted rather than recorded
+    (`--sync contended`, the lock_counts table); their wait is 0 by construction."""
+    try:
+        return con.execute("SELECT object, tid, sum(count)::BIGINT FROM lock_counts GROUP BY ALL").fetchall()
+    except Exception:  # a trace without counters (no application side)
+        return []
+
+
 def sync_summary(con) -> pa.Table:
-    if not common.row_count(con, "sync"):
+    counted = uncounted_rows(con)
+    if not common.row_count(con, "sync") and not counted:
         return common.empty_table(SCHEMA)
     prog = common.program(con)
     rows = con.execute(
@@ -64,23 +78,35 @@ def sync_summary(con) -> pa.Table:
     pu_s, pu_e = preempted_union(con, prog)
     pre = common.overlap_each(req, np.maximum(acq, req), pu_s, pu_e)
     hold = np.where(rel >= 0, rel - acq, -1)
+    # counted acquisitions per mutex object: (number, threads)
+    zeros: dict[str, list] = {}
+    for obj, tid, n in counted:
+        z = zeros.setdefault(obj, [0, set()])
+        z[0] += int(n)
+        z[1].add(int(tid))
 
     def summarize(kind, obj, m):
+        extra = [zeros[o] for o in zeros if kind == "mutex" and obj in ("(all)", o)]
+        n0 = sum(z[0] for z in extra)
         w = wait[m].astype(np.float64)
+        n = int(m.sum()) + n0
         h = hold[m]
         h = h[h >= 0]
         tot = int(wait[m].sum())
         p = int(pre[m].sum())
+        mean = tot / n
+        # a counted acquisition waited 0: it adds to the count and to the squared deviations
+        var = (float(((w - mean) ** 2).sum()) + n0 * mean * mean) / n
         return {
             "kind": kind,
             "object": obj,
-            "count": int(m.sum()),
-            "threads": len(set(tids[m].tolist())),
+            "count": n,
+            "threads": len(set(tids[m].tolist()).union(*(z[1] for z in extra))),
             "wait_total_ns": tot,
-            "wait_mean_ns": float(w.mean()),
-            "wait_var_ns2": float(w.var()),
-            "wait_sd_ns": float(w.std()),
-            "wait_max_ns": int(wait[m].max()),
+            "wait_mean_ns": mean,
+            "wait_var_ns2": var,
+            "wait_sd_ns": float(np.sqrt(var)),
+            "wait_max_ns": int(wait[m].max()) if m.any() else 0,
             "hold_mean_ns": float(h.mean()) if len(h) else None,
             "wait_preempted_ns": p,
             "preempted_share": (p / tot) if tot else 0.0,
@@ -89,9 +115,10 @@ def sync_summary(con) -> pa.Table:
     # each kind's '(all)' row, then every object of every kind by total wait: the ones that
     # matter first, whatever their kind (a report shows the top N)
     totals, obj_rows = [], []
-    for kind in sorted(set(kinds.tolist())):
+    for kind in sorted(set(kinds.tolist()) | ({"mutex"} if zeros else set())):
         mk = kinds == kind
         totals.append(summarize(kind, "(all)", mk))
-        obj_rows += [summarize(kind, o, mk & (objs == o)) for o in sorted(set(objs[mk].tolist()))]
+        objects = set(objs[mk].tolist()) | (set(zeros) if kind == "mutex" else set())
+        obj_rows += [summarize(kind, o, mk & (objs == o)) for o in sorted(objects)]
     obj_rows.sort(key=lambda r: (-r["wait_total_ns"], r["kind"], r["object"]))
     return common.from_rows(totals + obj_rows, SCHEMA)

@@ -154,6 +154,10 @@ def environment(env: dict, options: dict) -> dict:
             ours = [str(rec), str(lib)]
             theirs = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e not in ours]
             env["LD_PRELOAD"] = " ".join(ours + theirs)
+            # read by liboslens_preload: every lock acquisition recorded, not only contended ones
+            env.pop("OSLENS_SYNC", None)
+            if options.get("sync") == "all":
+                env["OSLENS_SYNC"] = "all"
     pattern = options.get("trace_python")
     if pattern:
         env["OSLENS_PYTHON_FILTER"] = pattern

@@ -17,6 +17,18 @@ def add_arguments(parser):
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _require_every_acquisition(con, trace) -> None:
+    """The sync order needs every lock acquisition: a trace recorded with `--sync contended`
+    (the default) holds only the contended ones, so its order would differ by chance."""
+    from oslens.errors import OslensError
+
+    row = con.execute("SELECT value FROM meta WHERE key = 'settings.sync'").fetchone()
+    if row and row[0] != "all":
+        raise OslensError(f"{trace} was recorded with --sync {row[0]}: it holds only contended lock acquisitions, "
+                          f"and compare-order needs every one; record both traces with 'oslens record --sync all' "
+                          f"(or compare --include regions,events,timers)", 2)
+
+
 def run(args):
     from oslens.calibrate import order
     from oslens.capture import raw
@@ -32,6 +44,8 @@ def run(args):
         trace = raw.require_trace_dir(t)
         con = open_trace(trace, quiet=True)
         try:
+            if "sync" in groups:
+                _require_every_acquisition(con, t)
             seqs.append(order.sequences(con, groups))
         finally:
             con.close()

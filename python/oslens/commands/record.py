@@ -32,6 +32,8 @@ def add_arguments(parser):
     parser.add_argument("--counter-period-us", type=_options.positive_int, help="record counter values at most this often (default 1000)")
     parser.add_argument("--preload", dest="preload", action="store_true", default=None, help="trace pthread locks, barriers, condition variables, fork and exec through LD_PRELOAD (default for dynamically linked programs)")
     parser.add_argument("--no-preload", dest="preload", action="store_false", help="do not preload the synchronisation wrappers")
+    parser.add_argument("--sync", choices=["contended", "all"], default="contended",
+                        help="lock acquisitions recorded one by one: contended ones (default; uncontended ones are counted per thread and lock, table lock_counts) or all (needed by compare-order)")
     parser.add_argument("--trace-python", metavar="FILTER", help="trace Python function calls whose qualified name matches FILTER (a glob; '*' for all)")
     parser.add_argument("--in-vivo", type=_options.positive_int, metavar="N", help="run N times with and N times without instrumentation (alternating) and report the in-vivo cost per event next to the in-vitro one")
     parser.add_argument("--func-filter", metavar="GLOBS", help="keep only functions matching these comma-separated globs (!GLOB excludes) from -finstrument-functions builds")
@@ -61,6 +63,7 @@ def run(args):
         "counter_period_us": args.counter_period_us,
         "prepare_buffers": 1 if args.prepare_buffers else None,
         "preload": args.preload,
+        "sync": args.sync,
         "trace_python": args.trace_python,
         "func_filter": args.func_filter,
         "func_min_ns": args.func_min_ns,

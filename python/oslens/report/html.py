@@ -107,6 +107,7 @@ def _header(report: Report) -> str:
         ("program", f"pid {', '.join(map(str, h['program_pids'])) or '-'}, {h['threads']} thread(s)"),
         ("wall time", common.fmt_ns(h["wall_ns"]) + (f" (incomplete trace: {h['incomplete']})" if h.get("incomplete") else "")),
         ("program ended", h.get("exit") or "n/a (not recorded)"),
+        ("locks", h.get("sync_mode") or "-"),
         ("cross-check with the kernel", h.get("crosscheck") or "n/a (no rusage kept, or no kernel events)"),
         ("program CPUs", ", ".join(map(str, h["cpus"])) or "-"),
         ("kernel events", "yes" + (f" ({ks['collector']})" if ks.get("collector") else "") if ks["scheduling"]

@@ -133,8 +133,17 @@ def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> d
         "lost_records": lost,
         # why the trace stops early (oslens record was killed), or None (store.salvage)
         "incomplete": m.get("trace.incomplete") or None,
+        "sync_mode": sync_mode_line(m),
         "meta": m,
     }
+
+
+def sync_mode_line(m: dict) -> str:
+    """Which lock acquisitions the trace holds one by one (`oslens record --sync`)."""
+    mode = m.get("settings.sync")
+    if mode == "contended":
+        return "--sync contended: contended lock acquisitions recorded one by one, uncontended ones counted per lock (wait 0)"
+    return "--sync all: every lock acquisition recorded" if mode == "all" else "every lock acquisition recorded (recorded before --sync existed)"
 
 
 def crosscheck_line(con, m: dict, table: pa.Table | None = None) -> str | None:

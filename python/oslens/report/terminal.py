@@ -54,6 +54,8 @@ def render(report: Report, console: Console | None = None) -> None:
         head.append(f"kernel events: no — {ks['reason']}", style="yellow")
     if h.get("exit"):
         head.append(f"\nprogram ended: {h['exit']}")
+    if h.get("sync_mode"):
+        head.append(f"\nlocks: {h['sync_mode']}")
     if h.get("crosscheck"):
         head.append(f"\ncross-check: {h['crosscheck']}", style="red" if h["crosscheck"].startswith("DISAGREES") else None)
     cost = model.recorder_cost_line(h)

@@ -55,7 +55,19 @@ def open_trace(trace, quiet: bool = False):
                     if not name.startswith("_"):
                         con.register(f"_arrow_{name}", table)
                         con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "_arrow_{name}"')
+                _derived_views(con)
                 return con
     for name, path in table_paths(trace).items():
         con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({_sql_string(str(path.resolve()))})')
+    _derived_views(con)
     return con
+
+
+def _derived_views(con) -> None:
+    """Tables that are a query over others: lock_counts sums the preload's per-thread counts of
+    uncontended lock acquisitions (counters rows of reason 'lock'; docs/trace-schema.md)."""
+    names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    if "counters" in names and "lock_counts" not in names:
+        con.execute("""CREATE VIEW lock_counts AS
+            SELECT pid, tid, 'mutex' AS kind, name AS object, sum(value)::BIGINT AS count, count(*)::BIGINT AS records
+            FROM counters WHERE reason = 'lock' GROUP BY pid, tid, name""")

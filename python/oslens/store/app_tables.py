@@ -38,7 +38,7 @@ for _k, _c in {raw.REGION_BEGIN: 5, raw.REGION_END: 5, raw.COUNTER: 3, raw.TIMER
 for _k in SYNC_KINDS:
     CLASS_OF_KIND[_k] = NAME_ANY
 
-COUNTER_REASONS = {1: "periodic", 2: "asked", 3: "final", 4: "reset"}
+COUNTER_REASONS = {1: "periodic", 2: "asked", 3: "final", 4: "reset", 5: "lock"}  # 5: uncontended lock acquisitions (lock_counts)
 PAUSE_REASONS = {1: "new chunk", 2: "flush", 3: "prepare buffer", 4: "copy out"}
 KIND_NAMES = [_native.kind_name(k) if k else "empty" for k in range(256)]
 
