@@ -51,7 +51,7 @@ def cbuild(tmp_path_factory):
 
 @pytest.mark.parametrize("threads,iters,barriers", [(1, 50, 3), (4, 200, 5)])
 def test_unmodified_pthread_program_exact_sync_counts(tmp_path, cbuild, threads, iters, barriers):
-    trace, proc = record(tmp_path, cbuild["sync"], threads, iters, barriers)
+    trace, proc = record(tmp_path, cbuild["sync"], threads, iters, barriers, extra=("--sync", "all"))
     expected = json.loads(proc.stdout)
     got = kinds_of(dump(trace))
     assert got["lock_acquire"] == expected["lock_acquire"] == threads * (iters + 1)
@@ -74,7 +74,7 @@ def test_unmodified_pthread_program_exact_sync_counts(tmp_path, cbuild, threads,
 
 
 def test_condition_variable_waits_keep_lock_accounting_balanced(tmp_path, cbuild):
-    trace, proc = record(tmp_path, cbuild["sync"], "cond", 300)
+    trace, proc = record(tmp_path, cbuild["sync"], "cond", 300, extra=("--sync", "all"))
     assert json.loads(proc.stdout) == {"cond_signal": 300, "consumed": 300}
     records = dump(trace)
     got = kinds_of(records)
@@ -96,7 +96,7 @@ def test_no_preload_records_no_sync(tmp_path, cbuild):
 
 
 def test_forked_child_is_traced(tmp_path, cbuild):
-    trace, proc = record(tmp_path, cbuild["sync"], "fork")
+    trace, proc = record(tmp_path, cbuild["sync"], "fork", extra=("--sync", "all"))
     child = json.loads(proc.stdout)["child"]
     records = dump(trace)
     assert kinds_of(records, pid=child)["lock_acquire"] == 1
@@ -110,7 +110,7 @@ def test_shell_script_running_two_programs_traces_both(tmp_path, cbuild):
     # OSLENS_TRACE and LD_PRELOAD back.
     script.write_text(f"#!/bin/sh\n{cbuild['sync']} 2 7 2 > /dev/null\nenv -i {cbuild['calls']} > /dev/null\necho done\n")
     script.chmod(0o755)
-    trace, proc = record(tmp_path, script)
+    trace, proc = record(tmp_path, script, extra=("--sync", "all"))
     assert "done" in proc.stdout
     records = dump(trace)
     sync_pids = {r["pid"] for r in records if r["kind"] == "lock_acquire"}

@@ -277,7 +277,7 @@ def test_compare_order_same_for_two_water_runs(tmp_path):
     traces = []
     for i in range(2):
         t = tmp_path / f"water{i}"
-        run_oslens("record", "--no-kernel", "-o", t, "--", WATER, "--threads", "2", "--steps", "2",
+        run_oslens("record", "--no-kernel", "--sync", "all", "-o", t, "--", WATER, "--threads", "2", "--steps", "2",
                    "--molecules", "64")
         traces.append(t)
     proc = run_oslens("compare-order", *traces)
