@@ -154,7 +154,7 @@ def timeline(con) -> Timeline:
         lane.add(b, e, f"{rw or '?'} {nbytes} B" + (f" (tid {tid})" if tid else ""))
     cur = None
     for pid, name, ts, value in _rows(con, "counters",
-                                      "SELECT pid, name, ts, value FROM counters ORDER BY pid, name, ts"):
+                                      "SELECT pid, name, ts, value FROM counters WHERE reason IS DISTINCT FROM 'lock' ORDER BY pid, name, ts"):
         if cur is None or (cur.pid, cur.name) != (pid, name):
             cur = CounterTrack(pid, name or "?")
             tl.counters.append(cur)
