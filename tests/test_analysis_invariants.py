@@ -100,7 +100,7 @@ def _program(name, tmp: Path):
     if name == "locks_tiny_buffer":
         _need("sysbench")
         return ["sysbench", "mutex", "--threads=2", "--mutex-num=1", "--mutex-locks=20000", "--mutex-loops=0", "run"], \
-            ["--buffer-mb", "1"]
+            ["--buffer-mb", "1", "--sync", "all"]  # fills the buffer with every acquisition
     if name == "launcher":
         return ["sh", "-c", "exit 7"], []
     if name == "time_child":

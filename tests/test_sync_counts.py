@@ -106,10 +106,12 @@ def _state(pid):
         return None
 
 
-@pytest.mark.parametrize("how,n,want", [("block", 10_000, 10_000), ("sleep", 10_000, 2 * FLUSH_EVERY)])
+@pytest.mark.parametrize("how,n,want", [("block", 10_000, 10_000), ("sleep", 10_000, 2 * FLUSH_EVERY),
+                                        ("lock", 10_000, 10_001)])  # + the main thread taking the lock the other waits for
 def test_sigkill_loses_only_the_counts_since_the_last_flush(tmp_path, program, how, n, want):
     """A thread blocked in a wrapped wait has flushed every count; one killed while running
-    loses those since its last flush (every FLUSH_EVERY acquisitions): here n mod FLUSH_EVERY."""
+    loses those since its last flush (every FLUSH_EVERY acquisitions): here n mod FLUSH_EVERY.
+    A thread killed asleep in a contended lock leaves its wait censored: no acquire, and marked."""
     trace = tmp_path / "t"
     rec = subprocess.Popen([*OSLENS, "record", "--no-kernel", "-f", "-o", str(trace), "--", str(program), "kill", str(n), how],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -131,8 +133,10 @@ def test_sigkill_loses_only_the_counts_since_the_last_flush(tmp_path, program, h
 
     con = oslens.open(trace)
     counted = con.execute("SELECT coalesce(sum(count), 0) FROM lock_counts").fetchone()[0]
+    waits = con.execute("SELECT acquire_ns IS NULL, wait_censored FROM sync WHERE kind = 'mutex'").fetchall()
     con.close()
     assert counted == want
+    assert waits == ([(True, True)] if how == "lock" else [])
 
 
 def test_compare_order_refuses_a_trace_without_every_acquisition(tmp_path, program):

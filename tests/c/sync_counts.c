@@ -3,7 +3,8 @@
  *                           acquisition that is contended for certain (the main thread holds the
  *                           lock until the other thread sleeps in it); prints the counts as JSON
  *   sync_counts kill N how  N uncontended acquisitions, then "ready" on stdout and waits to be
- *                           killed: how = block (in sem_wait, a wrapped wait) or sleep (nanosleep) */
+ *                           killed: how = block (in sem_wait, a wrapped wait), sleep (nanosleep),
+ *                           or lock (block, and another thread asleep in a contended lock) */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -62,10 +63,24 @@ static void plain(void) {
     printf("{\"a\": 5000, \"b\": 7, \"rw\": 24, \"d\": 5, \"c\": 2, \"c_contended\": 1}\n");
 }
 
+static void *stuck(void *arg) {
+    (void)arg;
+    waiter_tid = (pid_t)syscall(SYS_gettid);
+    pthread_mutex_lock(&c); /* held by the main thread until the kill */
+    return NULL;
+}
+
 static void kill_me(long n, const char *how) {
     sem_t never;
     sem_init(&never, 0, 0);
     for (long i = 0; i < n; i++) { pthread_mutex_lock(&a); pthread_mutex_unlock(&a); }
+    if (strcmp(how, "lock") == 0) {
+        pthread_t t;
+        pthread_mutex_lock(&c);
+        pthread_create(&t, NULL, stuck, NULL);
+        while (!waiter_tid || !sleeping(waiter_tid)) usleep(1000);
+        how = "block";
+    }
     printf("ready\n");
     fflush(stdout);
     if (strcmp(how, "block") == 0) sem_wait(&never);
@@ -75,6 +90,6 @@ static void kill_me(long n, const char *how) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "plain") == 0) plain();
     else if (argc >= 4 && strcmp(argv[1], "kill") == 0) kill_me(atol(argv[2]), argv[3]);
-    else { fprintf(stderr, "usage: sync_counts plain | kill N block|sleep\n"); return 2; }
+    else { fprintf(stderr, "usage: sync_counts plain | kill N block|sleep|lock\n"); return 2; }
     return 0;
 }

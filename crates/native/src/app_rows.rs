@@ -1994,6 +1994,8 @@ struct SyncPage {
     kind: Vec<u32>,
     object: Vec<u32>,
     valid: [Vec<u8>; 2],
+    /// wait_censored's bits
+    censored: Vec<u8>,
     tmp: SyncPart,
 }
 
@@ -2041,6 +2043,19 @@ impl SyncPage {
         found
     }
 
+    /// wait_censored of rows a..b of `p`: the wait has no end recorded and is the thread's last
+    /// record (`last[g]`, its records' latest time): the thread was killed waiting, or its
+    /// recorder dropped the rest (buffer full), so the wait lasted at least until the trace
+    /// stops knowing the thread (docs/trace-schema.md, sync).
+    fn censored(&mut self, p: &SyncPart, a: usize, b: usize, last: &[i64]) {
+        self.censored.clear();
+        self.censored.resize((b - a).div_ceil(8), 0);
+        for i in a..b {
+            let open = p.acquire_ok[i] == 0 && p.request[i] >= last[p.g[i] as usize];
+            self.censored[(i - a) >> 3] |= (open as u8) << ((i - a) & 7);
+        }
+    }
+
     /// The validity bitmaps of rows a..b of `p` (acquire, release) where `nullable`.
     fn validity(&mut self, p: &SyncPart, a: usize, b: usize, nullable: [bool; 2]) {
         for ((bits, ok), n) in self.valid.iter_mut().zip([&p.acquire_ok, &p.release_ok]).zip(nullable) {
@@ -2076,6 +2091,7 @@ fn sync_columns<'a>(p: &'a SyncPart, a: usize, b: usize, sd: &'a SyncDicts, dict
         Column { validity: validity(0), ..i64_col("acquire_ns", &p.acquire[a..b], false, true) },
         Column { validity: validity(1), ..i64_col("release_ns", &p.release[a..b], false, true) },
         plain_col("address", parquet::INT64, Some(parquet::UINT_64), bytes_of(&p.addr[a..b]), 8),
+        plain_col("wait_censored", parquet::BOOLEAN, None, &pg.censored, 0),
     ];
     if comp {
         for (j, name) in ["request_comp_ns", "acquire_comp_ns", "release_comp_ns"].into_iter().enumerate() {
@@ -2110,6 +2126,7 @@ fn sync_pages(d: &Derived, sd: &SyncDicts, upto: usize, last: bool, dicts: &Dict
         }
         let nullable = [decide(flags, N_SYNC_ACQUIRE, zeros(&p.acquire_ok, a, a + n))?, decide(flags, N_SYNC_RELEASE, zeros(&p.release_ok, a, a + n))?];
         pg.validity(p, a, a + n, nullable);
+        pg.censored(p, a, a + n, &d.extent_max);
         sink.page(&sync_columns(p, a, a + n, sd, dicts, pg, nullable, comp), n)?;
         pg.tmp = tmp;
         pg.written += n;
@@ -2158,6 +2175,7 @@ fn write_sync(d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut [Opt
     let tmp = std::mem::take(&mut pg.tmp);
     let _ = pg.fill(&sd, &[0; 5], &tmp, 0, 0, 0);
     pg.validity(&tmp, 0, 0, nullable);
+    pg.censored(&tmp, 0, 0, &d.extent_max);
     if let Some(sink) = st.sync.take() {
         sink.w.finish(&sync_columns(&tmp, 0, 0, &sd, dicts, pg, nullable, st.costs.is_some()))?;
     }

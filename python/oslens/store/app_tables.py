@@ -426,6 +426,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         starts = np.flatnonzero(pairing.group_starts(col.g))
         extent_start[col.g[starts]] = np.minimum.reduceat(col.ts, starts)
         extent_end[col.g[starts]] = np.maximum.reduceat(col.ts, starts)
+    last_record = extent_end.copy()  # before the chunks' calibration pairs widen it (sync.wait_censored)
     _chunk_extent(threads, extent_start, extent_end, meta)
 
     out: dict = {"threads": threads, "extent": (extent_start, extent_end)}
@@ -488,7 +489,7 @@ def build(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, na
         "ts": take(col.ts, ai), **who(ai), "phase": _dict_array(take(name_idx, ai), dictionary),
         "error": take(col.a, ai).view(np.int64), "policy": col.b[ai].view(np.int64),
     })
-    out["sync"] = _sync(col, kind, counts, t_pid, t_tid, name_idx, dictionary, object_names)
+    out["sync"] = _sync(col, kind, counts, t_pid, t_tid, name_idx, dictionary, last_record, object_names)
     return out
 
 
@@ -525,7 +526,7 @@ def _nested(col: Columns, kind, t_pid, t_tid, name_idx, dictionary, thread_end, 
     return pa.table(cols), unmatched_ends
 
 
-def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary, object_names=None) -> pa.Table:
+def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary, last_record, object_names=None) -> pa.Table:
     """One row per lock acquisition (and per request that never acquired), per barrier wait and
     per condition-variable wait. A thread is blocked between its request and its acquisition,
     so the request is the thread's sync record right before the acquisition; acquisitions and
@@ -557,18 +558,19 @@ def _sync(col: Columns, kind, counts, t_pid, t_tid, name_idx, dictionary, object
         if counts[enter]:
             begins, done, left = paired(enter, exit_)
             part(i, begins, take(col.ts, begins), left, done, *((left, done) if i == 2 else (None, None)))
-    return _sync_table(parts, t_pid, t_tid, dictionary, object_names)
+    return _sync_table(parts, t_pid, t_tid, dictionary, last_record, object_names)
 
 
 SYNC_LABELS = ("mutex", "mutex", "barrier", "cond")  # the kind of each part of the sync table
 
 
-def _sync_table(parts: list, t_pid, t_tid, dictionary, object_names: dict | None = None) -> pa.Table:
+def _sync_table(parts: list, t_pid, t_tid, dictionary, last_record: np.ndarray, object_names: dict | None = None) -> pa.Table:
     """The sync table from its parts, in order: (part number (SYNC_LABELS), thread indices, name
     indices, addresses, request, acquire, acquire valid, release, release valid). One piece
     with one dictionary per column over all its rows (kind: the labels present; object: the
     names, then the unnamed objects' addresses sorted), as the importer's pass writes it
-    (app_rows.rs write_sync), whatever parts hold rows."""
+    (app_rows.rs write_sync), whatever parts hold rows. `last_record`: each thread's latest
+    record time, for wait_censored (a wait with no end that is its thread's last record)."""
     parts = [p for p in parts if len(p[1])]
     if not parts:
         return schema.empty("sync")
@@ -578,12 +580,12 @@ def _sync_table(parts: list, t_pid, t_tid, dictionary, object_names: dict | None
     def cat(j):
         return np.concatenate([p[j] for p in parts])
 
-    g, addr = cat(1), cat(3)
+    g, addr, request = cat(1), cat(3), cat(4)
     return pa.table({
         "kind": pa.DictionaryArray.from_arrays(pa.array(kinds), pa.array(labels, pa.string())),
         "object": _object_names(cat(2), addr, dictionary, object_names), "pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid),
-        "request_ns": cat(4), "acquire_ns": _masked(cat(5), cat(6)), "release_ns": _masked(cat(7), cat(8)),
-        "address": addr,
+        "request_ns": request, "acquire_ns": _masked(cat(5), cat(6)), "release_ns": _masked(cat(7), cat(8)),
+        "address": addr, "wait_censored": ~cat(6).astype(bool) & (request >= last_record[g]),
     })
 
 
@@ -764,6 +766,7 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     counts = np.array(got["counts"], dtype=np.int64)
     extent_start = _buf(got, "extent.min", np.int64).copy()
     extent_end = _buf(got, "extent.max", np.int64).copy()
+    last_record = extent_end.copy()  # before the chunks' calibration pairs widen it (sync.wait_censored)
     _chunk_extent(threads, extent_start, extent_end, meta)
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
@@ -844,5 +847,5 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                                     col(f"sync{i}", "address", np.uint64), col(f"sync{i}", "request_ns"),
                                     col(f"sync{i}", "acquire_ns"), col(f"sync{i}", "acquire_ok", np.uint8).view(bool),
                                     col(f"sync{i}", "release_ns"), col(f"sync{i}", "release_ok", np.uint8).view(bool))
-                                   for i in range(4)], t_pid, t_tid, dictionary, object_names)
+                                   for i in range(4)], t_pid, t_tid, dictionary, last_record, object_names)
     return out

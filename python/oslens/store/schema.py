@@ -33,7 +33,7 @@ APP_SCHEMAS: dict[str, dict[str, pa.DataType]] = {
     "timers": {"pid": I64, "tid": I64, "name": STR, "start_ns": I64, "stop_ns": I64, "elapsed_ns": I64},
     "sync": {
         "kind": STR, "object": STR, "pid": I64, "tid": I64, "request_ns": I64, "acquire_ns": I64, "release_ns": I64,
-        "address": U64,
+        "address": U64, "wait_censored": BOOL,
     },
     "functions": {
         "pid": I64, "tid": I64, "address": U64, "call_site": U64, "name": STR, "begin_ns": I64, "end_ns": I64,
