@@ -50,7 +50,8 @@ def recorded(tmp_path_factory):
     # a PIE, so the objects' addresses differ from their link-time ones (ASLR)
     subprocess.run([cc, "-O1", "-pie", "-fPIE", "-pthread", "-o", str(d / "locks"), str(d / "locks.c")], check=True)
     trace = d / "trace"
-    run = subprocess.run([str(OSLENS), "record", "--no-kernel", "-o", str(trace), "--", str(d / "locks")],
+    # --sync all: the test counts every acquisition as a sync row
+    run = subprocess.run([str(OSLENS), "record", "--no-kernel", "--sync", "all", "-o", str(trace), "--", str(d / "locks")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["6000", "6000"]

@@ -52,9 +52,14 @@ def preempted_union(con, prog=None) -> tuple[np.ndarray, np.ndarray]:
 
 def uncounted_rows(con) -> list[tuple]:
     """(object, tid, count) of the uncontended lock acquisitions counted rather than recorded
-    (`--sync contended`, the lock_counts table); their wait is 0 by construction."""
+    (`--sync contended`, the lock_counts table); their wait is 0 by construction. The object is
+    named as the sync rows of the same address name it (by symbol), else by its address."""
     try:
-        return con.execute("SELECT object, tid, sum(count)::BIGINT FROM lock_counts GROUP BY ALL").fetchall()
+        return con.execute(
+            """SELECT coalesce(s.object, c.object), c.tid, sum(c.count)::BIGINT
+               FROM lock_counts c LEFT JOIN (SELECT address, any_value(CAST(object AS VARCHAR)) AS object FROM sync
+                                            WHERE kind = 'mutex' GROUP BY address) s USING (address)
+               GROUP BY ALL""").fetchall()
     except Exception:  # a trace without counters (no application side)
         return []
 

@@ -69,5 +69,6 @@ def _derived_views(con) -> None:
     names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     if "counters" in names and "lock_counts" not in names:
         con.execute("""CREATE VIEW lock_counts AS
-            SELECT pid, tid, 'mutex' AS kind, name AS object, sum(value)::BIGINT AS count, count(*)::BIGINT AS records
+            SELECT pid, tid, 'mutex' AS kind, name AS object, sum(value)::BIGINT AS count, count(*)::BIGINT AS records,
+                   TRY_CAST(name AS UBIGINT) AS address
             FROM counters WHERE reason = 'lock' GROUP BY pid, tid, name""")
