@@ -1,5 +1,5 @@
 //! Uncontended lock acquisitions, counted per thread and object instead of recorded one by one
-//! (the default `--sync contended`; docs/recorder.md "Locks").
+//! (the default `--sync contended`; docs/auto-instrumentation.md, lock recording).
 //!
 //! Each thread owns a table of (object, count, flushed) slots that only it increments. A flush
 //! writes, for every slot whose count moved, one COUNTER record (id = the counter named after

@@ -80,7 +80,7 @@ pub extern "C" fn osl_define_name(class: u64, name: *const c_char) -> u32 {
 
 /// Records two records of one object with one timestamp, both or neither (a full buffer):
 /// the preload's lock request and acquire where the lock was free (its wait is exactly 0,
-/// docs/recorder.md "Locks").
+/// docs/auto-instrumentation.md, lock recording).
 #[no_mangle]
 pub extern "C" fn osl_record_pair(first: u8, second: u8, id: u32, a: u64, b: u64) {
     if active() {

@@ -76,7 +76,7 @@ def sequences(con, groups=("sync",)) -> dict[str, list[Step]]:
     ev = con.execute(
         f"SELECT pid, tid, CAST(kind AS VARCHAR), CAST(instrument AS VARCHAR), value, id, ts FROM app_events "
         f"WHERE CAST(kind AS VARCHAR) IN ({_sql_list(kinds)}) "
-        # a free lock's request and acquire share one timestamp (docs/recorder.md "Locks")
+        # a free lock's request and acquire share one timestamp (docs/auto-instrumentation.md, lock recording)
         f"ORDER BY pid, tid, ts, CAST(kind AS VARCHAR) <> 'lock_request'").fetchall()
     known = {(r[0], r[1]) for r in rows}
     for pid, tid, *_ in ev:
