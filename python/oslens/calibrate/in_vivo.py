@@ -76,11 +76,11 @@ def uninstrumented_env() -> dict:
 def run_without(command: list[str], quiet: bool) -> tuple[float, float, int]:
     """(wall s, CPU s, exit status) of one run with every oslens call a no-op, launched the way
     `oslens record` launches (a held fork, then exec), so both sides pay the same launch cost."""
-    from oslens.capture.session import HeldChild
+    from oslens.capture.child import Child
 
     with _quiet_fds(quiet):
         c0, t0 = _children_cpu(), time.monotonic()
-        child = HeldChild(command, uninstrumented_env())
+        child = Child(command, uninstrumented_env(), held=True)
         child.release()
         status = child.wait()
         wall = time.monotonic() - t0
@@ -496,7 +496,9 @@ def helper_cpu_s(meta: dict | None) -> float | None:
     return None if helpers is None else sum(h["cpu_ns"] for h in helpers) / 1e9
 
 
-def run_in_vivo(args) -> int:
+def run_in_vivo(args, options: dict) -> int:
+    """`oslens record --in-vivo N`: `options` are the recording options record built from its
+    command line."""
     from oslens.capture.session import default_trace_dir
 
     n = int(args.in_vivo)
@@ -506,16 +508,8 @@ def run_in_vivo(args) -> int:
     if not command:
         raise OslensError("no program given: use 'oslens record --in-vivo N -- PROGRAM ARGS'", 2)
     trace = Path(args.output) if args.output else default_trace_dir(command)
-    options = {
-        "force": args.force, "no_kernel": True, "buffer_mb": args.buffer_mb, "on_full": args.on_full,
-        "limit_events": args.limit_events, "limit_bytes": args.limit_bytes, "disabled": args.disabled or None,
-        "counter_period_us": args.counter_period_us, "preload": args.preload, "trace_python": args.trace_python,
-        "prepare_buffers": 1 if getattr(args, "prepare_buffers", False) else None,
-        "command": command,
-    }
-    for name in ("func_filter", "func_min_ns"):  # auto-instrumentation options, where record has them
-        if getattr(args, name, None) is not None:
-            options[name] = getattr(args, name)
+    # application events only: the kernel collector's cost is not the instruments'
+    options = {**options, "no_kernel": True, "events": None, "system_wide": None, "sample_hz": None}
     host_cal = calibration.load()
     quiet = True
     print(f"oslens: in vivo: {n} runs with and {n} without instrumentation, alternating "

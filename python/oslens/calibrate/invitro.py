@@ -157,10 +157,8 @@ def machine() -> dict:
 
 
 def _preload_env() -> dict | None:
-    try:
-        from oslens.capture import preload
-    except ImportError:
-        return None
+    from oslens.capture import preload
+
     lib, rec = preload.preload_library(), preload.recorder_library()
     if lib is None or rec is None:
         return None

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from oslens import _native
 from oslens.version import __version__
-from oslens.capture import memory, raw
+from oslens.capture import kernel, memory, preload, raw
+from oslens.capture.child import Child
 from oslens.capture.spares import SparePool
 from oslens.errors import OslensError
 
@@ -63,10 +64,6 @@ def recorder_environment(trace: Path, options) -> dict:
     ):
         if options.get(key) is not None:
             env[var] = str(options[key])
-    try:
-        from oslens.capture import preload
-    except ImportError:
-        return env
     # Auto-instrumentation: LD_PRELOAD of the pthread/fork/exec wrappers, Python tracing.
     return preload.environment(env, options)
 
@@ -107,101 +104,13 @@ def make_trace_dir(trace: Path, force: bool) -> None:
         raise OslensError(f"cannot write the trace into {trace}: {err.strerror or err}; choose a writable -o", 1) from err
 
 
-class HeldChild:
-    """A forked child held before exec until `release()`, so a collector can attach to its pid
-    first. (subprocess.Popen cannot do this: it waits for the exec before returning.)"""
-
-    def __init__(self, command: list[str], env: dict):
-        gate_r, gate_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:  # child
-            try:
-                os.close(gate_w)
-                os.read(gate_r, 1)
-                os.close(gate_r)
-                os.execvpe(command[0], command, env)
-            except BaseException as err:  # exec failed: say why, exit like a shell would
-                os.write(2, f"oslens: cannot run {command[0]}: {err}\n".encode())
-            finally:
-                os._exit(127)
-        os.close(gate_r)
-        self._gate = gate_w
-        self.returncode = None
-        self.rusage: dict | None = None
-        self.schedstat: dict | None = None
-        self.before_release: dict | None = None
-
-    def release(self) -> None:
-        self._until_blocked()
-        self.before_release = self._launcher_figures()
-        os.write(self._gate, b"g")
-
-    def _until_blocked(self, timeout_s: float = 2.0) -> None:
-        """Waits (briefly) until the held child sleeps on the gate: its figures read while it
-        still ran would leave the rest of that run to neither the snapshot nor the trace."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{self.pid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] in ("S", "D"):
-                        return
-            except (OSError, IndexError):
-                return
-            time.sleep(0.0005)
-        os.close(self._gate)
-
-    def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            try:
-                os.kill(self.pid, signum)
-            except ProcessLookupError:
-                pass
-
-    def wait(self) -> int:
-        """Exit status as subprocess reports it: negative for a signal. Keeps the kernel's own
-        figures for the run (`rusage`, `schedstat`) for the cross-check (analysis/crosscheck.py)."""
-        self.schedstat = self._schedstat_before_reap()
-        _, status, ru = os.wait4(self.pid, 0)
-        self.rusage = {"utime_ns": round(ru.ru_utime * 1e9), "stime_ns": round(ru.ru_stime * 1e9),
-                       "nvcsw": ru.ru_nvcsw, "nivcsw": ru.ru_nivcsw, "minflt": ru.ru_minflt,
-                       "majflt": ru.ru_majflt, "maxrss_kb": ru.ru_maxrss}
-        self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        return self.returncode
-
-    def _launcher_figures(self) -> dict | None:
-        """What the held child did before the collector could see it (from fork until it
-        blocked on the gate): the kernel counts it, the trace cannot; the cross-check takes it off."""
-        try:
-            with open(f"/proc/{self.pid}/schedstat") as f:
-                cpu, _, runs = (int(x) for x in f.read().split()[:3])
-            with open(f"/proc/{self.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            status = dict(line.split(":", 1) for line in Path(f"/proc/{self.pid}/status").read_text().splitlines()
-                          if ":" in line)
-            return {"cpu_ns": cpu, "timeslices": runs, "minflt": int(fields[7]), "majflt": int(fields[9]),
-                    "nvcsw": int(status["voluntary_ctxt_switches"]), "nivcsw": int(status["nonvoluntary_ctxt_switches"])}
-        except (OSError, ValueError, KeyError, IndexError):
-            return None
-
-    def _schedstat_before_reap(self) -> dict | None:
-        """Waits for the child to exit without reaping it, then reads its main thread's
-        /proc/PID/schedstat (CPU ns, runnable-wait ns, times run), gone once it is reaped."""
-        try:
-            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
-            with open(f"/proc/{self.pid}/schedstat") as f:
-                cpu, delay, runs = (int(x) for x in f.read().split()[:3])
-        except (OSError, ValueError):
-            return None
-        return {"cpu_ns": cpu, "run_delay_ns": delay, "timeslices": runs}
-
-
 class Session:
     def __init__(self, trace: Path, command: list[str], options: dict):
         self.trace = trace
         self.command = command
         self.options = options
         self.collector = None
-        self.child: HeldChild | None = None
+        self.child: Child | None = None
         self.clock_pairs: list[tuple[int, int]] = []
         self.meta: dict = {}
 
@@ -230,7 +139,7 @@ class Session:
     def run(self) -> int:
         """Runs the program to completion; returns its exit status (128+N when killed by signal N)."""
         env = recorder_environment(self.trace, self.options)
-        self.child = HeldChild(self.command, env)
+        self.child = Child(self.command, env, held=True)
         self.meta["pid"] = self.child.pid
         self._write_meta()  # a recording killed from here on still names its program
         self.collector = self._start_collector(self.child.pid)
@@ -267,11 +176,6 @@ class Session:
     def _start_collector(self, pid: int):
         if self.options.get("no_kernel"):
             self.meta["kernel"] = {"tier": "application events only", "reason": "--no-kernel was given"}
-            return None
-        try:
-            from oslens.capture import kernel
-        except ImportError:
-            self.meta["kernel"] = {"tier": "application events only", "reason": "the kernel collector is not built"}
             return None
         return kernel.start(self.trace, pid, self.options, self.meta)
 

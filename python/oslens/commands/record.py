@@ -41,15 +41,9 @@ def add_arguments(parser):
     parser.add_argument("command", nargs="+", metavar="-- CMD", help="the program and its arguments")
 
 
-def run(args):
-    if args.in_vivo:
-        from oslens.calibrate.in_vivo import run_in_vivo
-        return run_in_vivo(args)
-    command = args.command
-    if not command:
-        raise OslensError("no program given: use 'oslens record [options] -- PROGRAM ARGS'", 2)
-    trace = Path(args.output) if args.output else default_trace_dir(command)
-    options = {
+def recording_options(args) -> dict:
+    """The session's options from record's command line (in-vivo runs start from the same)."""
+    return {
         "force": args.force,
         "events": args.events,
         "system_wide": args.system_wide or None,
@@ -67,8 +61,19 @@ def run(args):
         "trace_python": args.trace_python,
         "func_filter": args.func_filter,
         "func_min_ns": args.func_min_ns,
-        "command": command,
+        "command": args.command,
     }
+
+
+def run(args):
+    if args.in_vivo:
+        from oslens.calibrate.in_vivo import run_in_vivo
+        return run_in_vivo(args, recording_options(args))
+    command = args.command
+    if not command:
+        raise OslensError("no program given: use 'oslens record [options] -- PROGRAM ARGS'", 2)
+    trace = Path(args.output) if args.output else default_trace_dir(command)
+    options = recording_options(args)
     session = Session(trace, command, options)
     session.prepare()
     status = session.run()
@@ -88,12 +93,10 @@ def run(args):
 def _crosscheck(trace: Path) -> None:
     """Checks the trace's counts against the kernel's figures for the same run, says so in one
     line and keeps the result in meta (analysis/crosscheck.py, docs/report.md)."""
-    try:
-        from oslens import store
-        from oslens.analysis import crosscheck
-        from oslens.store import meta_update
-    except ImportError:
-        return
+    from oslens import store
+    from oslens.analysis import crosscheck
+    from oslens.store import meta_update
+
     con = store.open_trace(trace, quiet=True)
     try:
         table = crosscheck.crosscheck(con)
@@ -157,10 +160,6 @@ def _copy_out_hint(copied: int, self_copied: int) -> str | None:
 
 
 def _import(trace: Path) -> None:
-    try:
-        from oslens import store
-    except ImportError:
-        return
-    importer = getattr(store, "import_trace", None)
-    if importer is not None:
-        importer(trace)
+    from oslens import store
+
+    store.import_trace(trace)

@@ -21,14 +21,9 @@ def add_arguments(parser):
 
 
 def open_trace(path: Path):
-    try:
-        from oslens import store
-    except ImportError as err:  # pragma: no cover - the store ships with oslens
-        raise OslensError(f"the trace store is not available ({err}).", 1)
-    opener = getattr(store, "open_trace", None) or getattr(store, "open", None)
-    if opener is None:
-        raise OslensError("the trace store cannot open traces in this build (oslens.store.open_trace is missing).", 1)
-    return opener(path)
+    from oslens import store
+
+    return store.open_trace(path)
 
 
 def run(args) -> int:

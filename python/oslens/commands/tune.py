@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from oslens.capture.child import Child
 from oslens.control import apply, config, journal, kernel, plan as planmod
 from oslens.control.sysfs import default_root as sysroot
 from oslens.errors import OslensError
@@ -85,64 +86,33 @@ class Runner:
         self.signum = self.signum or signum
         if self.restoring:
             return
-        if self.child is not None:
-            try:
-                os.kill(self.child, signum)
-            except ProcessLookupError:
-                pass
+        if self.child is not None and self.child.returncode is None:
+            self.child.send_signal(signum)
         else:
             raise _Interrupted(signum)
 
-    def spawn(self, argv, env, cgroups, default_phase, fake=False) -> int:
+    def spawn(self, argv, env, cgroups, default_phase, fake=False) -> Child:
         """fork + exec with the run's cgroup and default phase applied in the child."""
-        parent = os.getpid()
-        rfd, wfd = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:  # the child: no Python-level cleanup, ever
-            try:
-                os.close(rfd)
-                for s in FORWARDED:
-                    signal.signal(s, signal.SIG_DFL)
-                kernel.set_parent_death_signal(signal.SIGKILL)
-                if os.getppid() != parent:
-                    os._exit(137)
-                for cg in cgroups:
-                    apply.join_cgroup(cg, create=fake)
-                err, _bits = apply.apply_task(default_phase) if default_phase else (0, 0)
-                if err:
-                    os.write(2, f"oslens: warning: the default phase was applied only in part: "
-                                f"{os.strerror(err)}\n".encode())
-                os.execvpe(argv[0], argv, env)
-            except OSError as e:
-                os.write(wfd, f"{e.errno or 1}:{e.strerror or e}".encode())
-            except BaseException as e:  # noqa: BLE001 - must never return into the parent's code
-                os.write(wfd, f"1:{e}".encode())
-            os._exit(127)
-        os.close(wfd)
-        self.child = pid
-        msg = b""
-        while True:
-            chunk = os.read(rfd, 4096)
-            if not chunk:
-                break
-            msg += chunk
-        os.close(rfd)
-        if msg:
-            os.waitpid(pid, 0)
-            self.child = None
-            _code, _, text = msg.decode(errors="replace").partition(":")
-            raise OslensError(f"cannot run {argv[0]}: {text}; check the command", 127)
-        return pid
+
+        def prepare(parent: int) -> None:
+            for s in FORWARDED:
+                signal.signal(s, signal.SIG_DFL)
+            kernel.set_parent_death_signal(signal.SIGKILL)
+            if os.getppid() != parent:
+                os._exit(137)
+            for cg in cgroups:
+                apply.join_cgroup(cg, create=fake)
+            err, _bits = apply.apply_task(default_phase) if default_phase else (0, 0)
+            if err:
+                os.write(2, f"oslens: warning: the default phase was applied only in part: "
+                            f"{os.strerror(err)}\n".encode())
+
+        self.child = Child(argv, env, prepare)
+        self.child.started()
+        return self.child
 
     def wait(self) -> int:
-        while True:
-            try:
-                _pid, status = os.waitpid(self.child, 0)
-                break
-            except ChildProcessError:
-                return 1
-        self.child = None
-        return os.waitstatus_to_exitcode(status)
+        return self.child.wait()
 
 
 def _log(trace: Path | None, events: list[dict]) -> None:
@@ -222,10 +192,10 @@ def run(args):
         runner.signum = e.signum
     finally:
         runner.restoring = True
-        if runner.child is not None:  # an error between spawn and wait: never leave the program behind
-            try:
-                os.kill(runner.child, signal.SIGKILL)
-                os.waitpid(runner.child, 0)
+        if runner.child is not None and runner.child.returncode is None:  # an error between spawn and wait:
+            try:  # never leave the program behind
+                os.kill(runner.child.pid, signal.SIGKILL)
+                os.waitpid(runner.child.pid, 0)
             except OSError:
                 pass
         problems = jr.restore()

@@ -7,14 +7,11 @@ from __future__ import annotations
 from oslens.whatif.sim import DONE, INF, Segment, SimResult, SimTask
 from oslens.whatif.workload import UNTIL, Workload
 
-try:
-    from oslens._native import whatif_simulate as _simulate
-except ImportError:  # an extension built before the what-if core: the Python loop does it all
-    _simulate = None
+from oslens._native import whatif_simulate as _simulate
 
 
 def available(policy, workload: Workload) -> bool:
-    if _simulate is None or policy.native() is None:
+    if policy.native() is None:
         return False
     return all(t.cpus is None or max(t.cpus) < 64 for t in workload.tasks)
 

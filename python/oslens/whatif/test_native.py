@@ -6,8 +6,6 @@ from oslens.whatif import native, spec
 from oslens.whatif.engine import simulate
 from oslens.whatif.synthetic import workload
 
-pytestmark = pytest.mark.skipif(native._simulate is None, reason="the extension has no what-if core (make native)")
-
 POLICIES = ["fifo", "lifo", "sjf", "hrrn", "srt", "srt:est=ewma,alpha=0.3,init=2ms", "rr:q=3ms",
             "mlfq:levels=3,q=2ms/4ms/8ms,allot=4ms/8ms/16ms,boost=50ms", "mlfq:boost=0s", "unix:q=20ms,decay=100ms", "eevdf",
             "eevdf:slice=1ms,tick=0s", "batch", "eevdf:nice=5", "sched_rr:q=8ms", "sched_fifo", "rr:q=2ms,cpus=0"]
