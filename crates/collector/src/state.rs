@@ -4,31 +4,10 @@
 use crate::chunk::Writer;
 use crate::sys::now_ns;
 use crate::tracepoints::Handler;
+use oslens_format::hash::FxBuild as Fast;
 use oslens_format::kernel as k;
 use oslens_format::record::Record;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// A cheap hasher for task ids.
-#[derive(Default)]
-pub struct IdHasher(u64);
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = (self.0 ^ v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0 ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-pub type Fast = BuildHasherDefault<IdHasher>;
 
 /// Decoding state, apart from the rings so a ring can be walked while the state changes.
 pub struct State {

@@ -8,9 +8,11 @@
 //! header's `committed` field says how many slots the writer finished; slots past it are ignored.
 //! All integers are little-endian.
 
+pub mod hash;
 pub mod header;
 pub mod kernel;
 pub mod kinds;
+pub mod object;
 pub mod reader;
 pub mod record;
 pub mod space;

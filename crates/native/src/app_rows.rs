@@ -120,32 +120,9 @@ const NAME_KEY: u64 = 0x00FF_0000_FFFF_FFFF;
 /// kept (a request and its acquisition differ in their keys' kind), the set hashed with Fx.
 #[derive(Default)]
 pub struct SyncKeys {
-    seen: std::collections::HashSet<(u64, u64), std::hash::BuildHasherDefault<Fx>>,
+    seen: std::collections::HashSet<(u64, u64), oslens_format::hash::FxBuild>,
     last: [(u64, u64); 4],
     many: bool,
-}
-
-/// rustc's FxHasher: a multiply and a rotate per word (the std SipHash costs ~20 ns a pair).
-#[derive(Default)]
-pub struct Fx(u64);
-
-impl std::hash::Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-
-    #[inline(always)]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 impl SyncKeys {

@@ -6,6 +6,7 @@
 //! same per-thread chunks as the preload library's; otherwise the copy of the recorder built
 //! into this extension records (it reads OSLENS_TRACE in the same way).
 
+use oslens_format::object::object_base;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -37,19 +38,6 @@ struct Api {
 }
 
 static API: OnceLock<Api> = OnceLock::new();
-
-/// The load address of the shared object holding `p`.
-fn object_base(p: *const c_void) -> usize {
-    // SAFETY: dladdr fills the struct for any address.
-    unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(p, &mut info) != 0 {
-            info.dli_fbase as usize
-        } else {
-            0
-        }
-    }
-}
 
 fn api() -> &'static Api {
     API.get_or_init(|| {

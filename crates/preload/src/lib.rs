@@ -34,6 +34,7 @@
 //! the inherited environment, only without the PROCESS_EXEC marker.
 
 use oslens_format::kinds;
+use oslens_format::object::object_base;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -82,19 +83,6 @@ fn resolve_recorder() -> usize {
     }
     RECORD.store(r, Relaxed);
     r
-}
-
-/// The load address of the shared object holding `p` (0 if none).
-fn object_base(p: *const c_void) -> usize {
-    // SAFETY: dladdr fills the struct for any address.
-    unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(p, &mut info) != 0 {
-            info.dli_fbase as usize
-        } else {
-            0
-        }
-    }
 }
 
 #[inline(always)]
