@@ -129,7 +129,7 @@ def _print(a) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from oslens.analysis.common import fmt_ns
+    from oslens.analysis.units import fmt_ns
     from oslens.phases import tables
 
     vec = a.vectors

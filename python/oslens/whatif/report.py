@@ -3,7 +3,7 @@ JSON document (`oslens whatif --json`, schema oslens.whatif/1)."""
 
 from __future__ import annotations
 
-from oslens.analysis.common import fmt_ns
+from oslens.analysis.units import fmt_ns
 
 SCHEMA = "oslens.whatif/1"
 
