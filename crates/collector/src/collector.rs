@@ -175,8 +175,9 @@ impl Collector {
         for &fd in &self.leaders {
             pfds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         }
-        // Rings hold well over 100 ms of records at full rate and wake us at a quarter full, so a
-        // slow tick costs nothing in losses and keeps the collector off the program's CPUs.
+        // Rings hold many ticks of records at full rate and wake us at a quarter full, so a slow
+        // tick costs nothing in losses and keeps the collector off the program's CPUs
+        // (docs/kernel-collector.md; the loss test starves tiny rings).
         let tick_ms = if self.counters.is_empty() && self.proc_switches.is_none() { 25 } else { 20 };
         let mut last_counters = Instant::now();
         while !signals::stop_requested() {
