@@ -37,7 +37,6 @@ PENDING_LONG_FUNCTIONS = {
     "crates/native/src/lib.rs:app_pass",
     "crates/native/src/lib.rs:pair_kinds",
     "python/oslens/store/app_tables.py:build_streamed",
-    "python/oslens/report/model.py:build",
     "bench/compensation/run.py:analyse",
 }
 

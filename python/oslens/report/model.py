@@ -188,6 +188,21 @@ def recorder_cost_line(h: dict) -> str | None:
 def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Report:
     tables = tables if tables is not None else suite.run_all(con)
     ks = common.kernel_status(con)
+    S = _program_sections(con, tables, ks) + _kernel_sections(con, tables, ks)
+    S.append(Section(
+        "findings", "Findings", "Kohr et al. section 6",
+        "Anomalies, in plain words, with the numbers behind them. The plot shows which tasks took CPUs from the "
+        "program.",
+        available=True,
+        views=[TableView("findings", "Findings", [C("severity", "severity"), C("title", "finding"), C("text", "detail")])],
+        plot="findings",
+        notes=[findings.threshold_note()] if tables["findings"].num_rows else ["Nothing unusual found."],
+    ))
+    return Report(trace=trace, header=header_info(con, trace, tables), kernel=ks, sections=S, tables=tables)
+
+
+def _program_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Section]:
+    """Kohr et al.'s Tables 3-6 and Figures 10-11: the program's threads, tasks, phases, sync, regions."""
     has_sched = ks["scheduling"]
     S = []
 
@@ -269,6 +284,12 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         ], limit=30)],
         plot="regions",
     ))
+    return S
+
+
+def _kernel_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Section]:
+    """Kohr et al.'s Figures 12-17: the CPUs' switches, block I/O, who switched to whom."""
+    S = []
     S.append(Section(
         "switches", "Context switches per CPU", "Kohr et al. Figures 12-13, 16",
         "Who ran on each of the program's CPUs over time, and the cumulative number of context switches per CPU.",
@@ -315,16 +336,7 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         ], limit=20)],
         plot="transitions",
     ))
-    S.append(Section(
-        "findings", "Findings", "Kohr et al. section 6",
-        "Anomalies, in plain words, with the numbers behind them. The plot shows which tasks took CPUs from the "
-        "program.",
-        available=True,
-        views=[TableView("findings", "Findings", [C("severity", "severity"), C("title", "finding"), C("text", "detail")])],
-        plot="findings",
-        notes=[findings.threshold_note()] if tables["findings"].num_rows else ["Nothing unusual found."],
-    ))
-    return Report(trace=trace, header=header_info(con, trace, tables), kernel=ks, sections=S, tables=tables)
+    return S
 
 
 def format_value(v, fmt: str, unknown: str = "-") -> str:
