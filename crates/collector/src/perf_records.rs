@@ -109,7 +109,7 @@ impl State {
             Ev::Rename => {
                 // kernels that dropped the field rename only the current task
                 let who = if f[0].size == 0 { tid } else { sval(raw, f[0]) as u32 };
-                self.note_comm(cpu, ts, who, comm16(raw, f[1]));
+                self.renamed(cpu, ts, who, comm16(raw, f[1]));
             }
             Ev::Exec => {
                 let old = sval(raw, f[2]) as u32;

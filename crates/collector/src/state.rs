@@ -82,6 +82,18 @@ impl State {
         }
     }
 
+    /// A task_rename: the name is written at the rename's time even when it is already known,
+    /// since the eBPF ring is drained before the perf rings and a later switch read from it may
+    /// have carried the new name first, at its own later time.
+    pub fn renamed(&mut self, cpu: u32, ts: u64, tid: u32, comm: [u8; 16]) {
+        if tid == 0 {
+            return;
+        }
+        self.comms.insert(tid, comm);
+        let n = comm.iter().position(|&c| c == 0).unwrap_or(16);
+        self.emit_name(cpu, ts, tid, k::NAME_TASK, &comm[..n]);
+    }
+
     pub fn lost(&mut self, cpu: u32, n: u64) {
         let ts = now_ns();
         self.emit(cpu, Record::new(ts, 0, cpu as u16, k::LOST, n, 0));
