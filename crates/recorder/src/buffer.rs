@@ -509,7 +509,9 @@ impl Chunk {
     /// the kernel collector does: a finished chunk is its records, not megabytes of holes (which
     /// a copy without sparse support, or a tmpfs mapping read whole, fills). Only without a ring.
     pub fn cut_after(&mut self, spare: u64) {
-        if self.stage.is_some() {
+        // a chunk never extended is small already, and holds only the pages it reserved: a cut
+        // would cost a truncate (~15% of a short thread's start-up, docs/recorder.md) for nothing
+        if self.stage.is_some() || self.in_file < self.capacity {
             return;
         }
         let keep = (self.pos() + spare).min(self.capacity);

@@ -39,7 +39,7 @@ class SparePool:
         if not self.enabled:
             return self
         try:
-            self.dir.mkdir(exist_ok=True)
+            (self.dir / "make").mkdir(parents=True, exist_ok=True)
             with open(self.dir / "next.tmp", "wb") as f:
                 f.write(bytes(8))
             fd = os.open(self.dir / "next.tmp", os.O_RDWR)
@@ -62,8 +62,11 @@ class SparePool:
         # numbers a writer took before their spare existed are past: start from the counter
         self.made = max(self.made, self.taken())
         while self.made < upto:
-            fd = os.open(self.dir / str(self.made), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            os.close(fd)
+            # made in make/ and then renamed: creating holds its directory's lock for the whole
+            # inode allocation, which a writer renaming from spare/ would otherwise wait for
+            made = self.dir / "make" / str(self.made)
+            os.close(os.open(made, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+            os.rename(made, self.dir / str(self.made))
             self.made += 1
 
     def _loop(self) -> None:
