@@ -509,9 +509,7 @@ impl Chunk {
     /// the kernel collector does: a finished chunk is its records, not megabytes of holes (which
     /// a copy without sparse support, or a tmpfs mapping read whole, fills). Only without a ring.
     pub fn cut_after(&mut self, spare: u64) {
-        // a chunk never extended is small already, and holds only the pages it reserved: a cut
-        // would cost a truncate (~15% of a short thread's start-up, docs/recorder.md) for nothing
-        if self.stage.is_some() || self.in_file < self.capacity {
+        if self.stage.is_some() {
             return;
         }
         let keep = (self.pos() + spare).min(self.capacity);
