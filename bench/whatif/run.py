@@ -52,13 +52,46 @@ def validate(scale: str) -> dict:
     return json.loads(out)
 
 
+def compare_models(out_dir: str, replicates: int = 4) -> dict:
+    """Re-predicts every run of a finished `oslens whatif --validate -o DIR` from its default run's
+    trace under both models of the other tasks (K always-ready competitors only, as before; and
+    with the replayed per-CPU competitor), so the two are compared on the same recorded runs."""
+    from oslens import store
+    from oslens.whatif import background, extract, machine, predict, spec as specmod, validate as v
+
+    runs = [Path(out_dir) / f"run{k}" for k in range(len(v.CASES))]
+    base = extract.workload(store.open_trace(runs[0]))
+    mach = machine.defaults(base.ncpus, None)
+    models = {}
+    for name, replayed in (("always_ready_only", False), ("replayed", True)):
+        k, fit = background.fit(base, mach, replayed)
+        wl = background.competitors(base, k, replayed)
+        rows = []
+        for case, trace in zip(v.CASES, runs):
+            if not trace.exists():
+                continue
+            rec = predict.recorded(extract.workload(store.open_trace(trace)))
+            pred = predict.run_policy(wl, specmod.parse(case.predict), mach, replicates)
+            rows.append({"case": case.label, "recorded": [rec["makespan_ns"], rec["switches"]],
+                         "predicted": [pred["makespan_ns"], pred["switches"]],
+                         "error": [v._error(pred["makespan_ns"], rec["makespan_ns"]),
+                                   v._error(pred["switches"], rec["switches"])]})
+        models[name] = {"k": k, "fit": fit, "runs": rows}
+    return {"dir": out_dir, "host_load_1min": os.getloadavg()[0], "models": models}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=64)
     ap.add_argument("--bursts", type=int, default=2000)
     ap.add_argument("--validate", action="store_true", help="also run the real-run validation (root, ~2 min)")
     ap.add_argument("--scale", default="0.5", help="whatif_mix work scale for --validate")
+    ap.add_argument("--models", metavar="DIR", help="only compare the background models on a finished "
+                    "`oslens whatif --validate -o DIR` (no new runs)")
     args = ap.parse_args()
+    if args.models:
+        print(json.dumps(compare_models(args.models), indent=1))
+        return 0
     doc = {"bench": "whatif", "host_load_1min": os.getloadavg()[0], "threads": args.threads, "bursts": args.bursts,
            "rates": decision_rates(args.threads, args.bursts, "native"), "target_decisions_per_s": 1_000_000}
     doc["slowest_native_decisions_per_s"] = min(r["decisions_per_s"] for r in doc["rates"])

@@ -219,19 +219,37 @@ def _background(con, program_tids: set[int], origin: int, end: int) -> dict[int,
     the ns in each time bin (bin_ns wide, from the origin). background.py makes competitors of it."""
     prog = ",".join(str(t) for t in sorted(program_tids)) or "-1"
     bin_ns = max(BG_BIN_MIN_NS, (end - origin) // BG_BINS + 1)
-    rows = con.execute(f"""SELECT cpu, greatest(ts, ?) - ?, least(nts, ?) - ?
-                           FROM (SELECT ts, cpu, next_tid, lead(ts) OVER (PARTITION BY cpu ORDER BY ts) AS nts
+    rows = con.execute(f"""SELECT cpu, greatest(ts, ?) - ?, least(nts, ?) - ?, nprev
+                           FROM (SELECT ts, cpu, next_tid, lead(ts) OVER (PARTITION BY cpu ORDER BY ts) AS nts,
+                                        lead(prev_tid) OVER (PARTITION BY cpu ORDER BY ts) AS nprev
                                  FROM switches)
                            WHERE next_tid <> 0 AND next_tid NOT IN ({prog}) AND nts IS NOT NULL AND nts > ? AND ts < ?
                            ORDER BY cpu, ts""", [origin, origin, end, origin, origin, end]).fetchall()
     out: dict[int, dict] = {}
-    for cpu, s, e in rows:
-        b = out.setdefault(int(cpu), {"cpu_ns": 0, "stretches": 0, "bin_ns": bin_ns, "bins": {}})
+    for cpu, s, e, nprev in rows:
+        b = out.setdefault(int(cpu), {"cpu_ns": 0, "stretches": 0, "bin_ns": bin_ns, "bins": {}, "episodes": []})
         b["cpu_ns"] += int(e - s)
         b["stretches"] += 1
+        b["episodes"].append((int(s), int(e), nprev != 0))
         while s < e:  # spread the stretch over the bins it covers
             k = s // bin_ns
             upto = min(e, (k + 1) * bin_ns)
             b["bins"][k] = b["bins"].get(k, 0) + int(upto - s)
             s = upto
+    for b in out.values():
+        b["episodes"] = _capped(b["episodes"])
     return {c: b for c, b in out.items() if b["cpu_ns"] > 0}
+
+
+EPISODES_MAX = 20_000  # per CPU: a longer trace's stretches are merged with their neighbours
+
+
+def _capped(episodes: list) -> list:
+    """At most EPISODES_MAX stretches, merging each with the next while too many (bounded memory)."""
+    while len(episodes) > EPISODES_MAX:
+        merged = []
+        for j in range(0, len(episodes), 2):
+            pair = episodes[j:j + 2]
+            merged.append((pair[0][0], pair[-1][1], pair[-1][2]))
+        episodes = merged
+    return episodes

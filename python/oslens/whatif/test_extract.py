@@ -6,7 +6,7 @@ from oslens.analysis import synthetic
 from oslens.errors import OslensError
 from oslens.whatif import background, extract, spec
 from oslens.whatif.engine import simulate
-from oslens.whatif.workload import IO, SLEEP, SYNC
+from oslens.whatif.workload import IO, SLEEP, SYNC, UNTIL, Task, Workload
 
 MS = 1_000_000
 
@@ -46,7 +46,8 @@ def test_bursts_blocks_and_dependencies():
     assert main.recorded == {"arrival_ns": 0, "completion_ns": 10 * MS, "waiting_ns": int(0.5 * MS),
                              "response_ns": 0, "switches": 2, "cpu_ns": 3 * MS}
     assert worker.recorded["waiting_ns"] == 1 * MS  # created at 1 ms, first ran at 2 ms
-    assert wl.background == {0: {"cpu_ns": 1 * MS, "stretches": 1, "bin_ns": 10 * MS, "bins": {0: 1 * MS}}}
+    assert wl.background == {0: {"cpu_ns": 1 * MS, "stretches": 1, "bin_ns": 10 * MS, "bins": {0: 1 * MS},
+                                 "episodes": [(5 * MS, 6 * MS, True)]}}
     assert wl.recorded["makespan_ns"] == 10 * MS and wl.recorded["switches"] == 4
 
 
@@ -87,10 +88,40 @@ def test_trace_without_kernel_events_is_refused():
 
 
 def test_competitors_are_ready_through_their_bins_then_leave():
-    wl = background.competitors(extract.workload(_trace()), 2)
+    wl = background.competitors(extract.workload(_trace()), 2, replayed=False)
     hogs = [t for t in wl.tasks if t.background]
     assert [(t.arrival, t.until, t.cpus) for t in hogs] == [(0, 10 * MS, (0,))] * 2
     res = simulate(wl, spec.make_policy(spec.parse("rr:q=1ms")))
     assert all(st.done_at == 10 * MS for st in res.tasks if st.background)  # left at 10 ms, work or not
     main = res.tasks[0]
     assert main.done_at > 10 * MS  # it shared the CPU with two always-ready tasks until then
+
+
+def _spinner_among_wakers(ends_by_idle=False):
+    """One CPU: program thread 100 spins 10 ms; another task wakes at 1, 3, 5 and 7 ms and runs
+    0.2 ms each time (recorded as the stretches it took the CPU from 100)."""
+    wl = Workload([Task(100, "spin", [10 * MS], [], recorded={"waiting_ns": 0})], 1)
+    eps = [(k * MS, k * MS + MS // 5, True) for k in (1, 3, 5, 7)]
+    wl.background = {0: {"cpu_ns": 4 * MS // 5, "stretches": 4, "bin_ns": 10 * MS, "bins": {0: 4 * MS // 5},
+                         "episodes": eps}}
+    return wl
+
+
+def test_replayed_competitor_wakes_at_each_stretch_and_runs_its_length():
+    wl = background.competitors(_spinner_among_wakers(), 0)
+    (other,) = [t for t in wl.tasks if t.background]
+    assert (other.arrival, other.bursts, other.cpus) == (1 * MS, [MS // 5] * 4, (0,))
+    assert [(b.kind, b.duration) for b in other.blocks] == [(UNTIL, 3 * MS), (UNTIL, 5 * MS), (UNTIL, 7 * MS)]
+
+
+def test_replayed_competitor_shares_the_cpu_under_eevdf_not_under_fifo():
+    wl = background.competitors(_spinner_among_wakers(), 0)
+    eevdf = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=3ms,tick=1ms")))
+    fifo = simulate(wl, spec.make_policy(spec.parse("fifo")))
+    # eevdf: when the spinner's protected slice ends (at a tick) the woken competitor runs its
+    # 0.2 ms, so the spinner is dispatched again after them and is late by their 0.8 ms
+    assert eevdf.tasks[0].done_at == 10 * MS + 4 * MS // 5 and eevdf.tasks[0].dispatches > 1
+    assert eevdf.tasks[1].waiting < 9 * MS
+    # FIFO never preempts: the spinner runs through, the competitor's demand waits until 10 ms
+    assert (fifo.tasks[0].dispatches, fifo.tasks[0].done_at) == (1, 10 * MS)
+    assert fifo.tasks[1].done_at == 10 * MS + 4 * MS // 5
