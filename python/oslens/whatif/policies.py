@@ -52,6 +52,11 @@ class Policy:
     def preempts(self, woken, running, now) -> bool:
         return False
 
+    def slice_over(self, running, ran_ns) -> bool:
+        """Has the running task used up its slice `ran_ns` after it was last accounted? (a wake-up
+        on its CPU then reschedules it: see Eevdf)"""
+        return False
+
     def worse(self, a, b, now) -> bool:
         """Is running task a a better victim than b?"""
         return False
@@ -376,12 +381,13 @@ class Eevdf(Policy):
 
     name = "eevdf"
 
-    def __init__(self, slice=3 * MS, tick=4 * MS, wakeup_preempt=1, bg_slice=None, **p):
+    def __init__(self, slice=3 * MS, tick=4 * MS, wakeup_preempt=1, bg_slice=None, wake_resched=1, **p):
         super().__init__(**p)
         self.slice = int(slice)
         self.bg_slice = int(bg_slice) if bg_slice is not None else None
         self.tick_ns = int(tick)
         self.wakeup_preempt = bool(int(wakeup_preempt))
+        self.wake_resched = bool(int(wake_resched))
         self.ready = []
         self.sum_w = 0
         self.sum_wv = 0.0
@@ -410,6 +416,8 @@ class Eevdf(Policy):
             p["d"] = p["v"] + (self._vslice(p) / 2 if why == "arrive" else self._vslice(p))
             self.sum_w += p["w"]
             self.sum_wv += p["w"] * p["v"]
+        elif why == "preempt" and p["v"] >= p["d"] - 1e-6:  # preempted at its slice's end: update_deadline
+            p["d"] = p["v"] + self._vslice(p)
         self.ready.append(st)
 
     def left(self, st, now):
@@ -467,12 +475,18 @@ class Eevdf(Policy):
             return False
         return woken.p["v"] <= self.V() + 1e-6 and woken.p["d"] < running.p["d"]
 
+    def slice_over(self, running, ran_ns):
+        # the kernel's enqueue of a woken task runs update_curr, which reschedules a current task
+        # past its deadline at once rather than at the next tick (docs/whatif.md, "wake-ups")
+        p = running.p
+        return self.wake_resched and p["v"] + max(0, ran_ns) * 1024 / p["w"] >= p["d"] - 1e-6
+
     def worse(self, a, b, now):
         return a.p["d"] > b.p["d"]
 
     def native(self):
         return "eevdf", {"slice": self.slice, "bg_slice": self.bg_slice, "tick": self.tick_ns,
-                         "wakeup_preempt": self.wakeup_preempt}
+                         "wakeup_preempt": self.wakeup_preempt, "wake_resched": self.wake_resched}
 
 
 class LinuxRt(Policy):

@@ -188,7 +188,8 @@ class Simulator:
         victim, worst = -1, None
         for c in range(self.ncpu):
             r = self.cur[c]
-            if r is not None and st.allowed(c) and self.policy.preempts(st, r, now):
+            if r is not None and st.allowed(c) and (self.policy.preempts(st, r, now)
+                                                    or self.policy.slice_over(r, now - self.since[c])):
                 if worst is None or self.policy.worse(r, worst, now):
                     victim, worst = c, r
         if victim >= 0:

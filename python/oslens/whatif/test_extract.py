@@ -125,3 +125,16 @@ def test_replayed_competitor_shares_the_cpu_under_eevdf_not_under_fifo():
     # FIFO never preempts: the spinner runs through, the competitor's demand waits until 10 ms
     assert (fifo.tasks[0].dispatches, fifo.tasks[0].done_at) == (1, 10 * MS)
     assert fifo.tasks[1].done_at == 10 * MS + 4 * MS // 5
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_a_wakeup_reschedules_a_task_past_its_slice_at_once_not_at_the_tick(engine):
+    wl = background.competitors(_spinner_among_wakers(), 0)
+    now = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms")), engine=engine)
+    late = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,wake_resched=0")), engine=engine)
+    # the spinner is past its 1 ms slice at each wake-up (1, 3, 5, 7 ms): the woken competitor
+    # runs at once, the spinner is dispatched 1 + 4 times
+    assert [(st.dispatches, st.waiting) for st in now.tasks] == [(5, 4 * MS // 5), (4, 0)]
+    assert now.tasks[1].done_at == 7 * MS + MS // 5
+    # noticed only at the 4 ms ticks, the competitor waits
+    assert late.tasks[1].waiting > 4 * MS and late.tasks[0].dispatches < 5

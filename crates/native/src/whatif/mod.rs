@@ -38,6 +38,7 @@ fn policy(name: &str, p: &Bound<'_, PyDict>) -> PyResult<Policy> {
             bg_slice: get(p, "bg_slice")?,
             tick: get(p, "tick")?,
             wakeup_preempt: get(p, "wakeup_preempt")?,
+            wake_resched: get(p, "wake_resched")?,
         },
         "rt" => Kind::Rt { q: get(p, "q")?, tick: get(p, "tick")?, rr: get(p, "rr")? },
         _ => return Err(PyValueError::new_err(format!("whatif_simulate: no native policy {name}"))),

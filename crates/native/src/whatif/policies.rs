@@ -33,7 +33,7 @@ pub enum Kind {
     Hrrn,
     Mlfq { levels: usize, q: Vec<i64>, allot: Vec<i64> },
     Unix { q: i64, tick: i64 },
-    Eevdf { slice: i64, bg_slice: Option<i64>, tick: i64, wakeup_preempt: bool },
+    Eevdf { slice: i64, bg_slice: Option<i64>, tick: i64, wakeup_preempt: bool, wake_resched: bool },
     Rt { q: i64, tick: i64, rr: bool },
 }
 
@@ -176,6 +176,9 @@ impl Policy {
                     t.p.d = t.p.v + if why == Why::Arrive { vs / 2.0 } else { vs };
                     self.sum_w += t.p.w;
                     self.sum_wv += t.p.w as f64 * t.p.v;
+                } else if why == Why::Preempt && t.p.v >= t.p.d - 1e-6 {
+                    // preempted at its slice's end: update_deadline gives it the next one
+                    t.p.d = t.p.v + Self::vslice(t);
                 }
                 self.ready.push(i);
             }
@@ -355,6 +358,18 @@ impl Policy {
                 w.p.v <= self.v_avg() + 1e-6 && w.p.d < r.p.d
             }
             Kind::Rt { .. } => !w.background && r.background,
+            _ => false,
+        }
+    }
+
+    /// Has running task r used up its slice `ran` ns after it was last accounted? The kernel's
+    /// enqueue of a woken task runs update_curr, which reschedules such a task at once rather
+    /// than at the next tick (docs/whatif.md, "wake-ups").
+    pub fn slice_over(&self, r: &Task, ran: i64) -> bool {
+        match &self.kind {
+            Kind::Eevdf { wake_resched, .. } => {
+                *wake_resched && r.p.v + (ran.max(0) * 1024) as f64 / r.p.w as f64 >= r.p.d - 1e-6
+            }
             _ => false,
         }
     }

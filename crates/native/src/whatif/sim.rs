@@ -288,7 +288,10 @@ impl Sim {
         for c in 0..self.ncpu {
             if let Some(r) = self.cur[c] {
                 let cpus = self.cpus();
-                if self.tasks[i].allowed(c) && self.policy.preempts(&self.tasks[i], &self.tasks[r], now, &cpus) {
+                if self.tasks[i].allowed(c)
+                    && (self.policy.preempts(&self.tasks[i], &self.tasks[r], now, &cpus)
+                        || self.policy.slice_over(&self.tasks[r], now - self.since[c]))
+                {
                     let better = match worst {
                         None => true,
                         Some(w) => self.policy.worse(&self.tasks[r], &self.tasks[w], now, &cpus),
