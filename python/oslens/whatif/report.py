@@ -53,7 +53,7 @@ def text(doc: dict) -> str:
     fit = w.get("background_fit") or {}
     lines.append(f"  workload: blocks io {bl.get('io', 0)}, sleep {bl.get('sleep', 0)}, sync (waker-dependent) "
                  f"{bl.get('sync', 0)}; other tasks took {fmt_ns(w.get('background_cpu_ns', 0))} of CPU, modelled as "
-                 f"{fit.get('k', 0)} competitor(s) per CPU (fitted: default-policy waiting "
+                 f"their recorded stretches replayed + {fit.get('k', 0)} always-ready competitor(s) per CPU (fitted: default-policy waiting "
                  f"{fmt_ns(fit.get('fitted_waiting_ns'))} vs {fmt_ns(fit.get('recorded_waiting_ns'))} recorded)")
     for note in doc["notes"]:
         lines.append(f"  note: {note}")
