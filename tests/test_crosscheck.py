@@ -105,10 +105,38 @@ def test_a_dead_threads_last_switch_is_not_rusage():
 
 def test_cpu_time_lost_with_a_switch_in_is_bounded_by_its_window():
     # 10 ms of slices seen, 3 ms more in a slice whose switch-in was lost (its window 4 ms): the
-    # kernel's 13 ms agrees, its 15 ms does not (beyond the window, 2% and the 2 ms slack)
+    # kernel's 13 ms agrees, its 18.5 ms does not (beyond the window, 2% and the 4 ms slack); the
+    # trace may exceed the kernel by the slack, not more
     counts = pa.table({"pid": [10], "tid": [10], "parent_pid": [1], "end_ns": [100], "voluntary": [5], "involuntary": [0],
                        "faults": [0], "cpu_ns": [10_000_000], "slices": [6], "unknown_ns": [4_000_000]})
-    for kernel_ns, agrees in ((13_000_000, True), (16_400_000, False), (8_200_000, True), (7_700_000, False)):
+    for kernel_ns, agrees in ((13_000_000, True), (18_500_000, False), (6_200_000, True), (5_500_000, False)):
         rows = {r["count"]: r for r in crosscheck.compare(counts, {"rusage": {"utime_ns": kernel_ns}}, 10).to_pylist()}
         assert rows["CPU time"]["agrees"] is agrees, (kernel_ns, rows["CPU time"])
     assert "4.0 ms in slices whose switch-in was not recorded" in rows["CPU time"]["note"]
+
+
+def test_cpu_time_the_hypervisor_stole_is_allowed_only_up_to_the_steal_counted():
+    # 100 ms of slices against 90 ms of kernel CPU time: /proc/stat counted 1 tick (10 ms) of
+    # steal on CPU 0 during the run, which the program ran on; a stolen tick on CPU 1 is not its
+    counts = pa.table({"pid": [10], "tid": [10], "parent_pid": [1], "end_ns": [100], "voluntary": [5], "involuntary": [0],
+                       "faults": [0], "cpu_ns": [100_000_000], "slices": [6], "unknown_ns": [0]})
+    kernel = {"rusage": {"utime_ns": 90_000_000}, "steal": {"cpu0": 1, "cpu1": 5, "tick_ns": 10_000_000}}
+    assert crosscheck.stolen_at_most(kernel, [0]) == 20_000_000  # below (1 + 1) ticks
+    rows = {r["count"]: r for r in crosscheck.compare(counts, kernel, 10, cpus=[0]).to_pylist()}
+    assert rows["CPU time"]["agrees"] and "the hypervisor stole up to 20 ms" in rows["CPU time"]["note"]
+    kernel["rusage"]["utime_ns"] = 70_000_000  # 30 ms more than the steal can explain
+    rows = {r["count"]: r for r in crosscheck.compare(counts, kernel, 10, cpus=[0]).to_pylist()}
+    assert not rows["CPU time"]["agrees"]
+    del kernel["steal"]  # no steal figures (an older trace): no allowance
+    kernel["rusage"]["utime_ns"] = 90_000_000
+    rows = {r["count"]: r for r in crosscheck.compare(counts, kernel, 10).to_pylist()}
+    assert not rows["CPU time"]["agrees"]
+
+
+def test_record_keeps_the_steal_over_the_run(switcher):
+    trace, _ = switcher
+    steal = json.loads((trace / "meta.json").read_text())["steal"]
+    assert steal["tick_ns"] > 0 and {k for k in steal if k.startswith("cpu")} and min(
+        v for k, v in steal.items() if k.startswith("cpu")) >= 0
+    con = _open(trace)
+    assert crosscheck.kernel_from_meta(common.meta(con))["steal"] == steal

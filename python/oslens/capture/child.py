@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from oslens.capture.steal import steal_during, steal_ticks
 from oslens.errors import OslensError
 
 
@@ -28,6 +29,8 @@ class Child:
         self.rusage: dict | None = None
         self.schedstat: dict | None = None
         self.before_release: dict | None = None
+        self._steal_at_release: dict[str, int] = {}
+        self.steal: dict | None = None  # hypervisor steal over the run (capture/steal.py)
         parent = os.getpid()
         gate_r, gate_w = os.pipe() if held else (-1, -1)
         err_r, err_w = (-1, -1) if held else os.pipe2(os.O_CLOEXEC)
@@ -60,6 +63,7 @@ class Child:
         """Lets a held child exec, after noting what it did before (see `_launcher_figures`)."""
         self._until_blocked()
         self.before_release = self._launcher_figures()
+        self._steal_at_release = steal_ticks()
         os.write(self._gate, b"g")
 
     def _until_blocked(self, timeout_s: float = 2.0) -> None:
@@ -88,6 +92,8 @@ class Child:
         reaped it). Keeps the kernel's own figures for the run (`rusage`, `schedstat`) for the
         cross-check (analysis/crosscheck.py)."""
         self.schedstat = self._schedstat_before_reap()
+        if self._steal_at_release:
+            self.steal = steal_during(self._steal_at_release, steal_ticks())
         try:
             _, status, ru = os.wait4(self.pid, 0)
         except ChildProcessError:

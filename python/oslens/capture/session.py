@@ -167,6 +167,8 @@ class Session:
             self.meta["schedstat"] = self.child.schedstat
         if self.child.before_release:
             self.meta["before_release"] = self.child.before_release
+        if self.child.steal:
+            self.meta["steal"] = self.child.steal
         return self._exit_status(status)
 
     def _forward(self, signum, _frame):
