@@ -24,6 +24,9 @@ class Program:
     window: tuple[int, int] | None
     cpus: list[int] = field(default_factory=list)
     own_tids: set[int] = field(default_factory=set)  # oslens's threads inside the program's processes
+    # this recording's own processes outside the program (the `oslens` command, its collector),
+    # from meta `oslens_pids`; empty for traces that do not say
+    oslens_pids: set[int] = field(default_factory=set)
 
     @property
     def tidset(self) -> set[int]:
@@ -130,7 +133,19 @@ def _program(con) -> Program:
         con_tids = ",".join(str(t) for t in tids)
         cpus = [int(r[0]) for r in con.execute(
             f"SELECT DISTINCT cpu FROM cpu_slices WHERE tid IN ({con_tids}) ORDER BY cpu").fetchall()]
-    return Program(pids, tids, names, pid_of, start, end, main, window, cpus, own_tids)
+    return Program(pids, tids, names, pid_of, start, end, main, window, cpus, own_tids, recording_pids(con))
+
+
+def recording_pids(con) -> set[int]:
+    """The pids of this recording's `oslens` command and kernel collector (meta `oslens_pids`)."""
+    out = set()
+    for k, v in meta(con).items():
+        if k.startswith("oslens_pids."):
+            try:
+                out.add(int(v))
+            except ValueError:
+                continue
+    return out
 
 
 def launched_tid(con) -> int | None:

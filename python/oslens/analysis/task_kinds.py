@@ -138,8 +138,13 @@ def classify_task(tid: int, pid: int | None, comm: str | None, prog: Program | N
         return "idle", "idle task: runs when no other task is ready"
     if prog is not None and tid in prog.tidset:
         return "program", f"the program: {prog.names.get(tid, comm)}"
-    if comm.startswith("oslens") or (prog is not None and tid in prog.own_tids):
+    if prog is not None and tid in prog.own_tids:
         return "oslens", "oslens itself (recorder, helper thread or kernel collector)"
+    if comm.startswith("oslens"):
+        # another oslens run on the machine is not this recording's cost
+        if prog is None or not prog.oslens_pids or pid in prog.oslens_pids or tid in prog.oslens_pids:
+            return "oslens", "oslens itself (recorder, helper thread or kernel collector)"
+        return "other process", "another oslens run on the machine"
     if prog is not None and pid is not None and pid in prog.pids:
         return "program", f"the program (untraced thread {comm})"
     for prefix, desc in KERNEL_THREADS:

@@ -58,3 +58,18 @@ def test_only_this_recordings_oslens_command_is_listed():
                 "(60, 60, 'oslens', false, true)")  # 60: another oslens run on the machine
     rows = tasks.oslens_activity(con).to_pylist()
     assert [(r["what"], r["tid"]) for r in rows if r["what"] == tasks.COMMAND] == [(tasks.COMMAND, 50)]
+
+
+def test_another_oslens_run_is_not_this_recordings_cost():
+    # [50] is this recording's `oslens` command and [55] its collector (meta oslens_pids); [60],
+    # also named oslens, is another oslens run on the machine that happened to preempt the program
+    con = trace()
+    con.execute("INSERT INTO meta VALUES ('oslens_pids.command', '50'), ('oslens_pids.collector', '55')")
+    prog = common.program(con)
+    assert prog.oslens_pids == {50, 55}
+    assert common.classify_task(50, 50, "oslens", prog)[0] == "oslens"
+    assert common.classify_task(56, 55, "oslens-collecto", prog)[0] == "oslens"  # a collector thread
+    assert common.classify_task(101, 100, "oslens-helper", prog)[0] == "oslens"  # the helper, in the program
+    assert common.classify_task(60, 60, "oslens", prog) == ("other process", "another oslens run on the machine")
+    # a trace that does not name its processes keeps the old rule: every oslens task is oslens
+    assert common.classify_task(60, 60, "oslens", common.program(trace()))[0] == "oslens"

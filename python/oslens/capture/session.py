@@ -143,6 +143,9 @@ class Session:
         self.meta["pid"] = self.child.pid
         self._write_meta()  # a recording killed from here on still names its program
         self.collector = self._start_collector(self.child.pid)
+        # this recording's own processes: other oslens runs on the machine are not its cost
+        self.meta["oslens_pids"] = {"command": os.getpid(),
+                                    **({"collector": self.collector.proc.pid} if getattr(self.collector, "proc", None) else {})}
         previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         maps = None
         spares = SparePool(self.trace, enabled=os.environ.get("OSLENS_SPARE_FILES") != "0").start()  # spares.py
