@@ -98,7 +98,8 @@ def interference(ctx: Context) -> list[dict]:
             f"{fmt(c['cpu_ns'])} of CPU on the program's CPUs ({fmt(per)} per preemption); each preemption also "
             f"costs the program a context switch and its warm cache. Program threads spent {fmt(c['stolen'])} "
             f"runnable waiting for CPUs it held ({pct(c['share'])} of their time).",
-            c["n"], c["share"]))
+            # named for its rate alone, it explains too little time to rank by: listed as a count
+            c["n"], c["share"] if c["share"] >= MIN_SHARE else None))
     return out
 
 
