@@ -300,6 +300,31 @@ def test_allocation_failures_stop_the_recording_not_the_program(compile_c, early
             assert "no recorder helper thread ran: the program's threads copied all" in proc.stderr
 
 
+def test_allocation_failures_in_the_preload_stop_the_recording_not_the_program(compile_c):
+    """The same exhausted address space under the preload (record's default): each event is
+    taken under the thread's own lock, first locked after the exhaustion, so the preload's lock
+    counting may find no memory for its table. Before, the first lock registered a TLS destructor,
+    which glibc aborts on when it has no memory, and the table's allocation aborted too; now the
+    state is made at thread start and a table that cannot be had sends each acquisition to the
+    recorder as one record."""
+    nomem = compile_c("fault_nomem.c")
+    command = ["prlimit", f"--as={1 << 30}", nomem, "20000", "0"]
+    want = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "address space exhausted: yes" in want
+    with tempfile.TemporaryDirectory(prefix="oslens-nomem-") as where:
+        trace = Path(where) / "t"
+        proc = run_oslens("record", "--no-kernel", "-o", trace, "--", *command, check=False)
+        assert proc.returncode == 0 and proc.stdout == want, proc.stderr[-2000:]
+        # under the preload both threads recorded before the exhaustion, so both have buffers: every
+        # event is kept, and every acquisition is counted (in a table where the thread's malloc arena
+        # still had room, else one counter record each)
+        events = rows(trace, "SELECT count(*) FROM app_events WHERE kind = 'event' AND id = 1")[0][0]
+        counted = rows(trace, "SELECT coalesce(sum(value), 0), count(*) FROM counters WHERE reason = 'lock'")[0]
+        lost = rows(trace, "SELECT coalesce(sum(count), 0) FROM lost")[0][0]
+        assert events + lost == 2 * 20_000 and events > 0, (events, lost)
+        assert counted[0] == 2 * 20_000 - lost and 1 <= counted[1] <= counted[0], (counted, lost)
+
+
 FS_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32): ext4 and xfs "going down"
 SHUTDOWN_NOLOGFLUSH = 2
 

@@ -20,16 +20,24 @@ struct block { struct block *next; uint32_t pages; uint32_t mapped; }; /* 16 byt
 static struct block *hoard;
 static size_t hoarded;
 
+/* Each event under the thread's own lock: under the preload, a lock first taken once memory
+ * is exhausted must not make the preload's own bookkeeping abort the program. */
 static uint64_t work(uint64_t sum) {
+    pthread_mutex_t own = PTHREAD_MUTEX_INITIALIZER;
     for (long i = 0; i < events; i++) {
         uint64_t v = (uint64_t)i;
+        pthread_mutex_lock(&own);
         osl_event(1, &v, sizeof v);
         sum = sum * 31 + v;
+        pthread_mutex_unlock(&own);
     }
     return sum;
 }
 
+static pthread_barrier_t started;
+
 static void *worker(void *arg) {
+    pthread_barrier_wait(&started); /* running (under the preload, its start recorded) before the memory runs out */
     pthread_barrier_wait(&go);
     return (void *)(uintptr_t)work((uint64_t)(uintptr_t)arg);
 }
@@ -82,8 +90,10 @@ int main(int argc, char **argv) {
     }
     pthread_t t;
     pthread_barrier_init(&go, NULL, 2);
+    pthread_barrier_init(&started, NULL, 2);
     if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)2) != 0)
         return 3;
+    pthread_barrier_wait(&started);
     if (early)
         osl_event(2, NULL, 0);
     exhaust();

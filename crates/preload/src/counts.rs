@@ -77,25 +77,35 @@ thread_local! {
     static MINE: Mine = const { Mine { table: Cell::new(std::ptr::null()), since_flush: Cell::new(0), dirty: Cell::new(false), held: Cell::new([0; HELD]), n_held: Cell::new(0) } };
 }
 
+/// Makes the calling thread's state, whose first use registers a TLS destructor: glibc
+/// allocates for that and aborts the process when it cannot, so it is done while a thread
+/// starts (and at load for the main thread), not at its first lock, when memory may be gone.
+pub fn prepare_thread() {
+    let _ = MINE.try_with(|_| ());
+}
+
 fn tid() -> u32 {
     // SAFETY: no preconditions.
     unsafe { libc::gettid() as u32 }
 }
 
-fn new_table(owner: u32) -> &'static Table {
-    let t: &'static Table = Box::leak(Box::new(Table {
-        owner: AtomicU32::new(owner),
-        busy: AtomicBool::new(false),
-        next: AtomicPtr::new(std::ptr::null_mut()),
-        slots: std::array::from_fn(|_| Slot { addr: AtomicU64::new(0), count: AtomicU64::new(0), flushed: AtomicU64::new(0), id: AtomicU32::new(0) }),
-        order: std::array::from_fn(|_| AtomicU32::new(0)),
-        used: AtomicU32::new(0),
-    }));
+/// A new table, or None when memory is exhausted: the thread's acquisitions are then written
+/// one COUNTER record each, which the recorder keeps or counts lost (docs/recorder.md, "Faults").
+fn new_table(owner: u32) -> Option<&'static Table> {
+    // every field is an atomic whose zero is its empty state
+    // SAFETY: a non-zero-sized layout; the zeroed memory is a valid Table.
+    let p = unsafe { std::alloc::alloc_zeroed(std::alloc::Layout::new::<Table>()) } as *mut Table;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: just allocated, leaked for the process's life.
+    let t: &'static Table = unsafe { &*p };
+    t.owner.store(owner, Relaxed);
     let mut head = TABLES.load(Acquire);
     loop {
         t.next.store(head, Relaxed);
-        match TABLES.compare_exchange_weak(head, t as *const Table as *mut Table, AcqRel, Acquire) {
-            Ok(_) => return t,
+        match TABLES.compare_exchange_weak(head, p, AcqRel, Acquire) {
+            Ok(_) => return Some(t),
             Err(h) => head = h,
         }
     }
@@ -108,7 +118,7 @@ fn lock(t: &Table) {
 }
 
 /// A free table (its slots emptied) or a new one, owned by the calling thread.
-fn take_table() -> &'static Table {
+fn take_table() -> Option<&'static Table> {
     let me = tid();
     let mut p = TABLES.load(Acquire);
     while !p.is_null() {
@@ -124,15 +134,22 @@ fn take_table() -> &'static Table {
             }
             t.used.store(0, Relaxed);
             t.busy.store(false, Release);
-            return t;
+            return Some(t);
         }
         p = t.next.load(Acquire);
     }
     new_table(me)
 }
 
+/// The counter named after the object's address, "0x…" (formatted on the stack: this runs
+/// when memory may be exhausted).
 fn counter_id(addr: u64) -> u32 {
-    let name = format!("0x{addr:x}\0");
+    let mut name = [0u8; 20];
+    name[..2].copy_from_slice(b"0x");
+    let digits = (16 - addr.leading_zeros() as usize / 4).max(1);
+    for i in 0..digits {
+        name[2 + i] = b"0123456789abcdef"[(addr >> (4 * (digits - 1 - i)) & 0xf) as usize];
+    }
     crate::define_name(kinds::NAME_COUNTER, name.as_ptr() as *const std::ffi::c_char)
 }
 
@@ -176,7 +193,10 @@ pub fn count(addr: u64) {
     let done = MINE.try_with(|m| {
         let mut t = m.table.get();
         if t.is_null() {
-            t = take_table();
+            match take_table() {
+                Some(new) => t = new,
+                None => return false,
+            }
             m.table.set(t);
         }
         // SAFETY: leaked table owned by this thread.

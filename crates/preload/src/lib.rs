@@ -443,6 +443,7 @@ struct Start {
 extern "C" fn thread_start(p: P) -> P {
     // SAFETY: boxed by pthread_create below, handed to exactly one thread.
     let start = unsafe { Box::from_raw(p as *mut Start) };
+    counts::prepare_thread();
     // SAFETY: no preconditions.
     rec(kinds::THREAD_START, 0, start.creator_tid, unsafe { libc::pthread_self() } as u64);
     (start.f)(start.arg)
@@ -459,7 +460,15 @@ pub unsafe extern "C" fn pthread_create(t: *mut libc::pthread_t, attr: P, f: Sta
     if RECORD.load(Relaxed) == 1 || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) || (base != 0 && object_base(f as *const c_void) == base) {
         return real(t, attr, f, arg);
     }
-    let start = Box::into_raw(Box::new(Start { f, arg, creator_tid: libc::gettid() as u64 }));
+    // allocated without aborting: with memory exhausted the thread starts unwrapped (its start
+    // is not recorded) and the program runs on
+    let start = std::alloc::alloc(std::alloc::Layout::new::<Start>()) as *mut Start;
+    if start.is_null() {
+        let r = real(t, attr, f, arg);
+        rec(kinds::THREAD_CREATE, 0, if r == 0 { *t as u64 } else { 0 }, r as u64);
+        return r;
+    }
+    start.write(Start { f, arg, creator_tid: libc::gettid() as u64 });
     let r = real(t, attr, thread_start, start as P);
     if r != 0 {
         drop(Box::from_raw(start));
@@ -528,11 +537,18 @@ unsafe fn fix_env(envp: Argv) -> Argv {
     if envp.is_null() || keep.is_empty() || RECORD.load(Relaxed) == 1 {
         return envp;
     }
+    let mut n = 0;
+    while !(*envp.add(n)).is_null() {
+        n += 1;
+    }
+    // with memory exhausted the environment goes unchanged (the new image may run unrecorded)
+    // rather than the allocation aborting the program
     let mut entries: Vec<*const c_char> = Vec::new();
-    let mut i = 0;
-    while !(*envp.add(i)).is_null() {
+    if entries.try_reserve_exact(n + keep.len() + 1).is_err() {
+        return envp;
+    }
+    for i in 0..n {
         entries.push(*envp.add(i));
-        i += 1;
     }
     let mut changed = false;
     for want in keep {
@@ -546,14 +562,18 @@ unsafe fn fix_env(envp: Argv) -> Argv {
                 changed = true;
             }
             Some(idx) if key == b"LD_PRELOAD=" => {
-                let theirs = CStr::from_ptr(entries[idx]).to_bytes()[key.len()..].to_vec();
+                let theirs = &CStr::from_ptr(entries[idx]).to_bytes()[key.len()..];
                 let ours = &want_b[key.len()..];
                 let missing = ours.split(|&c| c == b' ' || c == b':').any(|lib| !lib.is_empty() && !theirs.split(|&c| c == b' ' || c == b':').any(|t| t == lib));
                 if missing {
-                    let mut merged = want_b.to_vec();
+                    let mut merged = Vec::new();
+                    if merged.try_reserve_exact(want_b.len() + theirs.len() + 2).is_err() {
+                        continue;
+                    }
+                    merged.extend_from_slice(want_b);
                     if !theirs.is_empty() {
                         merged.push(b' ');
-                        merged.extend_from_slice(&theirs);
+                        merged.extend_from_slice(theirs);
                     }
                     if let Ok(s) = CString::new(merged) {
                         entries[idx] = s.into_raw();
@@ -677,6 +697,7 @@ static CONSTRUCTOR: extern "C" fn() = {
         // Capture the environment to restore before the program can change it.
         keep();
         if RECORD.load(Relaxed) == 0 && resolve_recorder() != 1 {
+            counts::prepare_thread();
             // a return from main exits through glibc's own exit call, not the wrapper
             // SAFETY: registering a plain function.
             unsafe { libc::atexit(flush_counts_at_exit) };
