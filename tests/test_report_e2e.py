@@ -96,8 +96,12 @@ def test_per_thread_times_add_up_to_wall_time(water_trace):
         parts = sum(r[c] for c in breakdown.TIME_COLUMNS)
         assert abs(parts - r["wall_ns"]) <= 0.01 * r["wall_ns"], r
         if has_sched:
-            # with kernel events nearly every nanosecond is attributed to a known state
-            assert r["unknown_ns"] <= 0.01 * r["wall_ns"], r
+            # with kernel events nearly every nanosecond is attributed to a known state, except the
+            # window of a slice whose switch-in the kernel did not deliver (cpu_slices.start_inferred:
+            # a CI run saw 171 ms of one), which is unknown by design
+            inferred = con.execute("SELECT coalesce(sum(end_ns - start_ns), 0) FROM cpu_slices WHERE tid = ? AND "
+                                   "start_inferred", [r["tid"]]).fetchone()[0]
+            assert r["unknown_ns"] <= 0.01 * r["wall_ns"] + inferred, (r, inferred)
     # the main thread's wall time is the program's: within 1% of its outermost region
     prog = common.program(con)
     main = next(r for r in bd if r["tid"] == prog.main_tid)
