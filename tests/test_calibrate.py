@@ -14,6 +14,7 @@ import pytest
 from conftest import ROOT, run_oslens
 
 from oslens import _native
+from oslens.calibrate import order
 from oslens.store import calibration
 from oslens.capture import raw
 from oslens.store import open_trace
@@ -287,15 +288,17 @@ def test_compare_order_same_for_two_water_runs(tmp_path):
     assert r["same"] and r["threads"] == 2 and r["events_a"] == r["events_b"] > 0
 
 
-def write_sync_trace(path: Path, threads: dict, pid: int):
-    """threads: {name: [(kind, lock address)]}; tids differ from trace to trace (pid-based)."""
+def write_sync_trace(path: Path, threads: dict, pid: int, step_ns: int = 100):
+    """threads: {name: [(kind, lock address)]}; tids differ from trace to trace (pid-based);
+    step_ns apart (0: every record of a thread has one timestamp)."""
     (path / "raw").mkdir(parents=True)
     ns = syn.NS0
     for i, (name, ops) in enumerate(threads.items()):
         tid = pid + i
         rows = []
+        ns += 100
         for kind, addr in ops:
-            ns += 100
+            ns += step_ns
             rows.append((int(syn.tsc(ns)), 0, 0, kind, addr, 0))
         header = {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": pid, "tid": tid, "ppid": 1,
                   "seq": 0, "name": name, "calib": [(int(syn.tsc(syn.NS0)), syn.NS0), (int(syn.tsc(ns)), ns)],
@@ -329,6 +332,20 @@ def test_compare_order_reports_the_first_divergence(tmp_path):
     assert [(x["thread"], x["index"]) for x in d] == [("process 0 thread 'worker'", 6)]
     # the same trace against itself, and against a copy recorded under other ids
     assert run_oslens("compare-order", tmp_path / "a", tmp_path / "a").stdout.strip() == "same"
+
+
+def test_compare_order_follows_record_order_where_timestamps_tie(tmp_path):
+    """Records a few ns apart share a timestamp where the TSC steps coarsely (a CI run saw
+    region_begin and the next lock_request swapped): the order is the recorded one."""
+    req, acq, rel = 32, 33, 34
+    ops = [(req, 0x1000), (acq, 0x1000), (rel, 0x1000), (req, 0x2000), (acq, 0x2000), (rel, 0x2000)]
+    write_sync_trace(tmp_path / "tied", {"main": ops}, pid=100, step_ns=0)
+    write_sync_trace(tmp_path / "apart", {"main": ops}, pid=200)
+    assert run_oslens("compare-order", tmp_path / "tied", tmp_path / "apart").stdout.strip() == "same"
+    con = open_trace(tmp_path / "tied", quiet=True)
+    got = [(s.kind, s.obj) for s in order.sequences(con)["process 0 thread 'main'"]]
+    assert got == [("lock_request", "#0"), ("lock_acquire", "#0"), ("lock_release", "#0"),
+                   ("lock_request", "#1"), ("lock_acquire", "#1"), ("lock_release", "#1")]
 
 
 def test_compare_order_errors(tmp_path):

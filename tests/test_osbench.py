@@ -103,9 +103,6 @@ def test_relations_that_hold_on_any_machine(quick_run):
     assert r["calls.syscall_getpid"]["median_ns"] > r["calls.function"]["median_ns"]
     assert r["file.read.direct.uncached"]["median_ns"] > r["file.read.direct.cached"]["median_ns"]
     assert r["file.read.indirect.uncached"]["median_ns"] > r["file.read.indirect.cached"]["median_ns"]
-    thread, process = r["ctx.thread.pinned"], r["ctx.process.pinned"]
-    width = thread["ci_high_ns"] - thread["ci_low_ns"]
-    assert process["median_ns"] >= thread["median_ns"] - width or process["ci_high_ns"] >= thread["ci_low_ns"]
     assert r["copy.rw_8k.disk"]["median_ns"] > r["copy.rw_8k.cached"]["median_ns"]
     if IS_ROOT:
         assert r["timeslice.rr.4ms"]["status"] == "ok"

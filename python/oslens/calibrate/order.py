@@ -73,11 +73,13 @@ def sequences(con, groups=("sync",)) -> dict[str, list[Step]]:
     kinds = [k for g in groups for k in GROUPS[g]]
     rows = con.execute("SELECT pid, tid, name, start_ns FROM threads WHERE source IS NULL OR source <> 'kernel'"
                        ).fetchall()
-    ev = con.execute(
+    # In record order, not by ts: records a few ns apart share a timestamp where the TSC steps
+    # coarsely (this VM's steps ~10 ns), and a free lock's request and acquire share one by design.
+    # app_events holds each thread's records in record order, and a scan keeps it (DuckDB's
+    # preserve_insertion_order); sorted() is stable.
+    ev = sorted(con.execute(
         f"SELECT pid, tid, CAST(kind AS VARCHAR), CAST(instrument AS VARCHAR), value, id, ts FROM app_events "
-        f"WHERE CAST(kind AS VARCHAR) IN ({_sql_list(kinds)}) "
-        # a free lock's request and acquire share one timestamp (docs/auto-instrumentation.md, lock recording)
-        f"ORDER BY pid, tid, ts, CAST(kind AS VARCHAR) <> 'lock_request'").fetchall()
+        f"WHERE CAST(kind AS VARCHAR) IN ({_sql_list(kinds)})").fetchall(), key=lambda r: (r[0], r[1]))
     known = {(r[0], r[1]) for r in rows}
     for pid, tid, *_ in ev:
         if (pid, tid) not in known:
