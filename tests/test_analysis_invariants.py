@@ -138,10 +138,10 @@ def _trace(name, tmp_path_factory):
         trace = tmp / "trace"
         r = run_oslens("record", *opts, "-o", trace, "--", *argv, check=False, timeout=300)
         assert r.returncode == (7 if name == "launcher" else 0), r.stderr[-2000:]
-        from oslens.analysis import common
+        from oslens.analysis import db, program
         from oslens.store import open_trace
         con = open_trace(trace, quiet=True)
-        if not common.kernel_status(con)["scheduling"]:
+        if not db.kernel_status(con)["scheduling"]:
             pytest.skip("the kernel collector recorded no scheduling events (needs root)")
         _TRACES[name] = (trace, con, tmp)
     return _TRACES[name]
@@ -191,9 +191,9 @@ def _d_and_inflight(con, tid, lo, hi):
 
 
 def test_each_thread_adds_up_io_and_syscalls_are_bounded_and_oslens_is_apart(traced):
-    from oslens.analysis import common
+    from oslens.analysis import db, program
     name, trace, con, _tmp = traced
-    prog = common.program(con)
+    prog = program.program(con)
     bd = _breakdown(con)
     assert bd, f"{name}: no program threads"
     from oslens.analysis.breakdown import TIME_COLUMNS

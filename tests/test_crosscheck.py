@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import run_oslens
-from oslens.analysis import common, crosscheck, findings
+from oslens.analysis import crosscheck, db, findings
 from oslens.analysis.synthetic import make_con
 
 
@@ -41,7 +41,7 @@ def test_record_prints_and_keeps_the_agreement(switcher):
     assert meta["crosscheck"]["agrees"] is True
     assert meta["rusage"]["nvcsw"] > 3000  # every switch op is a voluntary switch of one of the pair
     con = _open(trace)
-    assert common.meta(con)["crosscheck.line"] == meta["crosscheck"]["line"]
+    assert db.meta(con)["crosscheck.line"] == meta["crosscheck"]["line"]
     rows = {r["count"]: r for r in crosscheck.crosscheck(con).to_pylist()}
     # the switches are counted over exactly rusage's tasks: equal, not merely close
     for name in ("voluntary switches", "involuntary switches"):
@@ -54,9 +54,9 @@ def test_record_prints_and_keeps_the_agreement(switcher):
 def test_a_falsified_count_is_named(switcher):
     trace, _ = switcher
     con = _open(trace)
-    kernel = crosscheck.kernel_from_meta(common.meta(con))
+    kernel = crosscheck.kernel_from_meta(db.meta(con))
     kernel["rusage"]["nivcsw"] = int(kernel["rusage"]["nivcsw"] * 1.1) + 5
-    table = crosscheck.compare(crosscheck.counts_by_thread(con), kernel, int(common.meta(con)["pid"]))
+    table = crosscheck.compare(crosscheck.counts_by_thread(con), kernel, int(db.meta(con)["pid"]))
     bad = [r["count"] for r in table.to_pylist() if not r["agrees"] and "CPU" not in r["count"]]
     assert bad == ["involuntary switches"]  # (CPU time is held to a looser bound: docs/report.md)
     line = crosscheck.summary_line(table)
@@ -139,4 +139,4 @@ def test_record_keeps_the_steal_over_the_run(switcher):
     assert steal["tick_ns"] > 0 and {k for k in steal if k.startswith("cpu")} and min(
         v for k, v in steal.items() if k.startswith("cpu")) >= 0
     con = _open(trace)
-    assert crosscheck.kernel_from_meta(common.meta(con))["steal"] == steal
+    assert crosscheck.kernel_from_meta(db.meta(con))["steal"] == steal

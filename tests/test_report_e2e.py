@@ -86,12 +86,12 @@ def test_water_regions_and_threads(water_trace):
 
 
 def test_per_thread_times_add_up_to_wall_time(water_trace):
-    from oslens.analysis import breakdown, common
+    from oslens.analysis import breakdown, db, program
 
     _, con, printed = water_trace
     bd = breakdown.time_breakdown(con).to_pylist()
     assert len(bd) >= THREADS
-    has_sched = common.kernel_status(con)["scheduling"]
+    has_sched = db.kernel_status(con)["scheduling"]
     for r in bd:
         parts = sum(r[c] for c in breakdown.TIME_COLUMNS)
         assert abs(parts - r["wall_ns"]) <= 0.01 * r["wall_ns"], r
@@ -103,7 +103,7 @@ def test_per_thread_times_add_up_to_wall_time(water_trace):
                                    "start_inferred", [r["tid"]]).fetchone()[0]
             assert r["unknown_ns"] <= 0.01 * r["wall_ns"] + inferred, (r, inferred)
     # the main thread's wall time is the program's: within 1% of its outermost region
-    prog = common.program(con)
+    prog = program.program(con)
     main = next(r for r in bd if r["tid"] == prog.main_tid)
     region = con.execute("SELECT max(duration_ns) FROM regions WHERE name = 'main' AND tid = ?",
                          [prog.main_tid]).fetchone()[0]
@@ -113,13 +113,13 @@ def test_per_thread_times_add_up_to_wall_time(water_trace):
 
 
 def test_transition_matrix_and_sync(water_trace):
-    from oslens.analysis import common, sync_summary, transitions
+    from oslens.analysis import db, program, sync_summary, transitions
 
     _, con, _ = water_trace
-    if common.row_count(con, "switches"):
+    if db.row_count(con, "switches"):
         tm = transitions.transition_matrix(con)
-        assert sum(tm.column("count").to_pylist()) == common.row_count(con, "switches")
-    if common.row_count(con, "sync"):
+        assert sum(tm.column("count").to_pylist()) == db.row_count(con, "switches")
+    if db.row_count(con, "sync"):
         rows = sync_summary.sync_summary(con).to_pylist()
         barrier = [r for r in rows if "barrier" in r["kind"] and r["object"] == "(all)"]
         if barrier:
@@ -206,10 +206,10 @@ def test_findings_name_an_injected_interfering_task(tmp_path):
     finally:
         noise.kill()
         noise.wait()
-    from oslens.analysis import common, findings
+    from oslens.analysis import db, findings, program
 
     con = store.open_trace(trace)
-    st = common.kernel_status(con)
+    st = db.kernel_status(con)
     if not st["scheduling"]:
         pytest.skip(f"no kernel scheduling events in this environment: {st['reason']}")
     f = findings.findings(con).to_pylist()

@@ -54,10 +54,10 @@ def main() -> int:
         con = oslens.open(trace)
         import ruptures  # noqa: F401  (its import, ~0.5 s with scipy, is not the analysis)
 
-        from oslens.analysis import common, states
+        from oslens.analysis import program, states
 
         t = time.process_time()
-        states.timelines(con, common.program(con))  # shared with the report, cached per connection
+        states.timelines(con, program.program(con))  # shared with the report, cached per connection
         t_timelines = time.process_time() - t
         t_vec, t_seg, t_sim, t_all, w_all = [], [], [], [], []
         for _ in range(args.repeat):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from oslens.analysis import common, states
+from oslens.analysis import db, program, states, units
 
 TIME_COLUMNS = [
     "computation_ns",
@@ -59,7 +59,7 @@ EVENT_COST_KEYS = [
 
 def event_cost_ns(con) -> float | None:
     """The calibrated cost of recording one event, when the trace carries it."""
-    m = common.meta(con)
+    m = db.meta(con)
     for k in EVENT_COST_KEYS:
         try:
             v = float(m[k])
@@ -77,13 +77,13 @@ def _per_tid(con, sql: str) -> dict[int, int]:
 def event_counts(con) -> dict[int, int]:
     """Events each thread recorded (region begin and end count as two)."""
     counts: dict[int, int] = {}
-    if common.table_exists(con, "app_events"):
+    if db.table_exists(con, "app_events"):
         counts = _per_tid(con, "SELECT tid, count(*) FROM app_events GROUP BY tid")
         kinds = {r[0] for r in con.execute("SELECT DISTINCT kind FROM app_events").fetchall()}
         has_regions = any(k and "region" in str(k) for k in kinds)
     else:
         has_regions = False
-    if not has_regions and common.table_exists(con, "regions"):
+    if not has_regions and db.table_exists(con, "regions"):
         for t, n in _per_tid(con, "SELECT tid, 2 * count(*) FROM regions GROUP BY tid").items():
             counts[t] = counts.get(t, 0) + n
     return counts
@@ -92,9 +92,9 @@ def event_counts(con) -> dict[int, int]:
 def pause_ns(con) -> dict[int, int]:
     """Time the recorder itself stopped each thread (the `pauses` table, or app_events of kind
     'pause' whose value is the duration in ns)."""
-    if common.table_exists(con, "pauses") and "duration_ns" in common.columns(con, "pauses"):
+    if db.table_exists(con, "pauses") and "duration_ns" in db.columns(con, "pauses"):
         return _per_tid(con, "SELECT tid, sum(duration_ns) FROM pauses GROUP BY tid")
-    if not common.table_exists(con, "app_events"):
+    if not db.table_exists(con, "app_events"):
         return {}
     return _per_tid(con, "SELECT tid, sum(value) FROM app_events WHERE kind = 'pause' GROUP BY tid")
 
@@ -103,7 +103,7 @@ def compensation_costs(con) -> tuple[dict[int, int], bool, str | None] | None:
     """What the instrumentation cost each thread according to the store's `compensation` table
     (records × calibrated in-vitro cost per record kind, plus measured pauses): (ns per thread,
     whether anything was charged, why not). None when the trace has no such table."""
-    if not common.row_count(con, "compensation"):
+    if not db.row_count(con, "compensation"):
         return None
     per = {int(t): int(round(v or 0)) for t, v in con.execute(
         "SELECT tid, sum(cost_ns) FROM compensation GROUP BY tid").fetchall()}
@@ -114,10 +114,10 @@ def compensation_costs(con) -> tuple[dict[int, int], bool, str | None] | None:
     return per, charged, why
 
 
-def _count_in_life(con, prog: common.Program, table: str, ts_sql: str) -> dict[int, int]:
+def _count_in_life(con, prog: program.Program, table: str, ts_sql: str) -> dict[int, int]:
     """Rows of `table` per program thread inside the thread's life as the program (the launcher's
     work before exec is oslens's, not the program's)."""
-    if not prog.tids or not common.table_exists(con, table):
+    if not prog.tids or not db.table_exists(con, table):
         return {}
     tids = list(prog.tids)
     rows = con.execute(
@@ -131,12 +131,12 @@ def _count_in_life(con, prog: common.Program, table: str, ts_sql: str) -> dict[i
 
 
 def time_breakdown(con) -> pa.Table:
-    prog = common.program(con)
+    prog = program.program(con)
     tls = states.timelines(con, prog)
     cost = event_cost_ns(con)
     events = event_counts(con)
     pauses = pause_ns(con)
-    pause_spans = common.row_count(con, "pauses") > 0 and "end_ns" in common.columns(con, "pauses")
+    pause_spans = db.row_count(con, "pauses") > 0 and "end_ns" in db.columns(con, "pauses")
     comp = compensation_costs(con)
     faults = _count_in_life(con, prog, "faults", "ts")
     sysn = _count_in_life(con, prog, "syscalls", "coalesce(end_ns, start_ns)")
@@ -172,15 +172,15 @@ def time_breakdown(con) -> pa.Table:
         row["faults"] = faults.get(tid, 0)
         row["syscall_count"] = sysn.get(tid, 0)
         reasons = tl.unknown_reasons()
-        row["unknown_reason"] = "; ".join(f"{why} {common.fmt_ns(ns)}" for why, ns in reasons.items()) or None
+        row["unknown_reason"] = "; ".join(f"{why} {units.fmt_ns(ns)}" for why, ns in reasons.items()) or None
         out.append(row)
-    return common.from_rows(out, SCHEMA)
+    return db.from_rows(out, SCHEMA)
 
 
 def notes(con) -> list[str]:
     """What the reader should know about how the breakdown was computed for this trace."""
     n = []
-    st = common.kernel_status(con)
+    st = db.kernel_status(con)
     if not st["scheduling"]:
         n.append(
             f"Without scheduling events computation, preemption and sleeping cannot be told apart: "
@@ -212,11 +212,11 @@ def notes(con) -> list[str]:
             unknown[why] = unknown.get(why, 0) + ns
     if unknown:
         n.append("Unknown time, by reason: " + "; ".join(
-            f"{why} {common.fmt_ns(ns)}" for why, ns in sorted(unknown.items(), key=lambda x: -x[1])) + ".")
+            f"{why} {units.fmt_ns(ns)}" for why, ns in sorted(unknown.items(), key=lambda x: -x[1])) + ".")
     lost = sum(tl.lost_acquires for tl in tls.values())
     if lost:
         n.append(f"{lost} lock wait(s) lost their acquire when the recorder's buffer was full: each ends at the loss "
                  "(its request), not at the thread's end.")
-    if common.table_exists(con, "faults") and states._fault_duration_sql(con) is None and common.row_count(con, "faults"):
+    if db.table_exists(con, "faults") and states._fault_duration_sql(con) is None and db.row_count(con, "faults"):
         n.append("Page faults carry no durations in this trace: their handling time is counted as computation.")
     return n

@@ -37,7 +37,7 @@ import json
 
 import pyarrow as pa
 
-from oslens.analysis import common
+from oslens.analysis import db, program, units
 
 TOLERANCE = 0.02  # relative: beyond this a count disagrees
 SLACK = 2  # counts: a switch or fault at the attach or the reap may fall on either side
@@ -90,16 +90,16 @@ CPU_SLACK_NS = 4_000_000
 def counts_by_thread(con) -> pa.Table:
     """Per traced thread: voluntary and involuntary switches (a dead non-main thread's last
     switch left out, as rusage does), user page faults, CPU time and slices."""
-    if not common.row_count(con, "threads") or not common.table_exists(con, "switches"):
-        return common.empty_table(COUNTS_SCHEMA)
-    traced = "WHERE is_traced" if "is_traced" in common.columns(con, "threads") else ""
-    faults = ("(SELECT tid, count(*) AS n FROM faults GROUP BY tid)" if common.table_exists(con, "faults")
+    if not db.row_count(con, "threads") or not db.table_exists(con, "switches"):
+        return db.empty_table(COUNTS_SCHEMA)
+    traced = "WHERE is_traced" if "is_traced" in db.columns(con, "threads") else ""
+    faults = ("(SELECT tid, count(*) AS n FROM faults GROUP BY tid)" if db.table_exists(con, "faults")
               else "(SELECT NULL::BIGINT AS tid, 0 AS n WHERE false)")
-    inferred = "start_inferred" if "start_inferred" in common.columns(con, "cpu_slices") else "false"
+    inferred = "start_inferred" if "start_inferred" in db.columns(con, "cpu_slices") else "false"
     slices = (f"""(SELECT tid, sum(end_ns - start_ns) FILTER (WHERE NOT coalesce({inferred}, false)) AS ns,
                           sum(end_ns - start_ns) FILTER (WHERE coalesce({inferred}, false)) AS unknown_ns,
                           count(*) AS n FROM cpu_slices GROUP BY tid)"""
-              if common.table_exists(con, "cpu_slices")
+              if db.table_exists(con, "cpu_slices")
               else "(SELECT NULL::BIGINT AS tid, 0 AS ns, 0 AS unknown_ns, 0 AS n WHERE false)")
     return con.execute(f"""
         WITH t AS (SELECT DISTINCT pid, tid, parent_tid, end_ns FROM threads {traced}),
@@ -217,7 +217,7 @@ def compare(counts: pa.Table, kernel: dict, root_pid: int, cpus=None) -> pa.Tabl
             note = f"{note}; the hypervisor stole up to {stolen / 1e6:,.0f} ms, which the kernel's CPU time leaves out"
         out.append({"count": name, "source": source, "trace": t, "kernel": float(k), "difference": t - float(k),
                     "agrees": _agrees(name, t, float(k), switches, unknown, stolen), "note": note})
-    return common.from_rows(out, SCHEMA)
+    return db.from_rows(out, SCHEMA)
 
 
 def kernel_from_meta(m: dict[str, str]) -> dict:
@@ -238,19 +238,19 @@ def kernel_from_meta(m: dict[str, str]) -> dict:
 
 def crosscheck(con) -> pa.Table:
     """The comparison for a trace whose meta keeps the kernel's figures (empty otherwise)."""
-    m = common.meta(con)
+    m = db.meta(con)
     kernel = kernel_from_meta(m)
     try:
         root = int(m["pid"])
     except (KeyError, ValueError):
-        return common.empty_table(SCHEMA)
-    if not kernel or not common.kernel_status(con)["scheduling"]:
-        return common.empty_table(SCHEMA)
-    return compare(counts_by_thread(con), kernel, root, common.program(con).cpus or None)
+        return db.empty_table(SCHEMA)
+    if not kernel or not db.kernel_status(con)["scheduling"]:
+        return db.empty_table(SCHEMA)
+    return compare(counts_by_thread(con), kernel, root, program.program(con).cpus or None)
 
 
 def _fmt(name: str, v: float) -> str:
-    return common.fmt_ns(v) if "CPU" in name else f"{int(v):,}"
+    return units.fmt_ns(v) if "CPU" in name else f"{int(v):,}"
 
 
 def _pair(r: dict) -> str:

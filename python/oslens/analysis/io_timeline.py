@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from oslens.analysis import common, states
+from oslens.analysis import db, intervals, program, states
 
 REQ_SCHEMA = {
     "issue_ns": pa.int64(),
@@ -60,10 +60,10 @@ def direction(rw) -> str:
 
 
 def io_requests(con) -> pa.Table:
-    if not common.row_count(con, "block_io"):
-        return common.empty_table(REQ_SCHEMA)
-    prog = common.program(con)
-    t0 = common.trace_origin(con, prog)
+    if not db.row_count(con, "block_io"):
+        return db.empty_table(REQ_SCHEMA)
+    prog = program.program(con)
+    t0 = program.trace_origin(con, prog)
     rows = con.execute(
         "SELECT issue_ns, complete_ns, rw, bytes, CAST(dev AS VARCHAR), sector, tid FROM block_io "
         "WHERE issue_ns IS NOT NULL ORDER BY issue_ns"
@@ -75,10 +75,10 @@ def io_requests(con) -> pa.Table:
         s, e = tl.intervals(states.IO_WAIT)
         ws.append(s)
         we.append(e)
-    w_s, w_e = common.merge_intervals(np.concatenate(ws) if ws else np.zeros(0), np.concatenate(we) if we else np.zeros(0))
+    w_s, w_e = intervals.merge_intervals(np.concatenate(ws) if ws else np.zeros(0), np.concatenate(we) if we else np.zeros(0))
     iss = np.array([r[0] for r in rows], np.int64)
     comp = np.array([r[1] if r[1] is not None else r[0] for r in rows], np.int64)
-    waiting = common.overlap_each(iss, comp, w_s, w_e)
+    waiting = intervals.overlap_each(iss, comp, w_s, w_e)
     out = []
     for i, (issue, complete, rw, nbytes, dev, sector, tid) in enumerate(rows):
         out.append(
@@ -95,13 +95,13 @@ def io_requests(con) -> pa.Table:
                 "program_waiting_ns": int(waiting[i]),
             }
         )
-    return common.from_rows(out, REQ_SCHEMA)
+    return db.from_rows(out, REQ_SCHEMA)
 
 
 def io_summary(con, requests: pa.Table | None = None) -> pa.Table:
     req = requests if requests is not None else io_requests(con)
     if req.num_rows == 0:
-        return common.empty_table(SUMMARY_SCHEMA)
+        return db.empty_table(SUMMARY_SCHEMA)
     rw = np.array(req.column("rw").to_pylist(), dtype=object)
     # a request without a completion record has no duration: unknown, not zero (this VM's disk
     # fires almost no block_rq_complete)
@@ -129,4 +129,4 @@ def io_summary(con, requests: pa.Table | None = None) -> pa.Table:
                 "program_waiting_ns": int(wait[m].sum()),
             }
         )
-    return common.from_rows(out, SUMMARY_SCHEMA)
+    return db.from_rows(out, SUMMARY_SCHEMA)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from oslens.analysis import common
+from oslens.analysis import db, program
 
 SCHEMA = {
     "tid": pa.int64(),
@@ -110,7 +110,7 @@ def thread_phases(con, tid: int, wall: int, expand: float = 0.8, limit: int | No
     return [(n, int(d), int(b), int(e)) for n, d, b, e in rows]
 
 
-def _ordered_tids(prog: common.Program) -> list[int]:
+def _ordered_tids(prog: program.Program) -> list[int]:
     tids = list(prog.tids)
     if prog.main_tid in tids:
         tids.remove(prog.main_tid)
@@ -119,10 +119,10 @@ def _ordered_tids(prog: common.Program) -> list[int]:
 
 
 def phase_durations(con, limit: int = 200) -> pa.Table:
-    if not common.row_count(con, "regions"):
-        return common.empty_table(SCHEMA)
-    prog = common.program(con)
-    t0 = common.trace_origin(con, prog)
+    if not db.row_count(con, "regions"):
+        return db.empty_table(SCHEMA)
+    prog = program.program(con)
+    t0 = program.trace_origin(con, prog)
     out = []
     for tid in _ordered_tids(prog):
         wall = (prog.end[tid] - prog.start[tid]) or 1
@@ -139,15 +139,15 @@ def phase_durations(con, limit: int = 200) -> pa.Table:
                     "share": (e - b) / wall,
                 }
             )
-    return common.from_rows(out, SCHEMA)
+    return db.from_rows(out, SCHEMA)
 
 
 def phase_summary(con) -> pa.Table:
     """Phase regions grouped by thread and name (for threads with many repeated phases)."""
-    if not common.row_count(con, "regions"):
-        return common.empty_table(SUMMARY_SCHEMA)
-    prog = common.program(con)
-    t0 = common.trace_origin(con, prog)
+    if not db.row_count(con, "regions"):
+        return db.empty_table(SUMMARY_SCHEMA)
+    prog = program.program(con)
+    t0 = program.trace_origin(con, prog)
     out = []
     for tid in _ordered_tids(prog):
         wall = (prog.end[tid] - prog.start[tid]) or 1
@@ -175,4 +175,4 @@ def phase_summary(con) -> pa.Table:
                     "last_end_ns": e - t0,
                 }
             )
-    return common.from_rows(out, SUMMARY_SCHEMA)
+    return db.from_rows(out, SUMMARY_SCHEMA)

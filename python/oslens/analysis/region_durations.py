@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from oslens.analysis import common
+from oslens.analysis import db
 
 STATS_SCHEMA = {
     "name": pa.string(),
@@ -39,11 +39,11 @@ HIST_SCHEMA = {
 
 
 def region_stats(con) -> pa.Table:
-    if not common.row_count(con, "regions"):
-        return common.empty_table(STATS_SCHEMA)
-    comp = ("avg(duration_comp_ns)::DOUBLE" if "duration_comp_ns" in common.columns(con, "regions")
+    if not db.row_count(con, "regions"):
+        return db.empty_table(STATS_SCHEMA)
+    comp = ("avg(duration_comp_ns)::DOUBLE" if "duration_comp_ns" in db.columns(con, "regions")
             else "NULL::DOUBLE")
-    return common.fetch(
+    return db.fetch(
         con,
         f"""SELECT name, count(*)::BIGINT AS count, count(DISTINCT tid)::BIGINT AS threads,
                   sum(duration_ns)::BIGINT AS total_ns, avg(duration_ns)::DOUBLE AS mean_ns,
@@ -72,8 +72,8 @@ def bin_edges(values: np.ndarray, bins: int) -> np.ndarray:
 def region_histograms(con, names: list[str] | None = None, top: int = 6, bins: int = 30) -> pa.Table:
     """Histograms of the durations of `names` (default: the `top` regions by total time among
     those with at least 20 instances - a distribution needs them - then the others)."""
-    if not common.row_count(con, "regions"):
-        return common.empty_table(HIST_SCHEMA)
+    if not db.row_count(con, "regions"):
+        return db.empty_table(HIST_SCHEMA)
     if names is None:
         names = [
             r[0]
@@ -96,4 +96,4 @@ def region_histograms(con, names: list[str] | None = None, top: int = 6, bins: i
         counts, _ = np.histogram(vals, bins=edges)
         for i, c in enumerate(counts):
             out.append({"name": name, "bin": i, "lo_ns": float(edges[i]), "hi_ns": float(edges[i + 1]), "count": int(c)})
-    return common.from_rows(out, HIST_SCHEMA)
+    return db.from_rows(out, HIST_SCHEMA)

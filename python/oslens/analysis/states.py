@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oslens.analysis import common
+from oslens.analysis import db, intervals, program
 
 COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNKNOWN, INSTRUMENTATION = range(9)
 STATE_NAMES = ["computation", "syscalls", "io_wait", "page_faults", "preempted", "sync_wait", "sleeping", "unknown",
@@ -130,7 +130,7 @@ STATE_CODE_SQL = """(CASE WHEN {col} IS NULL OR CAST({col} AS VARCHAR) = '' THEN
 
 
 def _fault_duration_sql(con) -> str | None:
-    cols = common.columns(con, "faults")
+    cols = db.columns(con, "faults")
     if "end_ns" in cols:
         return "SELECT ts, end_ns FROM faults WHERE tid = ? AND end_ns IS NOT NULL"
     if "duration_ns" in cols:
@@ -143,10 +143,10 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     # CPU slices and the state each ended in, as a code: 0 unknown, 1 runnable, 2 disk, 3 sleeping
     sl_s, sl_e, sl_cpu, sl_code = empty, empty, empty, np.zeros(0, np.int8)
     sl_inferred = np.zeros(0, bool)
-    if common.table_exists(con, "cpu_slices"):
+    if db.table_exists(con, "cpu_slices"):
         # a slice whose start was not recorded spans the window it may have started in (unknown)
-        inferred = "s.start_inferred" if "start_inferred" in common.columns(con, "cpu_slices") else "false"
-        if common.table_exists(con, "switches"):
+        inferred = "s.start_inferred" if "start_inferred" in db.columns(con, "cpu_slices") else "false"
+        if db.table_exists(con, "switches"):
             sql = f"""SELECT s.start_ns, s.end_ns, s.cpu, any_value({STATE_CODE_SQL.format(col="w.prev_state")}) AS code,
                           bool_or(coalesce({inferred}, false))
                    FROM cpu_slices s LEFT JOIN switches w
@@ -171,7 +171,7 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     sys_s, sys_e, open_sys_s, open_sys_e = _syscall_intervals(con, tid, end)
     sync_s, sync_e, open_sync_s, open_sync_e, lost_acq = _sync_intervals(con, tid, end)
     io_s, io_e = empty, empty
-    if common.table_exists(con, "block_io"):
+    if db.table_exists(con, "block_io"):
         # only completed requests: an unanswered one is I/O wait through the 'D' state alone
         io_s, io_e = _intervals(
             con,
@@ -179,14 +179,14 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
             [tid],
         )
     pf_s, pf_e = empty, empty
-    fsql = _fault_duration_sql(con) if common.table_exists(con, "faults") else None
+    fsql = _fault_duration_sql(con) if db.table_exists(con, "faults") else None
     if fsql:
         pf_s, pf_e = _intervals(con, fsql, [tid])
 
     # the recorder's own pauses (chunk opened or flushed in the thread): oslens's time, whatever
     # the thread did meanwhile (its writes, their waits, its preemption)
     pz_s, pz_e = _intervals(con, "SELECT start_ns, end_ns FROM pauses WHERE tid = ? AND end_ns > start_ns", [tid]) \
-        if "end_ns" in common.columns(con, "pauses") else (empty, empty)
+        if "end_ns" in db.columns(con, "pauses") else (empty, empty)
     cs, ce = _recorder_close(con, tid, end)
     pz_s, pz_e = np.append(pz_s, cs), np.append(pz_e, ce)
     bounds = np.concatenate([[start, end], sl_s, sl_e, sys_s, sys_e, sync_s, sync_e, io_s, io_e, pf_s, pf_e,
@@ -197,18 +197,18 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         return Timeline(tid, start, end, seg_s, seg_e, np.zeros(0, np.int8), bool(n_slices), n_slices, n_migr,
                         sl_s, sl_e, sl_cpu, np.zeros(0, np.int8), lost_acq)
 
-    in_sys = common.point_in(seg_s, *common.merge_intervals(sys_s, sys_e))
-    in_sync = common.point_in(seg_s, *common.merge_intervals(sync_s, sync_e))
-    in_io = common.point_in(seg_s, *common.merge_intervals(io_s, io_e))
-    in_pf = common.point_in(seg_s, *common.merge_intervals(pf_s, pf_e))
-    in_open_sys = common.point_in(seg_s, *common.merge_intervals(open_sys_s, open_sys_e)) & ~in_sys
-    in_open_sync = common.point_in(seg_s, *common.merge_intervals(open_sync_s, open_sync_e)) & ~in_sync
+    in_sys = intervals.point_in(seg_s, *intervals.merge_intervals(sys_s, sys_e))
+    in_sync = intervals.point_in(seg_s, *intervals.merge_intervals(sync_s, sync_e))
+    in_io = intervals.point_in(seg_s, *intervals.merge_intervals(io_s, io_e))
+    in_pf = intervals.point_in(seg_s, *intervals.merge_intervals(pf_s, pf_e))
+    in_open_sys = intervals.point_in(seg_s, *intervals.merge_intervals(open_sys_s, open_sys_e)) & ~in_sys
+    in_open_sync = intervals.point_in(seg_s, *intervals.merge_intervals(open_sync_s, open_sync_e)) & ~in_sync
     state = np.full(len(seg_s), UNKNOWN, np.int8)
     why = np.zeros(len(seg_s), np.int8)
 
     if n_slices:
-        ms, me = common.merge_intervals(sl_s[~sl_inferred], sl_e[~sl_inferred])
-        on = common.point_in(seg_s, ms, me)
+        ms, me = intervals.merge_intervals(sl_s[~sl_inferred], sl_e[~sl_inferred])
+        on = intervals.point_in(seg_s, ms, me)
         # on a CPU
         state[on] = COMPUTATION
         state[on & in_open_sys] = UNKNOWN
@@ -234,14 +234,14 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         state[sleepish & ~in_io & ~in_sync & ~in_open_sync & (leave == 3)] = SLEEPING
         # leave == 0 (no switch record) and no other clue stays unknown
         why[(state == UNKNOWN) & (why == 0)] = NO_SWITCH_STATE
-        maybe_on = ~on & common.point_in(seg_s, *common.merge_intervals(sl_s[sl_inferred], sl_e[sl_inferred]))
+        maybe_on = ~on & intervals.point_in(seg_s, *intervals.merge_intervals(sl_s[sl_inferred], sl_e[sl_inferred]))
         state[maybe_on], why[maybe_on] = UNKNOWN, SWITCH_IN_LOST
     else:
         if not trace_has_sched:
             state[in_sys] = SYSCALLS
             state[in_sync] = SYNC_WAIT
         why[state == UNKNOWN] = NO_SLICES if trace_has_sched else NO_SCHED
-    paused = common.point_in(seg_s, *common.merge_intervals(pz_s, pz_e))
+    paused = intervals.point_in(seg_s, *intervals.merge_intervals(pz_s, pz_e))
     state[paused], why[paused] = INSTRUMENTATION, 0
     return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr, sl_s, sl_e, sl_cpu,
                     why, lost_acq)
@@ -252,13 +252,13 @@ def _recorder_close(con, tid: int, end: int) -> tuple[np.ndarray, np.ndarray]:
     file): from the close's clock_pair, the thread's last record, to its exit system call (or its
     end). Empty when the thread's records do not end that way (docs/recorder.md)."""
     empty = np.zeros(0, np.int64)
-    if not common.table_exists(con, "app_events"):
+    if not db.table_exists(con, "app_events"):
         return empty, empty
     row = con.execute("SELECT arg_max(kind, ts), max(ts) FROM app_events WHERE tid = ?", [tid]).fetchone()
     if not row or row[0] != "clock_pair" or row[1] is None or row[1] >= end:
         return empty, empty
     stop = end
-    if common.table_exists(con, "syscalls"):
+    if db.table_exists(con, "syscalls"):
         ex = con.execute("SELECT min(start_ns) FROM syscalls WHERE tid = ? AND name IN ('exit', 'exit_group') "
                          "AND start_ns > ?", [tid, row[1]]).fetchone()[0]
         stop = min(int(ex), end) if ex is not None else end
@@ -285,7 +285,7 @@ def _syscall_intervals(con, tid: int, end: int):
     """Completed system calls, and calls whose exit was not recorded, each open one up to the
     thread's next system call (or its end): inside those only the on-CPU time is in doubt."""
     empty = np.zeros(0, np.int64)
-    if not common.table_exists(con, "syscalls"):
+    if not db.table_exists(con, "syscalls"):
         return empty, empty, empty, empty
     s, e = _intervals(con, "SELECT start_ns, end_ns FROM syscalls WHERE tid = ? AND start_ns < ? AND end_ns IS NOT NULL "
                            "ORDER BY start_ns", [tid, end])
@@ -302,7 +302,7 @@ def _sync_intervals(con, tid: int, end: int):
     loss); otherwise the thread ended waiting. Returns (starts, ends, open starts, open ends,
     how many waits lost their acquire)."""
     empty = np.zeros(0, np.int64)
-    if not common.table_exists(con, "sync"):
+    if not db.table_exists(con, "sync"):
         return empty, empty, empty, empty, 0
     s, e = _intervals(con, "SELECT request_ns, coalesce(acquire_ns, release_ns) FROM sync WHERE tid = ? "
                            "AND request_ns IS NOT NULL AND coalesce(acquire_ns, release_ns) IS NOT NULL", [tid])
@@ -313,7 +313,7 @@ def _sync_intervals(con, tid: int, end: int):
     dropped = _dropped_events(con, tid) > 0
     none = np.full(len(os_), -1, np.int64)
     nxt = none
-    if common.table_exists(con, "app_events"):
+    if db.table_exists(con, "app_events"):
         nxt = _next_after(con, "app_events", "ts", tid, os_, none)
     lost = (nxt < 0) & dropped
     oe = np.where(nxt >= 0, nxt, np.where(lost, os_, end))
@@ -321,7 +321,7 @@ def _sync_intervals(con, tid: int, end: int):
 
 
 def _dropped_events(con, tid: int) -> int:
-    if "lost_events" not in common.columns(con, "threads"):
+    if "lost_events" not in db.columns(con, "threads"):
         return 0
     row = con.execute("SELECT sum(lost_events) FROM threads WHERE tid = ?", [tid]).fetchone()
     return int(row[0] or 0) if row else 0
@@ -330,14 +330,14 @@ def _dropped_events(con, tid: int) -> int:
 _CACHE: dict[int, tuple[object, dict]] = {}
 
 
-def timelines(con, prog: common.Program | None = None) -> dict[int, Timeline]:
+def timelines(con, prog: program.Program | None = None) -> dict[int, Timeline]:
     """Timelines of every program thread, computed once per connection."""
     key = id(con)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is con:
         return hit[1]
-    prog = prog or common.program(con)
-    has_sched = common.row_count(con, "cpu_slices") > 0
+    prog = prog or program.program(con)
+    has_sched = db.row_count(con, "cpu_slices") > 0
     out = {}
     for tid in prog.tids:
         out[tid] = thread_timeline(con, tid, prog.start[tid], prog.end[tid], has_sched)

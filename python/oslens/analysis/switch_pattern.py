@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from oslens.analysis import common
+from oslens.analysis import db, intervals, program, task_kinds
 
 TIMELINE_SCHEMA = {
     "cpu": pa.int64(),
@@ -71,9 +71,9 @@ def _edges(window, bins):
 
 
 def switch_timeline(con, bins: int = 100) -> pa.Table:
-    prog = common.program(con)
-    if not prog.window or not prog.cpus or not common.row_count(con, "switches"):
-        return common.empty_table(TIMELINE_SCHEMA)
+    prog = program.program(con)
+    if not prog.window or not prog.cpus or not db.row_count(con, "switches"):
+        return db.empty_table(TIMELINE_SCHEMA)
     t0 = prog.window[0]
     edges = _edges(prog.window, bins)
     cpu, ts, invol, progm = _switch_arrays(con, prog)
@@ -98,13 +98,13 @@ def switch_timeline(con, bins: int = 100) -> pa.Table:
                     "cumulative": int(cum[b]),
                 }
             )
-    return common.from_rows(out, TIMELINE_SCHEMA)
+    return db.from_rows(out, TIMELINE_SCHEMA)
 
 
 def switch_summary(con) -> pa.Table:
-    prog = common.program(con)
-    if not prog.window or not prog.cpus or not common.row_count(con, "switches"):
-        return common.empty_table(SUMMARY_SCHEMA)
+    prog = program.program(con)
+    if not prog.window or not prog.cpus or not db.row_count(con, "switches"):
+        return db.empty_table(SUMMARY_SCHEMA)
     lo, hi = prog.window
     cpus = ",".join(str(c) for c in prog.cpus)
     tids = ",".join(str(t) for t in prog.tids) or "NULL"
@@ -129,25 +129,25 @@ def switch_summary(con) -> pa.Table:
                 "per_second": int(n) / secs,
             }
         )
-    return common.from_rows(out, SUMMARY_SCHEMA)
+    return db.from_rows(out, SUMMARY_SCHEMA)
 
 
 def cpu_occupancy(con, bins: int = 400) -> pa.Table:
-    prog = common.program(con)
-    if not prog.window or not prog.cpus or not common.row_count(con, "cpu_slices"):
-        return common.empty_table(OCCUPANCY_SCHEMA)
+    prog = program.program(con)
+    if not prog.window or not prog.cpus or not db.row_count(con, "cpu_slices"):
+        return db.empty_table(OCCUPANCY_SCHEMA)
     lo, hi = prog.window
     t0 = lo
     edges = _edges(prog.window, bins)
     cpus = ",".join(str(c) for c in prog.cpus)
-    host = common.same_host(con)
-    parents = common.task_parents(con)
+    host = program.same_host(con)
+    parents = task_kinds.task_parents(con)
     where = f"cpu IN ({cpus}) AND end_ns > {int(lo)} AND start_ns < {int(hi)}"
     # what each task is: classified once per distinct task, then joined back in SQL
     distinct = con.execute(f"SELECT DISTINCT tid, pid, comm FROM cpu_slices WHERE {where}").fetchall()
     kind_of = {}
     for tid, pid, comm in distinct:
-        k = common.classify_task(int(tid), None if pid is None else int(pid), comm, prog, host, parents)[0]
+        k = task_kinds.classify_task(int(tid), None if pid is None else int(pid), comm, prog, host, parents)[0]
         kind_of[(tid, pid, comm)] = KINDS.index(k) if k in KINDS else KINDS.index("other process")
     mapping = pa.table({
         "tid": pa.array([k[0] for k in kind_of], pa.int64()),
@@ -181,8 +181,8 @@ def cpu_occupancy(con, bins: int = 400) -> pa.Table:
         for k in KINDS:
             if (c, k) not in per:
                 continue
-            s, e = common.merge_intervals(per[(c, k)][0], per[(c, k)][1])
-            occ = common.overlap_each(edges[:-1], edges[1:], s, e)
+            s, e = intervals.merge_intervals(per[(c, k)][0], per[(c, k)][1])
+            occ = intervals.overlap_each(edges[:-1], edges[1:], s, e)
             for b in np.flatnonzero(occ):
                 out.append({"cpu": c, "bin": int(b), "bin_start_ns": int(edges[b] - t0), "kind": k, "ns": int(occ[b])})
-    return common.from_rows(out, OCCUPANCY_SCHEMA)
+    return db.from_rows(out, OCCUPANCY_SCHEMA)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from oslens.analysis import common, states
+from oslens.analysis import db, intervals, program, states
 
 SCHEMA = {
     "kind": pa.string(),
@@ -38,7 +38,7 @@ SCHEMA = {
 
 def preempted_union(con, prog=None) -> tuple[np.ndarray, np.ndarray]:
     """When at least one program thread was runnable but off its CPU."""
-    prog = prog or common.program(con)
+    prog = prog or program.program(con)
     tls = states.timelines(con, prog)
     ss, ee = [], []
     for tl in tls.values():
@@ -47,7 +47,7 @@ def preempted_union(con, prog=None) -> tuple[np.ndarray, np.ndarray]:
         ee.append(e)
     if not ss:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return common.merge_intervals(np.concatenate(ss), np.concatenate(ee))
+    return intervals.merge_intervals(np.concatenate(ss), np.concatenate(ee))
 
 
 def uncounted_rows(con) -> list[tuple]:
@@ -66,9 +66,9 @@ def uncounted_rows(con) -> list[tuple]:
 
 def sync_summary(con) -> pa.Table:
     counted = uncounted_rows(con)
-    if not common.row_count(con, "sync") and not counted:
-        return common.empty_table(SCHEMA)
-    prog = common.program(con)
+    if not db.row_count(con, "sync") and not counted:
+        return db.empty_table(SCHEMA)
+    prog = program.program(con)
     rows = con.execute(
         """SELECT kind, CAST(object AS VARCHAR), tid, request_ns, coalesce(acquire_ns, request_ns), release_ns
            FROM sync WHERE request_ns IS NOT NULL ORDER BY kind, 2, request_ns"""
@@ -81,7 +81,7 @@ def sync_summary(con) -> pa.Table:
     rel = np.array([r[5] if r[5] is not None else -1 for r in rows], dtype=np.int64)
     wait = np.maximum(acq - req, 0)
     pu_s, pu_e = preempted_union(con, prog)
-    pre = common.overlap_each(req, np.maximum(acq, req), pu_s, pu_e)
+    pre = intervals.overlap_each(req, np.maximum(acq, req), pu_s, pu_e)
     hold = np.where(rel >= 0, rel - acq, -1)
     # counted acquisitions per mutex object: (number, threads)
     zeros: dict[str, list] = {}
@@ -126,4 +126,4 @@ def sync_summary(con) -> pa.Table:
         objects = set(objs[mk].tolist()) | (set(zeros) if kind == "mutex" else set())
         obj_rows += [summarize(kind, o, mk & (objs == o)) for o in sorted(objects)]
     obj_rows.sort(key=lambda r: (-r["wait_total_ns"], r["kind"], r["object"]))
-    return common.from_rows(totals + obj_rows, SCHEMA)
+    return db.from_rows(totals + obj_rows, SCHEMA)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from oslens.analysis import common
+from oslens.analysis import db, program, task_kinds
 
 SCHEMA = {
     "tid": pa.int64(),
@@ -29,9 +29,9 @@ SCHEMA = {
 
 
 def task_cpu(con) -> pa.Table:
-    prog = common.program(con)
-    if not prog.window or not prog.cpus or not common.table_exists(con, "cpu_slices"):
-        return common.empty_table(SCHEMA)
+    prog = program.program(con)
+    if not prog.window or not prog.cpus or not db.table_exists(con, "cpu_slices"):
+        return db.empty_table(SCHEMA)
     lo, hi = prog.window
     cpus = ",".join(str(c) for c in prog.cpus)
     rows = con.execute(
@@ -44,13 +44,13 @@ def task_cpu(con) -> pa.Table:
     ).fetchall()
     pre = preemptions_by_task(con, prog)
     total = (hi - lo) * len(prog.cpus)
-    host = common.same_host(con)
-    parents = common.task_parents(con)
+    host = program.same_host(con)
+    parents = task_kinds.task_parents(con)
     out = []
     for tid, pid, comm, cpu_ns, n in rows:
         tid = int(tid)
         pid = int(pid) if pid is not None else None
-        kind, desc = common.classify_task(tid, pid, comm, prog, host, parents)
+        kind, desc = task_kinds.classify_task(tid, pid, comm, prog, host, parents)
         if kind == "program":
             comm = prog.names.get(tid, comm)
         out.append(
@@ -87,17 +87,17 @@ def task_cpu(con) -> pa.Table:
             }
         )
     out.sort(key=lambda r: (-r["cpu_ns"], r["tid"]))
-    return common.from_rows(out, SCHEMA)
+    return db.from_rows(out, SCHEMA)
 
 
 UNRECORDED_TID = -1
 
 
-def preemptions_by_task(con, prog: common.Program | None = None) -> dict[int, int]:
+def preemptions_by_task(con, prog: program.Program | None = None) -> dict[int, int]:
     """How many times each task was switched in right after a program thread left its CPU
     still runnable (prev_state 'R'): the task preempted the program."""
-    prog = prog or common.program(con)
-    if not prog.tids or not common.table_exists(con, "switches"):
+    prog = prog or program.program(con)
+    if not prog.tids or not db.table_exists(con, "switches"):
         return {}
     tids = ",".join(str(t) for t in prog.tids)
     rows = con.execute(
@@ -133,15 +133,15 @@ def oslens_activity(con) -> pa.Table:
     PATH search), `recorder helper thread` (inside the program's processes), `kernel collector`
     and `oslens command` (the recording process itself: the launched process's parent; other
     oslens runs on the machine are not listed), each with its CPU time, system calls and page
-    faults over that span. None of it is in the program's tables (common.program)."""
-    if not common.row_count(con, "threads"):
-        return common.empty_table(OWN_SCHEMA)
-    prog = common.program(con)
-    cols = common.columns(con, "threads")
+    faults over that span. None of it is in the program's tables (program.program)."""
+    if not db.row_count(con, "threads"):
+        return db.empty_table(OWN_SCHEMA)
+    prog = program.program(con)
+    cols = db.columns(con, "threads")
     own = "is_oslens" if "is_oslens" in cols else "starts_with(coalesce(name, ''), 'oslens')"
     exec_ns = "exec_ns" if "exec_ns" in cols else "NULL"
     spans: list[tuple[str, int, int, str, int, int]] = []
-    launched = common.launched_tid(con)
+    launched = program.launched_tid(con)
     rows = con.execute(
         f"SELECT pid, tid, name, start_ns, end_ns, {own}, is_traced, {exec_ns}, parent_tid FROM threads").fetchall()
     # this recording's `oslens` command is the launched process's parent, its collector that
@@ -175,11 +175,11 @@ def oslens_activity(con) -> pa.Table:
             "faults": _sum_in(con, "faults", "1", "ts >= {lo} AND ts < {hi}", t, lo, hi)}
            for w, p, t, n, lo, hi in spans]
     out.sort(key=lambda r: ([LAUNCHER, HELPER, COLLECTOR, COMMAND].index(r["what"]), r["start_ns"] or 0, r["tid"]))
-    return common.from_rows(out, OWN_SCHEMA)
+    return db.from_rows(out, OWN_SCHEMA)
 
 
 def _sum_in(con, table: str, value: str, where: str, tid: int, lo: int, hi: int) -> int:
-    if not common.table_exists(con, table):
+    if not db.table_exists(con, table):
         return 0
     sql = f'SELECT sum({value}) FROM "{table}" WHERE tid = ? AND ' + where
     row = con.execute(sql.format(lo=int(lo), hi=int(hi)), [tid]).fetchone()

@@ -6,14 +6,17 @@ import pytest
 
 from oslens.analysis import (
     breakdown,
-    common,
+    db,
     findings,
+    intervals,
     io_timeline,
     phases_table,
+    program,
     region_durations,
     states,
     switch_pattern,
     sync_summary,
+    task_kinds,
     tasks,
     transitions,
 )
@@ -29,11 +32,11 @@ def by_tid(table):
 
 
 def test_merge_and_overlap():
-    s, e = common.merge_intervals(np.array([5, 0, 2, 10]), np.array([7, 3, 4, 12]))
+    s, e = intervals.merge_intervals(np.array([5, 0, 2, 10]), np.array([7, 3, 4, 12]))
     assert s.tolist() == [0, 5, 10] and e.tolist() == [4, 7, 12]
-    ov = common.overlap_each(np.array([0, 3, 6, 20]), np.array([10, 6, 11, 30]), s, e)
+    ov = intervals.overlap_each(np.array([0, 3, 6, 20]), np.array([10, 6, 11, 30]), s, e)
     assert ov.tolist() == [4 + 2, 1 + 1, 1 + 1, 0]
-    assert common.point_in(np.array([0, 4, 5, 11, 12]), s, e).tolist() == [True, False, True, True, False]
+    assert intervals.point_in(np.array([0, 4, 5, 11, 12]), s, e).tolist() == [True, False, True, True, False]
 
 
 # ------------------------------------------------------------------ Table 3
@@ -95,7 +98,7 @@ def test_states_normalize():
 def test_program_from_app_events_only():
     con = make_con({"app_events": [(5, 9, 9, 0, "x", "event", 0, None), (25, 9, 10, 1, "x", "event", 0, None),
                                    (50, 9, 10, 1, "x", "event", 0, None)]})
-    prog = common.program(con)
+    prog = program.program(con)
     assert prog.tids == [9, 10] and prog.main_tid == 9 and prog.window == (5, 50)
     bd = by_tid(breakdown.time_breakdown(con))
     assert bd[10]["wall_ns"] == 25 and bd[10]["unknown_ns"] == 25
@@ -119,11 +122,11 @@ def test_task_cpu_exact():
 
 
 def test_classify_task():
-    assert common.classify_task(0, 0, "swapper/1", None)[0] == "idle"
-    assert common.classify_task(44, 44, "ksoftirqd/0", None)[0] == "kernel thread"
-    assert common.classify_task(45, 45, "sshd", None)[0] == "daemon"
-    assert common.classify_task(46, 46, "oslens-collector", None)[0] == "oslens"
-    assert common.classify_task(47, 47, "mystery", None)[0] == "other process"
+    assert task_kinds.classify_task(0, 0, "swapper/1", None)[0] == "idle"
+    assert task_kinds.classify_task(44, 44, "ksoftirqd/0", None)[0] == "kernel thread"
+    assert task_kinds.classify_task(45, 45, "sshd", None)[0] == "daemon"
+    assert task_kinds.classify_task(46, 46, "oslens-collector", None)[0] == "oslens"
+    assert task_kinds.classify_task(47, 47, "mystery", None)[0] == "other process"
 
 
 # ------------------------------------------------------------------ Table 5
@@ -226,7 +229,7 @@ def test_io_timeline():
 def test_transition_matrix_sums_to_switches():
     con = reference_trace()
     tm = transitions.transition_matrix(con)
-    assert sum(tm.column("count").to_pylist()) == common.row_count(con, "switches") == 10
+    assert sum(tm.column("count").to_pylist()) == db.row_count(con, "switches") == 10
     pairs = {(r["prev_task"], r["next_task"]): r["count"] for r in tm.to_pylist()}
     assert pairs[("idle", "main [100]")] == 2
     assert pairs[("main [100]", "arbd [500]")] == 1
@@ -317,10 +320,10 @@ def test_missing_tables_are_empty():
 
 def test_classify_from_task_parents():
     con = make_con({"tasks": [(77, 77, "weirdkthread", 2, 0, 10), (78, 78, "mydaemon", 1, 0, 10)]})
-    parents = common.task_parents(con)
-    assert common.classify_task(77, 77, "weirdkthread", None, parents=parents)[0] == "kernel thread"
-    assert common.classify_task(78, 78, "mydaemon", None, parents=parents)[0] == "daemon"
-    assert common.classify_task(79, 79, "mydaemon", None, parents=parents)[0] == "other process"
+    parents = task_kinds.task_parents(con)
+    assert task_kinds.classify_task(77, 77, "weirdkthread", None, parents=parents)[0] == "kernel thread"
+    assert task_kinds.classify_task(78, 78, "mydaemon", None, parents=parents)[0] == "daemon"
+    assert task_kinds.classify_task(79, 79, "mydaemon", None, parents=parents)[0] == "other process"
 
 
 def test_pauses_count_as_instrumentation():
@@ -360,10 +363,10 @@ def test_phases_expand_a_dominant_phase():
 
 def test_oslens_helper_threads_are_not_the_program():
     con = make_con({"threads": [(1, 1, "main", None, 0, 10, True), (1, 2, "oslens-helper", 1, 0, 5, True)]})
-    prog = common.program(con)
+    prog = program.program(con)
     assert prog.tids == [1]
-    assert common.classify_task(2, 1, "oslens-helper", prog)[0] == "oslens"
-    assert common.classify_task(3, 1, "worker", prog)[0] == "program"
+    assert task_kinds.classify_task(2, 1, "oslens-helper", prog)[0] == "oslens"
+    assert task_kinds.classify_task(3, 1, "worker", prog)[0] == "program"
 
 
 def test_unrecorded_cpu_time_is_shown():
@@ -378,7 +381,7 @@ def test_unrecorded_cpu_time_is_shown():
     tk = by_tid(tasks.task_cpu(con))
     assert tk[-1]["kind"] == "unrecorded" and tk[-1]["cpu_ns"] == 2 * t
     assert sum(r["cpu_ns"] for r in tk.values()) == 10 * t
-    holders = findings.runnable_wait_holders(con, common.program(con))
+    holders = findings.runnable_wait_holders(con, program.program(con))
     assert holders == {findings.UNRECORDED: 2 * t}
 
 

@@ -1,7 +1,7 @@
 """oslens's own work (the launcher before exec, helper threads) is kept out of the program's
 tables and listed once by tasks.oslens_activity."""
 
-from oslens.analysis import breakdown, common, tasks
+from oslens.analysis import breakdown, program, task_kinds, tasks
 from oslens.analysis.synthetic import MS, make_con
 
 
@@ -24,7 +24,7 @@ def trace():
 
 def test_the_launcher_hold_is_not_the_programs_time():
     con = trace()
-    prog = common.program(con)
+    prog = program.program(con)
     assert prog.tids == [100] and prog.start[100] == 9 * MS
     r = breakdown.time_breakdown(con).to_pylist()[0]
     assert r["wall_ns"] == 11 * MS and r["preempted_ns"] == 0
@@ -45,10 +45,10 @@ def test_a_helper_killed_before_it_named_itself_is_oslens_in_the_task_table():
     con = trace()
     con.execute("INSERT INTO threads (pid, tid, name, parent_tid, start_ns, end_ns, is_traced, is_oslens) "
                 f"VALUES (100, 102, 'sh', 100, {9 * MS}, {9 * MS + 500}, true, true)")
-    prog = common.program(con)
+    prog = program.program(con)
     assert 102 not in prog.tids
-    assert common.classify_task(102, 100, "sh", prog)[0] == "oslens"
-    assert common.classify_task(100, 100, "sh", prog)[0] == "program"
+    assert task_kinds.classify_task(102, 100, "sh", prog)[0] == "oslens"
+    assert task_kinds.classify_task(100, 100, "sh", prog)[0] == "program"
 
 
 def test_only_this_recordings_oslens_command_is_listed():
@@ -65,11 +65,11 @@ def test_another_oslens_run_is_not_this_recordings_cost():
     # also named oslens, is another oslens run on the machine that happened to preempt the program
     con = trace()
     con.execute("INSERT INTO meta VALUES ('oslens_pids.command', '50'), ('oslens_pids.collector', '55')")
-    prog = common.program(con)
+    prog = program.program(con)
     assert prog.oslens_pids == {50, 55}
-    assert common.classify_task(50, 50, "oslens", prog)[0] == "oslens"
-    assert common.classify_task(56, 55, "oslens-collecto", prog)[0] == "oslens"  # a collector thread
-    assert common.classify_task(101, 100, "oslens-helper", prog)[0] == "oslens"  # the helper, in the program
-    assert common.classify_task(60, 60, "oslens", prog) == ("other process", "another oslens run on the machine")
+    assert task_kinds.classify_task(50, 50, "oslens", prog)[0] == "oslens"
+    assert task_kinds.classify_task(56, 55, "oslens-collecto", prog)[0] == "oslens"  # a collector thread
+    assert task_kinds.classify_task(101, 100, "oslens-helper", prog)[0] == "oslens"  # the helper, in the program
+    assert task_kinds.classify_task(60, 60, "oslens", prog) == ("other process", "another oslens run on the machine")
     # a trace that does not name its processes keeps the old rule: every oslens task is oslens
-    assert common.classify_task(60, 60, "oslens", common.program(trace()))[0] == "oslens"
+    assert task_kinds.classify_task(60, 60, "oslens", program.program(trace()))[0] == "oslens"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from oslens.analysis import common
+from oslens.analysis import db, program, task_kinds
 
 SCHEMA = {
     "prev_task": pa.string(),
@@ -24,8 +24,8 @@ OTHER = "(other tasks)"
 
 
 def _labels(con, prog) -> dict[int, tuple[str, str]]:
-    host = common.same_host(con)
-    parents = common.task_parents(con)
+    host = program.same_host(con)
+    parents = task_kinds.task_parents(con)
     rows = con.execute(
         """SELECT tid, any_value(pid), mode(comm) FROM (
                SELECT prev_tid AS tid, prev_pid AS pid, prev_comm AS comm FROM switches
@@ -34,7 +34,7 @@ def _labels(con, prog) -> dict[int, tuple[str, str]]:
     out = {}
     for tid, pid, comm in rows:
         tid = int(tid)
-        kind, _ = common.classify_task(tid, None if pid is None else int(pid), comm, prog, host, parents)
+        kind, _ = task_kinds.classify_task(tid, None if pid is None else int(pid), comm, prog, host, parents)
         if tid == 0:
             label = "idle"
         elif kind == "program":
@@ -47,9 +47,9 @@ def _labels(con, prog) -> dict[int, tuple[str, str]]:
 
 def transition_matrix(con, top: int = 12) -> pa.Table:
     """Long form: one row per (previous task, next task) pair with its count."""
-    if not common.row_count(con, "switches"):
-        return common.empty_table(SCHEMA)
-    prog = common.program(con)
+    if not db.row_count(con, "switches"):
+        return db.empty_table(SCHEMA)
+    prog = program.program(con)
     labels = _labels(con, prog)
     pairs = con.execute("SELECT prev_tid, next_tid, count(*) FROM switches GROUP BY 1, 2").fetchall()
     involvement: dict[int, int] = {}
@@ -74,7 +74,7 @@ def transition_matrix(con, top: int = 12) -> pa.Table:
         {"prev_task": k[0], "next_task": k[1], "prev_kind": k[2], "next_kind": k[3], "count": v}
         for k, v in sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
-    return common.from_rows(out, SCHEMA)
+    return db.from_rows(out, SCHEMA)
 
 
 def as_matrix(table: pa.Table) -> tuple[list[str], list[list[int]]]:

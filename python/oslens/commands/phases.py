@@ -40,9 +40,9 @@ def _analyse(path: str | None, args):
 
 def _program_name(con) -> str | None:
     """The program's main thread's name (after its exec), to tell whether two traces ran one program."""
-    from oslens.analysis import common
+    from oslens.analysis import program
 
-    prog = common.program(con)
+    prog = program.program(con)
     return prog.names.get(prog.main_tid) if prog.main_tid is not None else None
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oslens.analysis import common
+from oslens.analysis import db
 from oslens.phases import binning
 
 TOP_FUNCTIONS = 48  # features kept; the rest are summed into [other]
@@ -32,7 +32,7 @@ class CodeVector:
 
 def _program_samples(con, tids: list[int], lo: int, hi: int):
     tid_list = ",".join(str(int(t)) for t in tids) or "NULL"
-    if common.table_exists(con, "syscalls") and common.row_count(con, "syscalls"):
+    if db.table_exists(con, "syscalls") and db.row_count(con, "syscalls"):
         sql = f"""SELECT s.ts, s.pid, s.ip, s.in_kernel,
                      CASE WHEN s.in_kernel AND y.start_ns IS NOT NULL AND (y.end_ns IS NULL OR s.ts <= y.end_ns)
                           THEN 'sys:' || coalesce(y.name, CAST(y.nr AS VARCHAR)) END AS sysname
@@ -79,7 +79,7 @@ def _mapping_name(image, address: int) -> str:
 
 
 def has_samples(con) -> bool:
-    return common.table_exists(con, "samples") and common.row_count(con, "samples") > 0
+    return db.table_exists(con, "samples") and db.row_count(con, "samples") > 0
 
 
 def sample_count(con, tids: list[int], lo: int, hi: int) -> int:

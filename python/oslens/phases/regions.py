@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oslens.analysis import common, phases_table
+from oslens.analysis import db, phases_table
 from oslens.phases import binning
 
 TOP_REGIONS = 32
@@ -21,7 +21,7 @@ class RegionVector:
 
 
 def region_vector(con, prog, edges: np.ndarray) -> RegionVector | None:
-    if not (common.table_exists(con, "regions") and common.row_count(con, "regions")):
+    if not (db.table_exists(con, "regions") and db.row_count(con, "regions")):
         return None
     spans: dict[str, tuple[list, list]] = {}
     alive_s, alive_e = [], []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oslens.analysis import common, states
+from oslens.analysis import db, states
 from oslens.phases import binning
 
 FRACTIONS = ["user", "system", "runnable", "io_wait", "sleeping", "sync_wait"]
@@ -45,7 +45,7 @@ class ResourceVector:
 
 
 def has_scheduling(con) -> bool:
-    return common.table_exists(con, "cpu_slices") and common.row_count(con, "cpu_slices") > 0
+    return db.table_exists(con, "cpu_slices") and db.row_count(con, "cpu_slices") > 0
 
 
 def _child_waits(con, tids: list[int], edges: np.ndarray) -> np.ndarray:
@@ -82,7 +82,7 @@ def overlap_one(start: int, end: int, edges: np.ndarray) -> np.ndarray:
 
 
 def _points(con, table: str, ts_col: str, tid_col: str, tids: list[int], extra: str = "", weight: str | None = None):
-    if not (common.table_exists(con, table) and common.row_count(con, table)):
+    if not (db.table_exists(con, table) and db.row_count(con, table)):
         return None
     tid_list = ",".join(str(int(t)) for t in tids) or "NULL"
     w = f", {weight}" if weight else ""

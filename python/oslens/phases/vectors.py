@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oslens.analysis import common
+from oslens.analysis import db, program, units
 from oslens.errors import OslensError
 from oslens.phases import code, grid, regions, resources
 
@@ -73,11 +73,11 @@ class IntervalVectors:
 def program_window(con):
     """The program's threads and its life: from its first successful exec (before that, the
     process is oslens's fork waiting to exec it) to its last thread's end."""
-    prog = common.program(con)
+    prog = program.program(con)
     if not prog.tids or not prog.window:
         raise OslensError("the trace has no program threads with a known start and end (an empty trace?)", 1)
     lo, hi = prog.window
-    if common.row_count(con, "syscalls") and prog.main_tid is not None:
+    if db.row_count(con, "syscalls") and prog.main_tid is not None:
         row = con.execute("SELECT min(end_ns) FROM syscalls WHERE tid = ? AND name = 'execve' AND ret = 0 "
                           "AND end_ns > ? AND end_ns < ?", [int(prog.main_tid), int(lo), int(hi)]).fetchone()
         if row and row[0] is not None:
@@ -94,7 +94,7 @@ def interval_vectors(con, trace, interval_ns: int | None = None, weights: dict[s
     dt = interval_ns or grid.choose_interval(hi - lo, n_samples)
     edges = grid.edges(lo, hi, dt)
     if len(edges) - 1 < 2:
-        raise OslensError(f"the run ({common.fmt_ns(hi - lo)}) holds only one interval of {common.fmt_ns(dt)}; "
+        raise OslensError(f"the run ({units.fmt_ns(hi - lo)}) holds only one interval of {units.fmt_ns(dt)}; "
                           "choose a shorter --interval", 1)
     vec = IntervalVectors(edges, lo, dt, None, None, None, weights)
     if weights.get("code", 0) > 0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from datetime import datetime, timezone
 
-from oslens.analysis import common
+from oslens.analysis import units
 from oslens.report import plots
 from oslens.report import model
 from oslens.report.model import Report, view_rows
@@ -105,7 +105,7 @@ def _header(report: Report) -> str:
         ("trace", h["trace"]),
         ("command", h["command"] or "-"),
         ("program", f"pid {', '.join(map(str, h['program_pids'])) or '-'}, {h['threads']} thread(s)"),
-        ("wall time", common.fmt_ns(h["wall_ns"]) + (f" (incomplete trace: {h['incomplete']})" if h.get("incomplete") else "")),
+        ("wall time", units.fmt_ns(h["wall_ns"]) + (f" (incomplete trace: {h['incomplete']})" if h.get("incomplete") else "")),
         ("program ended", h.get("exit") or "n/a (not recorded)"),
         ("locks", h.get("sync_mode") or "-"),
         ("cross-check with the kernel", h.get("crosscheck") or "n/a (no rusage kept, or no kernel events)"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from oslens.analysis import breakdown, common, crosscheck, findings, suite
+from oslens.analysis import breakdown, crosscheck, db, findings, program, suite, units
 
 
 @dataclass
@@ -101,14 +101,14 @@ def io_notes(requests: pa.Table) -> list[str]:
 
 
 def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> dict:
-    m = common.meta(con)
-    prog = common.program(con)
+    m = db.meta(con)
+    prog = program.program(con)
     wall = (prog.window[1] - prog.window[0]) if prog.window else 0
-    counts = {t: common.row_count(con, t) for t in
+    counts = {t: db.row_count(con, t) for t in
               ["app_events", "regions", "switches", "cpu_slices", "syscalls", "faults", "block_io", "sync", "samples"]}
     # `lost` holds every loss, the kernel collector's included (kernel_lost is its per-CPU detail)
     lost = 0
-    if common.row_count(con, "lost"):
+    if db.row_count(con, "lost"):
         lost = int(con.execute("SELECT coalesce(sum(count), 0) FROM lost").fetchone()[0])
     command = m.get("command") or m.get("argv") or m.get("cmdline") or ""
     if command.startswith("["):
@@ -180,14 +180,14 @@ def recorder_cost(m: dict) -> dict:
 def recorder_cost_line(h: dict) -> str | None:
     if h.get("recorder_helper_cpu_ns") is None:
         return None
-    return (f"{common.fmt_ns(h['recorder_helper_cpu_ns'])} CPU in the recorder's helper thread "
+    return (f"{units.fmt_ns(h['recorder_helper_cpu_ns'])} CPU in the recorder's helper thread "
             f"({h['recorder_helper_slots']:,} buffer slots copied; {h['recorder_thread_slots']:,} copied by the "
             "program's threads while it was behind)")
 
 
 def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Report:
     tables = tables if tables is not None else suite.run_all(con)
-    ks = common.kernel_status(con)
+    ks = db.kernel_status(con)
     S = _program_sections(con, tables, ks) + _kernel_sections(con, tables, ks)
     S.append(Section(
         "findings", "Findings", "Kohr et al. section 6",
@@ -227,7 +227,7 @@ def _program_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Sectio
         "Every task that held one of the CPUs the program ran on, while it ran: what it is, its CPU time, "
         "and how often it preempted a program thread.",
         available=tables["tasks"].num_rows > 0,
-        reason=None if tables["tasks"].num_rows else common.missing_reason(con, "cpu_slices", "per-task CPU times"),
+        reason=None if tables["tasks"].num_rows else db.missing_reason(con, "cpu_slices", "per-task CPU times"),
         views=[TableView("tasks", "Tasks by CPU time", [
             C("comm", "task"), C("tid", "tid", "int"), C("kind", "kind"), C("description", "what it is", terminal=False),
             C("cpu_ns", "CPU time", "ms"), C("share", "share", "pct"), C("slices", "slices", "int"),
@@ -295,7 +295,7 @@ def _kernel_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Section
         "Who ran on each of the program's CPUs over time, and the cumulative number of context switches per CPU.",
         available=tables["switch_timeline"].num_rows > 0,
         reason=None if tables["switch_timeline"].num_rows else
-        common.missing_reason(con, "switches", "context-switch records"),
+        db.missing_reason(con, "switches", "context-switch records"),
         views=[TableView("switch_summary", "Switches per CPU", [
             C("cpu", "CPU", "int"), C("switches", "switches", "int"), C("involuntary", "involuntary", "int"),
             C("voluntary", "voluntary", "int", terminal=False), C("into_program", "into program", "int"),
@@ -309,7 +309,7 @@ def _kernel_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Section
             io_reason = ("No block I/O: no request reached a disk while the program ran (reads served from the page "
                          "cache never do), or the collector did not trace the block layer.")
         else:
-            io_reason = common.missing_reason(con, "block_io", "block I/O records")
+            io_reason = db.missing_reason(con, "block_io", "block I/O records")
     S.append(Section(
         "io", "I/O durations over time", "Kohr et al. Figure 14",
         "Every block request: when it was issued and how long it took, reads versus writes.",
@@ -330,7 +330,7 @@ def _kernel_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Section
         "The context-switch transition matrix: how many times each task (row) gave its CPU to each task (column).",
         available=tables["transitions"].num_rows > 0,
         reason=None if tables["transitions"].num_rows else
-        common.missing_reason(con, "switches", "context-switch records"),
+        db.missing_reason(con, "switches", "context-switch records"),
         views=[TableView("transitions", "Most frequent transitions", [
             C("prev_task", "from"), C("next_task", "to"), C("count", "switches", "int"),
         ], limit=20)],
@@ -353,7 +353,7 @@ def format_value(v, fmt: str, unknown: str = "-") -> str:
     if fmt == "float":
         return f"{v:,.1f}"
     if fmt == "ns":
-        return common.fmt_ns(v)
+        return units.fmt_ns(v)
     return str(v)
 
 

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from oslens.analysis import common
+from oslens.analysis import units
 from oslens.report import fit, model
 from oslens.report.model import Report, view_rows
 
@@ -45,7 +45,7 @@ def render(report: Report, console: Console | None = None) -> None:
     head.append(str(report.trace))
     head.append(f"\n{h['command'] or ''}\n" if h["command"] else "\n")
     head.append(f"program pid {', '.join(map(str, h['program_pids'])) or '-'}, {h['threads']} thread(s), wall "
-                f"{common.fmt_ns(h['wall_ns'])}, CPUs {', '.join(map(str, h['cpus'])) or '-'}\n")
+                f"{units.fmt_ns(h['wall_ns'])}, CPUs {', '.join(map(str, h['cpus'])) or '-'}\n")
     if h.get("incomplete"):
         head.append(f"incomplete trace: {h['incomplete']}\n", style="bold red")
     if ks["scheduling"]:

@@ -18,7 +18,7 @@ import bisect
 
 import numpy as np
 
-from oslens.analysis import common
+from oslens.analysis import db, program, task_kinds
 from oslens.analysis.states import STATE_CODE_SQL
 from oslens.errors import OslensError
 from oslens.whatif.workload import IO, SLEEP, SYNC, Block, Dep, Task, Workload
@@ -62,7 +62,7 @@ class _Syscalls:
 
     def __init__(self, con, tids):
         self.by_tid: dict[int, tuple[list, list, list]] = {}
-        if not common.row_count(con, "syscalls"):
+        if not db.row_count(con, "syscalls"):
             self.present = False
             return
         self.present = True
@@ -132,17 +132,17 @@ def _task_shape(tid, s, e, cpu, code, wake_ts, wake_by):
 
 def workload(con, include_background: bool = True) -> Workload:
     """The workload of the trace's program. Raises OslensError when the trace cannot give one."""
-    if common.row_count(con, "cpu_slices") == 0:
+    if db.row_count(con, "cpu_slices") == 0:
         raise OslensError("the trace has no scheduling records (cpu_slices is empty); record it with kernel "
                           "events: 'oslens record -- CMD' as root, without --no-kernel", 2)
-    prog = common.program(con)
+    prog = program.program(con)
     if not prog.tids:
         raise OslensError("the trace has no program threads; record a program with 'oslens record -- CMD'", 2)
     tids = sorted(prog.tids)
     if len(tids) > MAX_TASKS:
         raise OslensError(f"the program has {len(tids):,} threads, more than whatif simulates ({MAX_TASKS:,}); "
                           "record a smaller run", 2)
-    meta = common.meta(con)
+    meta = db.meta(con)
     st, ss, se, scpu, scode = _slices(con, tids)
     # the origin: the first sign of the program, its start or a slice the kernel saw before it
     origin = min([prog.start[t] for t in tids] + ([int(ss.min())] if len(ss) else []))
@@ -150,7 +150,7 @@ def workload(con, include_background: bool = True) -> Workload:
     wt, wts, wby = _arrays(con, f"""SELECT tid, ts, waker_tid FROM wakeups WHERE tid IN ({",".join(map(str, tids))})
                                     ORDER BY tid, ts""")
     syscalls = _Syscalls(con, tids)
-    parents = common.task_parents(con)
+    parents = task_kinds.task_parents(con)
     index = {tid: i for i, tid in enumerate(t for t in tids if (st == t).any())}
     shapes, progress = {}, {}
     for tid in index:

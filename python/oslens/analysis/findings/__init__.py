@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from oslens.analysis import common
+from oslens.analysis import db
 from oslens.analysis.findings.context import MIN_SHARE, OSLENS_LARGE_SHARE, WARN_SHARE, Context, finding
 from oslens.analysis.findings.holders import UNRECORDED, preemption_counts, runnable_wait_holders
 from oslens.analysis.findings.rules import RULES
@@ -54,6 +54,6 @@ def findings(con, tables: dict[str, pa.Table] | None = None) -> pa.Table:
     if not ctx.prog.tids:
         rows = [finding("warning", "no_program", "", "No program threads",
                         "The trace holds no events from a traced program.", 0)]
-        return common.from_rows(rows, SCHEMA)
+        return db.from_rows(rows, SCHEMA)
     rows = [f for rule in RULES for f in rule(ctx)]
-    return common.from_rows(rank(rows), SCHEMA)
+    return db.from_rows(rank(rows), SCHEMA)

@@ -8,7 +8,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from oslens.analysis import breakdown as breakdown_mod
-from oslens.analysis import common, tasks as tasks_mod
+from oslens.analysis import db, program, task_kinds, tasks as tasks_mod
 from oslens.analysis import sync_summary as sync_mod
 from oslens.analysis.findings import holders
 
@@ -43,8 +43,8 @@ class Context:
     def __init__(self, con, tables: dict[str, pa.Table] | None = None):
         self.con = con
         self.tables = tables or {}
-        self.prog = common.program(con)
-        self.status = common.kernel_status(con)
+        self.prog = program.program(con)
+        self.status = db.kernel_status(con)
 
     @cached_property
     def breakdown(self) -> list[dict]:
@@ -96,12 +96,12 @@ class Context:
 
     @cached_property
     def _classes(self):
-        return common.same_host(self.con), common.task_parents(self.con)
+        return program.same_host(self.con), task_kinds.task_parents(self.con)
 
     def classify(self, tid: int) -> tuple[str, str]:
         pid, comm = self.task_names.get(tid, (None, None))
         host, parents = self._classes
-        return common.classify_task(tid, pid, comm, self.prog, host, parents)
+        return task_kinds.classify_task(tid, pid, comm, self.prog, host, parents)
 
     def label(self, tid: int) -> str:
         if tid in self.prog.tidset:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oslens.analysis import common, states
+from oslens.analysis import db, intervals, states
 
 UNRECORDED = -1  # holder key for runnable waits during CPU time the trace does not attribute
 
@@ -13,7 +13,7 @@ UNRECORDED = -1  # holder key for runnable waits during CPU time the trace does 
 def preemption_counts(con, prog) -> dict[int, int]:
     """For each task, how many times it took a CPU from a still-runnable program thread
     (program threads included)."""
-    if not common.table_exists(con, "switches") or not prog.tids:
+    if not db.table_exists(con, "switches") or not prog.tids:
         return {}
     tids = ",".join(str(t) for t in prog.tids)
     rows = con.execute(
@@ -32,7 +32,7 @@ def _preempted_waits(con, prog):
     w_s, w_e, w_cpu, w_tid = [], [], [], []
     for tid in prog.tids:
         tl = tls[tid]
-        ps, pe = common.merge_intervals(*tl.intervals(states.PREEMPTED))
+        ps, pe = intervals.merge_intervals(*tl.intervals(states.PREEMPTED))
         if len(ps) == 0 or tl.slice_start is None or len(tl.slice_start) == 0:
             continue
         order = np.argsort(tl.slice_end, kind="stable")
@@ -79,7 +79,7 @@ def _held_on_cpu(con, cpu: int, window, qs, qe, qt) -> dict[int, int]:
 def runnable_wait_holders(con, prog) -> dict[int, int]:
     """For each task: the time program threads spent runnable, waiting for the CPU they last ran
     on, while that task held it (summed over the waiting threads)."""
-    if not common.table_exists(con, "cpu_slices") or not prog.tids or not prog.window:
+    if not db.table_exists(con, "cpu_slices") or not prog.tids or not prog.window:
         return {}
     waits = _preempted_waits(con, prog)
     if waits is None:
@@ -99,7 +99,7 @@ def runnable_wait_holders(con, prog) -> dict[int, int]:
 
 
 def innermost_region(con, tid: int, t: int) -> str | None:
-    if not common.table_exists(con, "regions"):
+    if not db.table_exists(con, "regions"):
         return None
     row = con.execute(
         "SELECT name FROM regions WHERE tid = ? AND begin_ns <= ? AND coalesce(end_ns, ?) > ? "
@@ -111,7 +111,7 @@ def innermost_region(con, tid: int, t: int) -> str | None:
 
 def sync_preemptors(con, prog, kind: str, obj: str, limit: int = 3) -> list[tuple[str, int]]:
     """Tasks that preempted program threads while `obj` was being waited for."""
-    if not common.table_exists(con, "switches"):
+    if not db.table_exists(con, "switches"):
         return []
     tids = ",".join(str(t) for t in prog.tids)
     rows = con.execute(

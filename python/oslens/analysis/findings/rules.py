@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from oslens.analysis import common, crosscheck as crosscheck_mod, states
+from oslens.analysis import crosscheck as crosscheck_mod, db, states, units
 from oslens.analysis.findings import holders as holders_mod
 from oslens.analysis.findings.context import (CAVEAT, MIN_SHARE, NOTE, OSLENS, OSLENS_LARGE_SHARE, PROGRAM, WARN_SHARE,
                                               Context, finding, pct, severity)
 
-fmt = common.fmt_ns
+fmt = units.fmt_ns
 
 INTERFERENCE_RATE = 20  # preemptions per second: frequent enough to matter beyond the CPU taken (Kohr et al.)
 HOG_CPU_SHARE = 0.05  # a task using this share of the program's CPUs while it ran is named
@@ -30,7 +30,7 @@ def no_kernel(ctx: Context) -> list[dict]:
 
 def lost(ctx: Context) -> list[dict]:
     # `lost` holds every loss, the kernel collector's included (kernel_lost is its per-CPU detail)
-    if not common.row_count(ctx.con, "lost"):
+    if not db.row_count(ctx.con, "lost"):
         return []
     rows = ctx.con.execute(
         'SELECT CAST(source AS VARCHAR), CAST("where" AS VARCHAR), sum(count) FROM lost GROUP BY 1, 2').fetchall()
@@ -226,7 +226,7 @@ def io_critical(ctx: Context) -> list[dict]:
     return [finding(
         severity(share), "io_critical", region or worst["name"], f"The program waited {fmt(io_total)} for I/O",
         f"Program threads were blocked on I/O for {fmt(io_total)} ({pct(share)} of thread time); {worst['name']} "
-        f"waited {fmt(worst['io_wait_ns'])}{where}. The trace holds {common.row_count(ctx.con, 'block_io')} block "
+        f"waited {fmt(worst['io_wait_ns'])}{where}. The trace holds {db.row_count(ctx.con, 'block_io')} block "
         "requests.", io_total, share)]
 
 
