@@ -90,6 +90,22 @@ pub const NAME_CLASSES: [(u64, &str); 9] = [
     (NAME_COMMAND, "command"),
 ];
 
+/// Which NAME class names the `id` of each kind whose `id` is a name (the sync kinds' `id` may
+/// be named in any class; FUNC_ENTRY/EXIT name their address `a`).
+pub const NAME_CLASS_OF_KIND: [(u8, u64); 11] = [
+    (REGION_BEGIN, NAME_REGION),
+    (REGION_END, NAME_REGION),
+    (COUNTER, NAME_COUNTER),
+    (TIMER_START, NAME_TIMER),
+    (TIMER_STOP, NAME_TIMER),
+    (EVENT, NAME_EVENT),
+    (CONTROL, NAME_MANAGER),
+    (ADAPT, NAME_PHASE),
+    (FUNC_ENTRY, NAME_FUNCTION),
+    (FUNC_EXIT, NAME_FUNCTION),
+    (PROCESS_EXEC, NAME_COMMAND),
+];
+
 /// Why a counter value was recorded.
 pub const COUNTER_PERIODIC: u64 = 1;
 pub const COUNTER_ASKED: u64 = 2;
@@ -99,6 +115,15 @@ pub const COUNTER_RESET: u64 = 4;
 /// named after the lock's address ("0x…"), a = acquisitions by the recording thread since its
 /// previous such record for that lock (a delta: the lock_counts view sums them).
 pub const COUNTER_LOCK: u64 = 5;
+
+/// The word the tables use for each counter reason (`counters.reason`).
+pub const COUNTER_REASONS: [(u64, &str); 5] = [
+    (COUNTER_PERIODIC, "periodic"),
+    (COUNTER_ASKED, "asked"),
+    (COUNTER_FINAL, "final"),
+    (COUNTER_RESET, "reset"),
+    (COUNTER_LOCK, "lock"),
+];
 
 /// Manager control actions.
 pub const CONTROL_SUSPEND: u64 = 1;
@@ -115,6 +140,9 @@ pub const PAUSE_FLUSH: u64 = 2;
 pub const PAUSE_PREPARE: u64 = 3;
 /// The thread copied staging slots out itself: the helper had fallen behind (a buffer dump).
 pub const PAUSE_COPY: u64 = 4;
+/// The word the tables use for each pause reason (`pauses.reason`).
+pub const PAUSE_REASONS: [(u64, &str); 4] =
+    [(PAUSE_NEW_CHUNK, "new chunk"), (PAUSE_FLUSH, "flush"), (PAUSE_PREPARE, "prepare buffer"), (PAUSE_COPY, "copy out")];
 
 pub fn kind_name(kind: u8) -> &'static str {
     match kind {

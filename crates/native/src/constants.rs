@@ -5,6 +5,7 @@ use oslens_format::header::{offset, CLOCK_MONOTONIC_NS, CLOCK_TSC, SOURCE_APP_TH
 use oslens_format::{kernel, kinds};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::collections::BTreeMap;
 
 /// A kind's name when it has one: kind_name falls back to a placeholder for unassigned values.
 fn named_kinds() -> Vec<(&'static str, u8)> {
@@ -24,6 +25,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         classes.set_item(id, name)?;
     }
     m.add("NAME_CLASSES", classes)?;
+    m.add("NAME_CLASS_OF_KIND", kinds::NAME_CLASS_OF_KIND.into_iter().collect::<BTreeMap<u8, u64>>())?;
+    m.add("COUNTER_REASONS", kinds::COUNTER_REASONS.into_iter().collect::<BTreeMap<u64, &str>>())?;
+    m.add("PAUSE_REASONS", kinds::PAUSE_REASONS.into_iter().collect::<BTreeMap<u64, &str>>())?;
     let kernel_classes = PyDict::new(py);
     kernel_classes.set_item("task", kernel::NAME_TASK)?;
     kernel_classes.set_item("exec", kernel::NAME_EXEC)?;

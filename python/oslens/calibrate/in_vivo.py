@@ -35,7 +35,7 @@ from oslens.errors import OslensError
 from oslens.store import calibration
 
 UNCHARGED = {"name", "cont", "clock_pair", "pause", "adapt", "unknown"}
-REGION_NAME_CLASS = 5  # crates/format/src/kinds.rs NAME_REGION
+REGION_NAME_CLASS = raw.CLASS_ID["region"]
 REGION_NAME_ANCHOR = 9  # the name length region_begin/region_end are calibrated with
 
 

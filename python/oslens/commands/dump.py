@@ -11,10 +11,7 @@ from oslens.capture import raw
 NAME = "dump"
 HELP = "print every raw record of a trace, one per line (text or --json)"
 
-_NAME_CLASS_OF_KIND = {raw.KINDS[kind]: raw.CLASS_ID[cls] for kind, cls in (
-    ("region_begin", "region"), ("region_end", "region"), ("counter", "counter"), ("timer_start", "timer"),
-    ("timer_stop", "timer"), ("event", "event"), ("control", "manager"), ("adapt", "phase"),
-    ("func_entry", "function"), ("func_exit", "function"), ("process_exec", "command"))}
+_NAME_CLASS_OF_KIND = dict(_native.NAME_CLASS_OF_KIND)
 
 
 def add_arguments(parser):

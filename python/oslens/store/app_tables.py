@@ -19,27 +19,28 @@ from oslens import _native
 from oslens.capture import raw
 from oslens.store import held, pairing, schema
 
-# Record kinds of the auto-instrumentation (crates/format/src/kinds.rs).
-LOCK_REQUEST, LOCK_ACQUIRE, LOCK_RELEASE = 32, 33, 34
-BARRIER_ENTER, BARRIER_EXIT = 35, 36
-COND_WAIT_ENTER, COND_WAIT_EXIT, COND_SIGNAL = 37, 38, 39
-FUNC_ENTRY, FUNC_EXIT = 40, 41
+# Record kinds of the auto-instrumentation (crates/format/src/kinds.rs, through the extension).
+LOCK_REQUEST, LOCK_ACQUIRE, LOCK_RELEASE = (raw.KINDS[k] for k in ("lock_request", "lock_acquire", "lock_release"))
+BARRIER_ENTER, BARRIER_EXIT = raw.KINDS["barrier_enter"], raw.KINDS["barrier_exit"]
+COND_WAIT_ENTER, COND_WAIT_EXIT, COND_SIGNAL = (raw.KINDS[k] for k in ("cond_wait_enter", "cond_wait_exit", "cond_signal"))
+FUNC_ENTRY, FUNC_EXIT = raw.FUNC_ENTRY, raw.FUNC_EXIT
 SYNC_KINDS = (LOCK_REQUEST, LOCK_ACQUIRE, LOCK_RELEASE, BARRIER_ENTER, BARRIER_EXIT, COND_WAIT_ENTER, COND_WAIT_EXIT,
               COND_SIGNAL)
 
 NAME_ANY = 0  # lookup class for sync objects: an id named in any class
 NO_NAME = 255
 
-# Which name class names the `id` of each kind.
+# Which name class names the `id` of each kind (crates/format NAME_CLASS_OF_KIND); functions are
+# named by address (store.symbols) and commands in threads, not through these tables' names.
 CLASS_OF_KIND = np.full(256, NO_NAME, dtype=np.uint64)
-for _k, _c in {raw.REGION_BEGIN: 5, raw.REGION_END: 5, raw.COUNTER: 3, raw.TIMER_START: 4, raw.TIMER_STOP: 4,
-               raw.EVENT: 6, raw.CONTROL: 2, raw.ADAPT: 7}.items():
-    CLASS_OF_KIND[_k] = _c
+for _k, _c in _native.NAME_CLASS_OF_KIND.items():
+    if _k not in (FUNC_ENTRY, FUNC_EXIT, raw.PROCESS_EXEC):
+        CLASS_OF_KIND[_k] = _c
 for _k in SYNC_KINDS:
     CLASS_OF_KIND[_k] = NAME_ANY
 
-COUNTER_REASONS = {1: "periodic", 2: "asked", 3: "final", 4: "reset", 5: "lock"}  # 5: uncontended lock acquisitions (lock_counts)
-PAUSE_REASONS = {1: "new chunk", 2: "flush", 3: "prepare buffer", 4: "copy out"}
+COUNTER_REASONS = dict(_native.COUNTER_REASONS)  # "lock": uncontended lock acquisitions (lock_counts)
+PAUSE_REASONS = dict(_native.PAUSE_REASONS)
 KIND_NAMES = [_native.kind_name(k) if k else "empty" for k in range(256)]
 
 
@@ -157,7 +158,7 @@ POPULATE_BYTES = 1 << 20  # smaller arrays mostly reuse memory the process alrea
 
 def _populate(*arrays: np.ndarray) -> None:
     """Backs fresh arrays' memory in one kernel call each rather than a page fault per 4 KiB
-    on first touch (each fault costs 1-2 us of kernel time on the VM this was measured on)."""
+    on first touch (docs/trace-schema.md, the import's memory settings)."""
     fill = getattr(_native, "populate", None)
     if fill is not None:
         for a in arrays:

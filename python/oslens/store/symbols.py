@@ -34,7 +34,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NAME_FUNCTION = 8
+from oslens.capture import raw
+
+NAME_FUNCTION = raw.CLASS_ID["function"]
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
 STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 1, 2, 10
 PT_LOAD = 1

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from oslens.capture import raw
 from oslens.store import schema
 
-NAME_THREAD = 1
+NAME_THREAD = raw.CLASS_ID["thread"]
 
 
 def _col(table: pa.Table, *names):
