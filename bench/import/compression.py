@@ -6,7 +6,7 @@ it), then writes every table with each codec as the importer writes them (same e
 statistics and row groups) and prints JSON: CPU seconds and bytes per codec, for app_events
 and for all tables together. The writers: the hand-written native one (crates/native/src/
 parquet.rs), pyarrow's, and, where oslens._native was built with the `parquet-crate` feature,
-Apache Arrow's Rust `parquet` crate (crate-lz4; build it with
+Apache Arrow's Rust `parquet` crate (crate-lz4: bench/import/crate_writer.rs; build it with
 `cargo build --release -p oslens-native --features parquet-crate` and install the library as
 `make native` does). --repeat N writes each N times and keeps the median CPU time.
 
@@ -37,11 +37,12 @@ def cpu_s() -> float:
 
 def write_with_crate(path: Path, table) -> None:
     """Writes `table` as importer.write_table does, through the parquet crate."""
-    from oslens.store import importer, native_parquet, schema
+    import crate_writer
+    from oslens.store import importer, schema
 
     table = importer.required_where_full(table)
     stats = {f.name for f in table.schema if importer._prunes(f.name) and str(importer._value_type(f.type)) == "int64"}
-    native_parquet.write_with_crate(path, table, schema.DELTA_COLUMNS, stats, importer.ROW_GROUP)
+    crate_writer.write_with_crate(path, table, schema.DELTA_COLUMNS, stats, importer.ROW_GROUP)
 
 
 def write_one(path: Path, table, codec: str, level: int | None, writer: str) -> None:
@@ -68,7 +69,8 @@ def write_all(tables: dict, folder: Path, codec: str, level: int | None, writer:
 
 
 def main() -> int:
-    from oslens.store import importer, native_parquet, salvage
+    import crate_writer
+    from oslens.store import importer, salvage
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20_000_000)
@@ -85,7 +87,7 @@ def main() -> int:
     result = {"records": built["_records"], "repeat": args.repeat, "codecs": {}}
     with tempfile.TemporaryDirectory(dir=trace) as tmp:
         for codec, level, writer in CODECS:
-            if writer not in args.writers.split(",") or (writer == "crate" and not native_parquet.crate_available()):
+            if writer not in args.writers.split(",") or (writer == "crate" and not crate_writer.crate_available()):
                 continue
             got = write_all(tables, Path(tmp), codec, level, writer, args.repeat)
             label = f"{writer}-" + (codec if level is None else f"{codec}-{level}")

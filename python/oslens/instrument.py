@@ -25,8 +25,8 @@ import threading
 
 from oslens import _native
 
-NAME_FUNCTION = 8  # crates/format/src/kinds.rs
-NAME_EVENT = 6
+_CLASS_ID = {name: cid for cid, name in _native.NAME_CLASSES.items()}  # crates/format, through the extension
+NAME_FUNCTION, NAME_EVENT = _CLASS_ID["function"], _CLASS_ID["event"]
 EXCLUDED_MODULES = ("oslens", "threading", "importlib", "_weakrefset", "sitecustomize")
 
 _enabled = bool(os.environ.get("OSLENS_TRACE"))
@@ -166,7 +166,7 @@ def trace_calls(pattern: str = "*") -> bool:
     if monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) is None:
         _trace_with_monitoring(monitoring, ident_of, func_named)
         _tracing["mode"] = "sys.monitoring"
-    elif hasattr(_native, "profile_install"):
+    else:
         # A C-level profile function (one Python call per code object, not per event).
         def resolver(frame):
             return ident_of(frame.f_code, frame.f_globals.get("__name__", "?"))
@@ -181,29 +181,6 @@ def trace_calls(pattern: str = "*") -> bool:
         threading.setprofile(thread_hook)
         _native.profile_install(resolver)
         _tracing["mode"] = "c-profile"
-    else:
-        # Frames running now return without having been entered: their exits are not recorded.
-        skip = set()
-        f = sys._getframe(1)
-        while f is not None:
-            skip.add(f)
-            f = f.f_back
-
-        def profile(frame, event, _arg):
-            if event == "call" or event == "return":
-                if skip and event == "return" and frame in skip:
-                    skip.discard(frame)
-                    return
-                code = frame.f_code
-                i = ids.get(code)
-                if i is None:
-                    i = ident_of(code, frame.f_globals.get("__name__", "?"))
-                if i:
-                    func_named(i, event == "return")
-
-        threading.setprofile(profile)
-        sys.setprofile(profile)
-        _tracing["mode"] = "sys.setprofile"
     _tracing.update(on=True, pattern=pattern)
     return True
 
@@ -251,12 +228,9 @@ def stop_tracing() -> None:
         mon = sys.monitoring
         mon.set_events(mon.PROFILER_ID, 0)
         mon.free_tool_id(mon.PROFILER_ID)
-    elif _tracing["mode"] == "c-profile":
+    else:  # c-profile
         threading.setprofile(None)
         _native.profile_remove()  # this thread; threads already running keep theirs (3.11 has no all-threads call)
-    else:
-        sys.setprofile(None)
-        threading.setprofile(None)
     _tracing.update(on=False, mode=None)
 
 

@@ -6,6 +6,7 @@ mod app_rows;
 mod constants;
 mod parquet;
 #[cfg(feature = "parquet-crate")]
+#[path = "../../../bench/import/crate_writer.rs"]
 mod crate_writer;
 mod recorder_api;
 mod whatif;

@@ -24,10 +24,6 @@ BOOLEAN, INT32, INT64, BYTE_ARRAY = 0, 1, 2, 6
 UTF8, UINT_32, UINT_64 = 0, 13, 14
 
 
-def available() -> bool:
-    return hasattr(_native, "write_parquet")
-
-
 def _u8(buf: pa.Buffer | None):
     """A buffer as the writer takes it (unsigned bytes, no copy)."""
     return None if buf is None else np.frombuffer(buf, dtype=np.uint8)
@@ -103,8 +99,6 @@ def column_spec(name: str, arr: pa.Array, delta: bool, stats: bool) -> dict | No
 
 def write(path: Path, table: pa.Table, delta: set, stats: set, group_rows: int) -> bool:
     """Writes `table` to `path` natively; False (nothing written) if a column is unsupported."""
-    if not available():
-        return False
     if any(pa.types.is_dictionary(f.type) for f in table.schema):
         table = table.unify_dictionaries()
     specs = []
@@ -116,33 +110,3 @@ def write(path: Path, table: pa.Table, delta: set, stats: set, group_rows: int) 
         specs.append(spec)
     _native.write_parquet(str(path), table.num_rows, specs, group_rows)
     return True
-
-
-def crate_available() -> bool:
-    """Whether oslens._native was built with the `parquet-crate` feature (a comparison build)."""
-    return hasattr(_native, "write_parquet_crate")
-
-
-def _exported(arr: pa.Array) -> tuple:
-    """`arr` exported through the Arrow C data interface into two fresh C structs."""
-    import ctypes
-
-    array, schema = ctypes.create_string_buffer(80), ctypes.create_string_buffer(72)  # ArrowArray, ArrowSchema
-    arr._export_to_c(ctypes.addressof(array), ctypes.addressof(schema))
-    return array, schema
-
-
-def write_with_crate(path: Path, table: pa.Table, delta: set, stats: set, group_rows: int) -> None:
-    """Writes `table` as `write` does, through Apache Arrow's `parquet` crate (for comparison)."""
-    import ctypes
-
-    if any(pa.types.is_dictionary(f.type) for f in table.schema):
-        table = table.unify_dictionaries()
-    keep, columns = [], []
-    for field in table.schema:
-        array, schema = _exported(_one_array(table.column(field.name)))
-        keep.append((array, schema))
-        columns.append((field.name, field.nullable, ctypes.addressof(array), ctypes.addressof(schema)))
-    names = set(table.column_names)
-    dictionary = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
-    _native.write_parquet_crate(str(path), columns, group_rows, dictionary, sorted(delta & names), sorted(stats & names))

@@ -11,8 +11,6 @@ import pytest
 
 from oslens.store import importer, native_parquet
 
-pytestmark = pytest.mark.skipif(not native_parquet.available(), reason="oslens._native lacks write_parquet")
-
 
 def sample(n: int = 5000) -> pa.Table:
     rng = np.random.default_rng(7)
@@ -90,14 +88,3 @@ def test_a_dictionary_index_past_the_dictionary_is_refused(tmp_path):
     bad = pa.DictionaryArray.from_arrays(pa.array([0, 5], pa.int8()), pa.array(["a", "b"]), safe=False)
     with pytest.raises(ValueError):
         native_parquet.write(tmp_path / "t.parquet", pa.table({"k": bad}), set(), set(), 10)
-
-
-@pytest.mark.skipif(not native_parquet.crate_available(), reason="oslens._native built without parquet-crate")
-def test_the_parquet_crate_comparison_writes_the_same_values(tmp_path):
-    table = importer.required_where_full(sample())
-    path = tmp_path / "crate.parquet"
-    native_parquet.write_with_crate(path, table, {"ts", "value"}, {"ts"}, 1024)
-    back = pq.read_table(path)
-    for name in table.column_names:
-        assert back.column(name).to_pylist() == table.column(name).to_pylist(), name
-    assert pq.ParquetFile(path).metadata.num_row_groups == 5

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from oslens.store import pairing
+from oslens.store import pairing, pairing_oracle
 
 
 def pair(events, threads=None):
@@ -90,14 +90,12 @@ def test_large_random_well_nested_sequence():
 def test_grouped_cumsum_restarts_per_group():
     v = np.array([1, 1, 1, 1, 1], np.int64)
     g = np.array([0, 0, 1, 1, 1])
-    assert pairing.grouped_cumsum(v, g).tolist() == [1, 2, 1, 2, 3]
+    assert pairing_oracle.grouped_cumsum(v, g).tolist() == [1, 2, 1, 2, 3]
 
 
 def test_native_pairing_matches_the_numpy_pairing():
-    """pair_nested and pair_kinds run in Rust where the extension has them; both must give what
-    the numpy pairing gives, ill-nested threads, lost begins and ends included."""
-    if not hasattr(pairing._native, "pair_kinds"):
-        return
+    """pair_nested and pair_kinds run in Rust; both must give what the numpy pairing gives,
+    ill-nested threads, lost begins and ends included."""
     rng = np.random.default_rng(7)
     for _ in range(500):
         n = int(rng.integers(1, 200))
@@ -106,7 +104,7 @@ def test_native_pairing_matches_the_numpy_pairing():
         kind = rng.choice(np.array([4, 5, 6], np.uint8), n)
         sel = np.flatnonzero(kind != 6)
         is_begin = kind[sel] == 4
-        want = pairing.pair_nested_numpy(g[sel], key[sel], is_begin)
+        want = pairing_oracle.pair_nested_numpy(g[sel], key[sel], is_begin)
         got = pairing.pair_nested(g[sel], key[sel], is_begin)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
         begins, ends, depth, lost = pairing.pair_kinds(kind, g, key, 4, 5, int(is_begin.sum()))
@@ -128,7 +126,7 @@ def test_lock_requests_pairs_a_request_with_the_acquisition_right_after_it():
     # (asked at row 7) and 9 (no request right before it: asked when it acquired)
     assert request.tolist() == [0, 30, 70, 90]
     assert stuck.tolist() == [6, 10]  # 6: followed by another thread's request; 10: the last record
-    np_request, np_stuck = pairing.lock_requests_numpy(kind, g, addr, ts)
+    np_request, np_stuck = pairing_oracle.lock_requests_numpy(kind, g, addr, ts)
     assert np_request.tolist() == request.tolist() and np_stuck.tolist() == stuck.tolist()
 
 
@@ -140,5 +138,5 @@ def test_lock_requests_native_and_numpy_agree_on_random_records():
     addr = rng.integers(0, 3, n).astype(np.uint64)
     ts = np.arange(n, dtype=np.int64)
     request, stuck = pairing.lock_requests(kind, g, addr, ts, int((kind == 33).sum()), int((kind == 32).sum()))
-    np_request, np_stuck = pairing.lock_requests_numpy(kind, g, addr, ts)
+    np_request, np_stuck = pairing_oracle.lock_requests_numpy(kind, g, addr, ts)
     assert request.tolist() == np_request.tolist() and stuck.tolist() == np_stuck.tolist()
