@@ -74,7 +74,7 @@ def sequences(con, groups=("sync",)) -> dict[str, list[Step]]:
     rows = con.execute("SELECT pid, tid, name, start_ns FROM threads WHERE source IS NULL OR source <> 'kernel'"
                        ).fetchall()
     # In record order, not by ts: records a few ns apart share a timestamp where the TSC steps
-    # coarsely (this VM's steps ~10 ns), and a free lock's request and acquire share one by design.
+    # coarsely (docs/calibration.md, compare-order), and a free lock's request and acquire share one by design.
     # app_events holds each thread's records in record order, and a scan keeps it (DuckDB's
     # preserve_insertion_order); sorted() is stable.
     ev = sorted(con.execute(

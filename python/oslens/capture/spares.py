@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 SPARE_DIR = "spare"
-AHEAD = 128  # spares kept ahead of the counter: ~0.1 s of the fastest fork loop measured
+AHEAD = 128  # spares kept ahead of the counter, for a burst of process starts (docs/recorder.md, Start-up)
 FIRST = 32  # made before the program starts, so its first processes find them
 PERIOD_S = 0.002
 

@@ -227,9 +227,8 @@ def _committed_bytes(paths: list[Path]) -> int:
 @contextlib.contextmanager
 def no_hugepage_advice():
     """numpy asks for transparent huge pages on large arrays; where THP defragments on demand
-    (defrag = madvise) every such allocation can stall in compaction: on the 2-core VM this was
-    measured on, importing 20 M records spent 5.6 s in the kernel with the advice and 1.4 s
-    without. The import allocates many large temporaries, so it goes without."""
+    (defrag = madvise) every such allocation can stall in compaction (docs/trace-schema.md, the
+    import's memory settings). The import allocates many large temporaries, so it goes without."""
     setter = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
     if setter is None:
         yield
@@ -326,8 +325,8 @@ def _libc_mallopt():
 def keep_freed_memory():
     """The import allocates and frees many arrays of hundreds of MB. glibc serves each from a
     fresh mmap and unmaps it when freed, so every one costs a page fault per 4 KiB on first
-    touch; on the VM this was measured on a fault cost 8-12 us (the host backs the page again),
-    a third of the import's CPU time. While importing, large blocks come from the heap and
+    touch, a large share of the import's CPU time (docs/trace-schema.md, the import's memory
+    settings). While importing, large blocks come from the heap and
     freed memory stays with the process for the next array (glibc only; restored after)."""
     mallopt = _libc_mallopt()
     if mallopt is None:
