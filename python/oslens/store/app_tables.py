@@ -159,11 +159,9 @@ POPULATE_BYTES = 1 << 20  # smaller arrays mostly reuse memory the process alrea
 def _populate(*arrays: np.ndarray) -> None:
     """Backs fresh arrays' memory in one kernel call each rather than a page fault per 4 KiB
     on first touch (docs/trace-schema.md, the import's memory settings)."""
-    fill = getattr(_native, "populate", None)
-    if fill is not None:
-        for a in arrays:
-            if a.nbytes >= POPULATE_BYTES:
-                fill(a.view(np.uint8))
+    for a in arrays:
+        if a.nbytes >= POPULATE_BYTES:
+            _native.populate(a.view(np.uint8))
 
 
 def fresh(n: int, dtype) -> np.ndarray:
@@ -355,14 +353,13 @@ def _payload_array(kind: np.ndarray, a: np.ndarray, b: np.ndarray, payloads: dic
 
 def _event_offsets(kind: np.ndarray, is_ev: np.ndarray, ev: np.ndarray, lens: np.ndarray):
     """Offsets (int32 unless the payloads reach 2 GiB) and validity bitmap of the payload
-    column: one native pass where it can, else numpy (the same result)."""
+    column: one native pass, or numpy for int64 offsets (the same result)."""
     n = len(kind)
     small = int(lens.sum()) < 2**31
-    native = getattr(_native, "event_offsets", None)
-    if native is not None and small:
+    if small:
         offsets, validity = np.empty(n + 1, np.int32), np.empty((n + 7) // 8, np.uint8)
         u8 = np.uint8
-        native(np.ascontiguousarray(kind).view(u8), np.ascontiguousarray(lens, dtype=np.int64).view(u8),
+        _native.event_offsets(np.ascontiguousarray(kind).view(u8), np.ascontiguousarray(lens, dtype=np.int64).view(u8),
                offsets.view(u8), validity)
         return offsets, validity
     offsets = np.zeros(n + 1, dtype=np.int32 if small else np.int64)
@@ -647,10 +644,6 @@ def _remove(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def available_streamed() -> bool:
-    return hasattr(_native, "app_pass")
 
 
 def _buf(got: dict, key: str, dtype) -> np.ndarray:

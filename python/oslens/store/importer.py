@@ -29,7 +29,8 @@ from oslens import _native
 from oslens.version import __version__
 from oslens.capture import raw
 from oslens.errors import OslensError
-from oslens.store import app_tables, faults, held, native_parquet, salvage, schema, threads
+from oslens.store import (app_tables, compensation, faults, held, kernel_tables as kernel_module, native_parquet, salvage,
+                          schema, threads)
 
 TABLES_DIR = "tables"
 MANIFEST = "manifest.json"
@@ -161,20 +162,13 @@ def meta_table(meta: dict, extra: dict) -> pa.Table:
 
 def kernel_tables(kernel_chunks: list, meta: dict, losses: salvage.Losses) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
-    try:
-        mod = importlib.import_module("oslens.store.kernel_tables")
-    except ImportError:
-        mod = None
-    if mod is not None and kernel_chunks:
+    if kernel_chunks:
         try:
-            built = mod.build_kernel_tables(kernel_chunks, meta) or {}
+            built = kernel_module.build_kernel_tables(kernel_chunks, meta) or {}
             out.update(built)
         except Exception as err:  # the rest of the trace still imports
             losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
                        f"kernel tables could not be built ({type(err).__name__}: {err})")
-    elif kernel_chunks:
-        losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
-                   "this oslens cannot decode kernel records (oslens.store.kernel_tables is missing)")
     tables = {name: schema.conform(name, out.get(name)) for name in schema.KERNEL_SCHEMAS}
     for name, table in out.items():  # further tables the collector's module defines (irqs, ...)
         if name not in tables and isinstance(table, pa.Table) and name not in schema.APP_SCHEMAS:
@@ -242,10 +236,7 @@ def no_hugepage_advice():
 
 def read_chunk(path: Path) -> raw.ChunkData:
     """raw.read_chunk, with the records left in the buffer Rust decoded them into (no copy)."""
-    native = getattr(_native, "read_chunk_records", None)
-    if native is None:
-        return raw.read_chunk(path)
-    got = native(str(path))
+    got = _native.read_chunk_records(str(path))
     return raw.ChunkData(
         path=path,
         header=got["header"],
@@ -265,10 +256,9 @@ def _try_read_chunk(path: Path):
         chunk = read_chunk(path)
     except OSError as err:
         return path, err, None
-    scan = getattr(_native, "scan_records", None)
-    if scan is None or not len(chunk.records):
+    if not len(chunk.records):
         return path, chunk, None
-    return path, chunk, scan(chunk.records.view(np.uint8))
+    return path, chunk, _native.scan_records(chunk.records.view(np.uint8))
 
 
 def _read_again(path: Path) -> np.ndarray:
@@ -393,12 +383,8 @@ def one_pass(extensions: bool = True) -> bool:
 
 def _compensation_costs(meta: dict) -> tuple | None:
     """(calibration, why none, per-kind cost table) for the one pass where the compensation
-    extension runs and can be imported, else None."""
+    extension runs, else None."""
     if "oslens.store.compensation" not in EXTENSIONS:
-        return None
-    try:
-        from oslens.store import compensation
-    except ImportError:
         return None
     cal, why = compensation.find_calibration(meta)
     return cal, why, compensation.cost_table(cal, app_tables.KIND_LABELS.to_pylist())
@@ -425,7 +411,7 @@ def sync_object_names(trace: Path, chunks: list, scans: dict) -> dict[int, str]:
 def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool, scans: dict,
                extensions: bool = False) -> dict:
     objects = sync_object_names(trace, chunks, scans)
-    if stream and app_tables.available_streamed():
+    if stream:
         path = trace / f".app_events.tmp-{os.getpid()}.parquet"
         comp = _compensation_costs(meta) if extensions else None
         try:
@@ -458,7 +444,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     chunks, scans = [], {}
     read_w, read_c = time.perf_counter(), time.process_time()
     # records held past the read only up to a budget where the pass can read them again
-    holder = held.Holder() if stream and app_tables.available_streamed() else held.Holder(budget=1 << 62)
+    holder = held.Holder() if stream else held.Holder(budget=1 << 62)
     for i, (p, got, scan) in enumerate(_read_in_order(paths)):
         if isinstance(got, OSError):
             losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
@@ -516,10 +502,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
         context["compensation"] = app["compensation"]
     ext_s = {}
     for modname in EXTENSIONS if extensions else ():
-        try:
-            mod = importlib.import_module(modname)
-        except ImportError:
-            continue
+        mod = importlib.import_module(modname)
         short = modname.rsplit(".", 1)[-1]
         t_ext = time.perf_counter()
         before = dict(tables)

@@ -303,8 +303,6 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
 
     from oslens.store import importer, salvage, synthetic
 
-    if not app_tables.available_streamed():
-        pytest.skip("oslens._native without app_pass")
     monkeypatch.setattr(importer, "ROW_GROUP", row_group)
     trace = tmp_path / "t"
     if case == "synthetic":

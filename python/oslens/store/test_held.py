@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from oslens.errors import OslensError
-from oslens.store import app_tables, importer, salvage, synthetic
+from oslens.store import importer, salvage, synthetic
 from oslens.store.test_app_tables import _nested_trace, _random_trace
 
 
@@ -22,8 +22,6 @@ def _import(trace, tables_copy):
 
 @pytest.mark.parametrize("case", ["synthetic", "random-disordered", "nested"])
 def test_records_read_again_give_the_same_tables(tmp_path, monkeypatch, case):
-    if not app_tables.available_streamed():
-        pytest.skip("oslens._native without app_pass")
     trace = tmp_path / "t"
     if case == "synthetic":  # several mapped chunks per thread, preload-style unnamed locks
         synthetic.write_trace(trace, threads=3, iterations=300, chunk_records=500, unnamed_locks=True)
@@ -46,8 +44,6 @@ def test_records_read_again_give_the_same_tables(tmp_path, monkeypatch, case):
 def test_a_chunk_that_shrank_before_the_pass_is_one_clear_error(tmp_path, monkeypatch):
     """A chunk read again with fewer records than first read (rewritten meanwhile) stops the
     import with one line, rather than tables missing rows."""
-    if not app_tables.available_streamed():
-        pytest.skip("oslens._native without app_pass")
     trace = tmp_path / "t"
     synthetic.write_trace(trace, threads=2, iterations=100, chunk_records=300)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
