@@ -138,7 +138,7 @@ def _trace(name, tmp_path_factory):
         trace = tmp / "trace"
         r = run_oslens("record", *opts, "-o", trace, "--", *argv, check=False, timeout=300)
         assert r.returncode == (7 if name == "launcher" else 0), r.stderr[-2000:]
-        from oslens.analysis import db, program
+        from oslens.analysis import db
         from oslens.store import open_trace
         con = open_trace(trace, quiet=True)
         if not db.kernel_status(con)["scheduling"]:
@@ -191,7 +191,7 @@ def _d_and_inflight(con, tid, lo, hi):
 
 
 def test_each_thread_adds_up_io_and_syscalls_are_bounded_and_oslens_is_apart(traced):
-    from oslens.analysis import db, program
+    from oslens.analysis import program
     name, trace, con, _tmp = traced
     prog = program.program(con)
     bd = _breakdown(con)

@@ -24,11 +24,8 @@ def record(tmp_path, *command, extra=(), env=None, name="trace"):
 
 
 def open_store(trace):
-    try:
-        import oslens
-        from oslens import store  # noqa: F401
-    except ImportError as err:  # pragma: no cover - the store is another issue's work
-        pytest.skip(f"oslens.store is not importable yet ({err})")
+    import oslens
+
     return oslens.open(trace)
 
 

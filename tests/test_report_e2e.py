@@ -23,16 +23,8 @@ TABLE2 = ["main", "CNSTNT", "SYSCNS", "INITIA", "WorkStart", "MDMAIN", "PREDIC",
 
 
 def _store_or_skip():
-    try:
-        from oslens import store
-    except ImportError as err:
-        pytest.skip(f"the trace store is not importable yet ({err})")
-    if not hasattr(store, "open_trace"):
-        pytest.skip("oslens.store.open_trace does not exist yet (the store issue has not landed)")
-    try:
-        from oslens.commands import record  # noqa: F401
-    except ImportError as err:
-        pytest.skip(f"the recorder (oslens record) is not available yet ({err})")
+    from oslens import store
+
     return store
 
 
@@ -113,7 +105,7 @@ def test_per_thread_times_add_up_to_wall_time(water_trace):
 
 
 def test_transition_matrix_and_sync(water_trace):
-    from oslens.analysis import db, program, sync_summary, transitions
+    from oslens.analysis import db, sync_summary, transitions
 
     _, con, _ = water_trace
     if db.row_count(con, "switches"):
@@ -206,7 +198,7 @@ def test_findings_name_an_injected_interfering_task(tmp_path):
     finally:
         noise.kill()
         noise.wait()
-    from oslens.analysis import db, findings, program
+    from oslens.analysis import db, findings
 
     con = store.open_trace(trace)
     st = db.kernel_status(con)
