@@ -202,18 +202,19 @@ class LabRun:
 
     # -- programs ------------------------------------------------------------------------
     def run(self, argv: list, label: str, record: bool | None = None, events: str = "faults",
-            env: dict | None = None) -> ProgramRun:
+            env: dict | None = None, preload: bool = False) -> ProgramRun:
         """Run one program to completion, recorded by `oslens record` into DIR/label unless
         record is False. Its stdout is captured; its stderr too. (Programs that take no
-        --cgroup are started with `start(..., cgroups=...)` instead.)"""
+        --cgroup are started with `start(..., cgroups=...)` instead.) preload: load the application
+        recorder too (lab 8 reads its lock tables)."""
         record = self.record if record is None else record
         trace = None
         cmd = list(argv)
         if record:
             trace = self.dir / label
-            # --no-preload: the lab programs do not use the application recorder, so nothing
+            # --no-preload unless asked: most lab programs need only the kernel's events, so nothing
             # of oslens is loaded into them (and nothing of it is charged to their cap).
-            cmd = [sys.executable, "-m", "oslens.cli", "record", "--no-import", "--no-preload",
+            cmd = [sys.executable, "-m", "oslens.cli", "record", "--no-import", *(() if preload else ("--no-preload",)),
                    "--buffer-mb", "1", "--events", events, "-f", "-o", str(trace), "--", *argv]
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  preexec_fn=_die_with_parent, env=env)
