@@ -75,7 +75,7 @@ def _list(all_labs, base: Path) -> int:
     data = _data_dir(base)
     print(f"{'lab':>3}  {'title':<58} {'topic':<28} {'min':>4}  runs here")
     for lab in all_labs:
-        missing = preflight.blockers(preflight.preflight(lab, data))
+        missing = preflight.blockers(preflight.preflight(lab, data, optional=False))
         can = "yes" if not missing else "no: " + "; ".join(c.name for c in missing)
         print(f"{lab.number:>3}  {lab.title:<58} {lab.topic:<28} {lab.minutes:>4}  {can}")
     print("\n'oslens lab show N' prints a sheet; 'oslens lab preflight N' says what a lab needs.")
@@ -85,7 +85,7 @@ def _list(all_labs, base: Path) -> int:
 def _print_checks(checks) -> None:
     for c in checks:
         mark = "ok  " if c.ok else ("MISSING" if c.blocking else "note")
-        print(f"  {mark:<8}{c.name:<14}{c.detail}")
+        print(f"  {mark:<8}{c.name:<17}{c.detail}")
 
 
 def _preflight(lab, base: Path) -> int:

@@ -10,11 +10,11 @@ from oslens.errors import OslensError
 
 def all_labs() -> list:
     """Every lab, by number (imported here so that listing never fails half way)."""
-    from oslens.labs import (cow_fork, fault_anatomy, mutex, oom, pagecache, readahead, real_app, sched_weights,
-                             thrashing, throttle)
+    from oslens.labs import (cow_fork, fault_anatomy, mutex, oom, pagecache, quantum, readahead, real_app,
+                             sched_weights, thrashing, throttle)
 
     labs = [thrashing.LAB, readahead.LAB, oom.LAB, fault_anatomy.LAB, cow_fork.LAB, pagecache.LAB, sched_weights.LAB,
-            mutex.LAB, throttle.LAB, real_app.LAB]
+            mutex.LAB, throttle.LAB, quantum.LAB, real_app.LAB]
     return sorted(labs, key=lambda lab: lab.number)
 
 

@@ -168,6 +168,70 @@ def _readahead(_m, data, root):
     return True, f"read_ahead_kb {ra} on {block_device(data, root)}"
 
 
+def read_costs(data: Path, kb: int, singles: int = 16, windows: int = 3) -> tuple[float, float] | None:
+    """(seconds per 4 KiB read, seconds per read_ahead_kb read) on the data directory's disk: a
+    probe file of four windows is written there, synced, read back with O_DIRECT at scattered
+    offsets (no page cache on this side; a VM host's cache still counts, as it does for the lab's
+    matrix, which is just as freshly written) and removed. None where that cannot be done."""
+    import mmap
+    import random
+    import statistics
+    import tempfile
+    import time
+
+    window = kb * 1024
+    try:
+        fd, name = tempfile.mkstemp(prefix=".oslens-read-cost-", dir=data)
+    except OSError:
+        return None
+    rng = random.Random(kb)
+    try:
+        chunk = b"\x5a" * (1 << 20)
+        for _ in range(4 * window // len(chunk) or 1):
+            os.write(fd, chunk)
+        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        os.close(fd)
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, window)  # page-aligned, as O_DIRECT wants
+
+        def cost(n):
+            offset = rng.randrange(0, max(size - n, 1)) // 4096 * 4096
+            t0 = time.perf_counter()
+            os.preadv(fd, [memoryview(buf)[:n]], offset)
+            return time.perf_counter() - t0
+
+        return statistics.median(cost(4096) for _ in range(singles)), statistics.median(cost(window) for _ in range(windows))
+    except (OSError, AttributeError):
+        return None
+    finally:
+        os.close(fd)
+        os.unlink(name)
+
+
+def read_ahead_verdict(one_s: float, window_s: float, window_pages: int) -> tuple[bool, str]:
+    """Does read-ahead make lab 2's column walk slower here? Each fault then reads a window and
+    uses half of it, so per page of the column it pays window_s / (W/2) instead of one_s."""
+    half = window_s / (window_pages / 2)
+    text = (f"a 4 KiB read costs {one_s * 1e6:,.0f} µs, a {window_pages}-page read-ahead window "
+            f"{window_s * 1e3:,.1f} ms, i.e. {half * 1e6:,.1f} µs per page the column walk uses")
+    if half > one_s:
+        return True, text + ": read-ahead costs more than it saves here, the column walk gets slower"
+    return False, (text + f": {one_s / half:,.0f}× cheaper than reading pages one by one, so on this device the "
+                   "column walk gets faster with read-ahead, not slower (its transfer time per page is "
+                   "below its per-request latency; see the sheet)")
+
+
+def _readahead_cost(_m, data, root):
+    dev, ra = block_device(data, root), read_ahead_kb(data, root)
+    if not dev or not ra:
+        return False, "no block device with read-ahead under the data directory: nothing to measure"
+    costs = read_costs(data, ra) if root == Path("/") else None
+    if costs is None:
+        return False, f"cannot time reads on {dev} (a probe file in {data}, O_DIRECT): the run will tell"
+    return read_ahead_verdict(*costs, ra * 1024 // os.sysconf("SC_PAGE_SIZE"))
+
+
 def _thp(m, _data, _root):
     t = m["thp"]
     if not t.get("available"):
@@ -196,6 +260,13 @@ def _two_cpus(m, _data, _root):
     return True, f"{len(cpus)} CPUs online"
 
 
+def _rr_timeslice(m, _data, _root):
+    rr = m["sched"].get("sched_rr_timeslice_ms") or {}
+    if not rr.get("available"):
+        return False, f"{rr.get('reason', 'no sched_rr_timeslice_ms')}: the lab sets the round-robin quantum there"
+    return True, f"sched_rr_timeslice_ms {rr['current']} ({rr['path']})"
+
+
 REQUIREMENTS = {
     "root": _root,
     "memory-cgroup": _controller("memory"),
@@ -209,14 +280,17 @@ REQUIREMENTS = {
     "thp": _thp,
     "two-cpus": _two_cpus,
     "kernel-stacks": _kernel_stacks,
+    "rr-timeslice": _rr_timeslice,
+    "readahead-slower": _readahead_cost,
 }
 
 
-def preflight(lab, data_dir: Path, root: Path | None = None) -> list[Check]:
+def preflight(lab, data_dir: Path, root: Path | None = None, optional: bool = True) -> list[Check]:
+    """optional=False: only what blocks the lab (for `lab list`; some optional checks measure)."""
     root = Path(root) if root is not None else sysfs.default_root()
     m = _machine(root)
     out = []
-    for name in (*lab.requires, *lab.optional):
+    for name in (*lab.requires, *(lab.optional if optional else ())):
         ok, detail = REQUIREMENTS[name](m, Path(data_dir), root)
         out.append(Check(name, ok, detail, blocking=name not in lab.optional))
     return out

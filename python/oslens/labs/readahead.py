@@ -55,10 +55,25 @@ def run(ctx, p: dict) -> dict:
     ctx.say(f"  without MADV_RANDOM one major fault read {per:,.0f} pages (the window: {w}); "
             f"the model: {m['column_pages'] / (w / 2):,.1f} faults and {2 * m['column_pages']:,} pages per column")
     faster = out[f"{n}_col_s_per_column"] < out[f"{r}_col_s_per_column"]
+    out["slower_with_readahead"] = not faster
     ctx.say(f"  the column walk got {'faster' if faster else 'slower'} with read-ahead here "
             f"({out[f'{n}_col_s_per_column']:.3f} s vs {out[f'{r}_col_s_per_column']:.3f} s a column): "
-            + ("large reads are cheap on this disk" if faster else "it reads twice the pages it uses"))
+            + ("large reads are cheap on this disk" if faster else "it reads more pages than it uses"))
+    _why(ctx, out, w, ctx.dir, p)
     return out
+
+
+def _why(ctx, out: dict, w: int, data, p: dict) -> None:
+    """The measured reason: what one read of a window costs on this disk against W/2 reads of a
+    page (read-ahead uses half of each window), timed with O_DIRECT on a probe file beside the
+    data (preflight.read_costs)."""
+    costs = preflight.read_costs(data, p["read_ahead_kb"]) if p["read_ahead_kb"] else None
+    if costs is None:
+        ctx.say("  (the disk's read costs could not be timed here)")
+        return
+    slower, text = preflight.read_ahead_verdict(*costs, w)
+    out["read_4k_us"], out["read_window_ms"], out["disk_says_slower"] = costs[0] * 1e6, costs[1] * 1e3, slower
+    ctx.say(f"  why, measured on this disk (O_DIRECT): {text}")
 
 
 def expect(p: dict, results: dict | None) -> dict:
@@ -83,7 +98,7 @@ def expect(p: dict, results: dict | None) -> dict:
 LAB = Lab(
     number=2, slug="read-ahead", title="The read-ahead surprise: thrashing without MADV_RANDOM",
     topic="virtual memory, read-ahead", minutes=30,
-    requires=("root", "memory-cgroup", "compiler", "disk", "readahead"), optional=("collector",),
+    requires=("root", "memory-cgroup", "compiler", "disk", "readahead"), optional=("collector", "readahead-slower"),
     sheet="02-read-ahead.md",
     questions=[
         Question("readaround_pages", "pages read around one major fault", "pages"),

@@ -127,7 +127,9 @@ class LabRun:
         for line in problems:
             print(f"oslens: warning: {line}", file=sys.stderr)
         if self.journal and self.journal.entries and not problems:
-            self.say(f"restored: {', '.join(e['what'] + ' ' + Path(e['path']).name for e in self.journal.entries)}")
+            names = dict.fromkeys(f"{e['what']} {Path(e['path']).name}" if e['what'] != Path(e['path']).name else e['what']
+                                  for e in self.journal.entries)  # a setting changed several times, once
+            self.say(f"restored: {', '.join(names)}")
         for s, h in self._old.items():
             signal.signal(s, h)
         if exc_type is _Interrupted:
@@ -162,6 +164,11 @@ class LabRun:
         state = apply.apply_globals({"cpu_max": cpus}, self.journal, default_root(), tag)
         self.cgroups.extend(state.cgroups)
         return state.cgroups
+
+    def set_globals(self, settings: dict) -> None:
+        """Machine-wide settings of the control layer (sched_rr_timeslice_ms, thp, readahead_kb,
+        ...), journaled before each change and restored with the rest."""
+        apply.apply_globals(settings, self.journal, default_root(), os.getpid())
 
     @staticmethod
     def cpu_stat(cg: Path) -> dict:
