@@ -1,7 +1,8 @@
-"""End to end: `oslens lab` on this machine's kernel. Lab 1's quick run (cgroup memory cap,
-recorded) with its check against the reference answers (all right) and a wrong answer (fails
-with its reason); and restore after SIGKILL of `oslens lab run`: the next oslens command
-removes the cgroup the killed run left."""
+"""End to end: `oslens lab` on this machine's kernel, the memory labs (1-6, 11). Each quick run
+with its check against the reference answers (all right), a plausible wrong answer (fails with
+its reason) and every answer wrong at once (each fails with its own reason); and restore after
+SIGKILL of `oslens lab run`: the next oslens command removes the cgroup the killed run left.
+The CPU and synchronisation labs (7-10) are in test_labs_cpu.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,35 @@ def lab_env(tmp_path):
     """An own journal directory, so recovery here never touches other oslens runs' journals."""
     env = dict(os.environ, OSLENS_STATE_DIR=str(tmp_path / "state"))
     return env
+
+
+def wrong(value: float) -> float:
+    """A wrong answer to a question whose right one is `value`: three times it, plus one (twice
+    could still fall in a band this machine's measurement widened, lab 2's pages read); 100 for
+    0, whose bands are absolute (±16 faults, ±1 MiB)."""
+    return value * 3 + 1 if value else 100
+
+
+def assert_each_wrong_answer_fails(number: int, answers: Path, out: Path, env: dict, cwd: Path) -> None:
+    """Every prediction and answer of the reference file replaced by a wrong one: `lab check`
+    marks each WRONG, with how far off it is and the model's one-line reason, and exits 1."""
+    doc = tomllib.loads(answers.read_text())
+    lines = [f"lab = {number}", f"quick = {str(doc.get('quick', False)).lower()}"]
+    for section in ("prediction", "answers"):
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {wrong(value)}" for key, value in doc.get(section, {}).items()]
+    bad_file = cwd / f"wrong-{number}.toml"
+    bad_file.write_text("\n".join(lines) + "\n")
+    bad = run_oslens("lab", "check", number, "--answers", bad_file, "-o", out, env=env, cwd=cwd, check=False)
+    assert bad.returncode == 1, bad.stderr
+    marked = [x for x in bad.stdout.splitlines() if x.split()[1:2] in (["prediction"], ["answers"])]
+    total = sum(len(doc.get(s, {})) for s in ("prediction", "answers"))
+    assert len(marked) == total, bad.stdout
+    for line in marked:
+        verdict, _model = line.split(": ", 2)[1:] if line.count(": ") >= 2 else (line, "")
+        assert line.startswith("WRONG") and "not " in verdict and ("high" in verdict or "low" in verdict), line
+        assert len(_model) > 20, f"no model reason: {line}"
+    assert bad.stdout.strip().endswith(f"0 of {total} right")
 
 
 def _cgroups_left(pid: int) -> list[Path]:
@@ -63,6 +94,7 @@ def test_lab1_quick_runs_records_and_checks(tmp_path, lab_env):
     line = next(x for x in bad.stdout.splitlines() if "fits_walk_major_faults" in x)
     assert line.startswith("WRONG") and "not ±" in line and "(row, page) pair faults once" in line
     assert bad.stdout.strip().endswith("6 of 7 right")
+    assert_each_wrong_answer_fails(1, ANSWERS / "01-quick.toml", out, lab_env, tmp_path)
 
 
 @needs_memcg
@@ -109,7 +141,26 @@ def test_quick_lab_checks_against_its_reference_answers(tmp_path, lab_env, numbe
     ok = run_oslens("lab", "check", number, "--answers", ANSWERS / f"{number:02d}-quick.toml", "-o", out,
                     env=lab_env, cwd=tmp_path)
     assert ok.stdout.strip().endswith(f"{total} of {total} right")
+    assert_each_wrong_answer_fails(number, ANSWERS / f"{number:02d}-quick.toml", out, lab_env, tmp_path)
     assert list((tmp_path / "state").glob("tune-*.json")) == []
+
+
+@needs_memcg
+def test_lab2_read_ahead_refaults_and_the_measured_reason(tmp_path, lab_env):
+    """Without MADV_RANDOM a major fault reads a whole window: the cgroup counts far more refaults
+    than major faults, and the run says, from reads it timed on the same disk, whether that makes
+    the column walk slower here (on these VMs it does not: a window read is cheap)."""
+    out = tmp_path / "traces"
+    r = run_oslens("lab", "run", "2", "--quick", "-o", out, env=lab_env, cwd=tmp_path)
+    res = json.loads((out / "lab02-default-quick" / "results.json").read_text())["results"]
+    assert res["normal_col_refaults"] > 10 * res["normal_col_majflt_per_column"] * 3
+    assert res["random_col_majflt_per_column"] == 4882  # one per row with MADV_RANDOM
+    assert "why, measured on this disk (O_DIRECT): a 4 KiB read costs" in r.stdout
+    said_slower = "read-ahead costs more than it saves here" in r.stdout
+    assert said_slower == res["disk_says_slower"]
+    ok = run_oslens("lab", "check", "2", "--answers", ANSWERS / "02-quick.toml", "-o", out, env=lab_env, cwd=tmp_path)
+    assert ok.stdout.strip().endswith("4 of 4 right")
+    assert_each_wrong_answer_fails(2, ANSWERS / "02-quick.toml", out, lab_env, tmp_path)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="lab 4 needs root (and unshare here)")
@@ -141,6 +192,7 @@ def test_lab4_kernel_stacks_of_each_fault_kind(tmp_path, lab_env):
     assert bad.returncode == 1
     line = next(x for x in bad.stdout.splitlines() if "thp_order" in x)
     assert line.startswith("WRONG") and "an order-9 allocation" in line
+    assert_each_wrong_answer_fails(4, ANSWERS / "04-quick.toml", out, lab_env, tmp_path)
 
 
 @needs_memcg
@@ -169,6 +221,7 @@ def test_lab11_real_compiler_under_caps(tmp_path, lab_env):
     bad = run_oslens("lab", "check", "11", "--answers", mine, "-o", out, env=lab_env, cwd=tmp_path, check=False)
     line = next(x for x in bad.stdout.splitlines() if x.split()[1:3] == ["answers", "tight_exit_status"])
     assert bad.returncode == 1 and line.startswith("WRONG") and "the gcc driver exits 1" in line
+    assert_each_wrong_answer_fails(11, mine, out, lab_env, tmp_path)
     assert list((tmp_path / "state").glob("tune-*.json")) == []
 
 

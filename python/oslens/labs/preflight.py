@@ -140,7 +140,7 @@ def _disk(_m, data, root):
 def _collector(_m, _data, _root):
     exe = paths.tool("oslens-collector")
     if not exe.exists():
-        return False, f"the kernel collector is not built ({exe}); the run shows rusage only (run 'make')"
+        return False, f"the kernel collector is not built ({exe}); no kernel events: run 'make'"
     return True, "the kernel collector is built"
 
 

@@ -172,3 +172,51 @@ def test_exact_questions_are_never_widened():
     assert not check.judge("answers", "exit_status", 0, e["exit_status"]).ok
     assert check.judge("answers", "exit_status", 137, e["exit_status"]).ok
     assert not check.judge("answers", "oom_kills", 0, e["oom_kills"]).ok
+
+
+@pytest.mark.parametrize("asked,hz,kept", [(10, 250, 12), (30, 250, 32), (100, 250, 100), (10, 1000, 10),
+                                           (5, 100, 10), (10, None, 10)])
+def test_quantum_is_kept_in_whole_ticks(asked, hz, kept):
+    from oslens.labs import quantum
+
+    assert quantum.quantum_ms(asked, hz) == pytest.approx(kept)
+
+
+def test_quantum_lab_without_kernel_config_takes_the_kernels_word():
+    from oslens.labs import quantum
+
+    p = {**quantum.params(True), "hz": None}
+    exp = quantum.expect(p, {"params": {"hz": None}, "results": {"quantum_ms_10": 12.0}})
+    assert exp["quantum_ms_10"].value == 12.0 and "CONFIG_HZ unknown" in exp["quantum_ms_10"].model
+    assert exp["handovers_per_s_10"].value == pytest.approx(1000 / 12)  # the quantum the kernel gave
+    assert exp["quantum_ms_30"].value == 30  # no measurement: the asked value
+
+
+def test_rr_timeslice_preflight_names_the_missing_file(tmp_path):
+    from oslens.labs import quantum
+
+    root = _machine(tmp_path)
+    (root / "proc/sys/kernel/sched_rr_timeslice_ms").unlink()
+    c = _checks(quantum.LAB, root, tmp_path)["rr-timeslice"]
+    assert not c.ok and "no /proc/sys/kernel/sched_rr_timeslice_ms" in c.detail
+    c = _checks(quantum.LAB, _machine(tmp_path / "ok"), tmp_path)["rr-timeslice"]
+    assert c.ok and "sched_rr_timeslice_ms 100" in c.detail
+
+
+def test_mutex_models():
+    from oslens.labs import mutex
+
+    assert mutex.handover_model(1.0) == 0.5 and mutex.handover_model(0.0) == 0.0
+    exp = mutex.expect(mutex.params(True), {"results": {"cs_fraction": 0.8, "one_futex_per_op": 0.0}})
+    assert exp["pinned_contended_per_handover"].value == pytest.approx(0.8 / 1.8)
+    one = exp["one_futex_per_op"]
+    assert check.judge("answers", "one_futex_per_op", 0.0, one).ok
+    assert not check.judge("answers", "one_futex_per_op", 0.01, one).ok  # one call in a hundred operations: wrong
+
+
+def test_read_ahead_verdict_compares_a_window_with_half_its_pages_read_singly():
+    # 2048-page window: slower only when the window costs more than 1024 single-page reads
+    slower, text = preflight.read_ahead_verdict(100e-6, 0.2, 2048)
+    assert slower and "the column walk gets slower" in text
+    slower, text = preflight.read_ahead_verdict(100e-6, 0.01, 2048)
+    assert not slower and "10× cheaper" in text and "gets faster with read-ahead, not slower" in text
