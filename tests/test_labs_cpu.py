@@ -68,9 +68,9 @@ def test_lab8_lock_tables_and_futex_calls(tmp_path, lab_env):
         assert x["free"] + x["contended"] == x["ops"], case
         assert x["futex"] <= x["process_futex"]
     assert res["one"]["futex"] == 0 and res["one"]["contended"] == 0 and res["one"]["workers"] == 1
-    for case in ("two", "pinned"):
-        if res[case]["contended"]:  # a FUTEX_WAIT for each acquisition that found the lock taken, at least
-            assert res[case]["futex"] >= res[case]["contended"], case
+    # on one CPU the holder cannot unlock between the waiter's try and its wait: a FUTEX_WAIT each at least
+    # (on two CPUs the lock may come free in between)
+    assert res["pinned"]["futex"] >= res["pinned"]["contended"]
     assert res["pinned"]["contended"] <= res["pinned"]["handovers"] + 1  # only after a preemption inside
     assert "futex calls per acquisition that found the lock taken" in r.stdout or res["two"]["contended"] == 0
 
