@@ -21,11 +21,12 @@ import numpy as np
 from oslens.analysis import db, program, task_kinds
 from oslens.analysis.states import STATE_CODE_SQL
 from oslens.errors import OslensError
-from oslens.whatif.workload import IO, SLEEP, SYNC, Block, Dep, Task, Workload
+from oslens.whatif.workload import IO, SLEEP, SYNC, YIELD, Block, Dep, Task, Workload
 
 MAX_TASKS = 20_000  # program threads; beyond it the trace is refused (the simulator keeps per-task state)
 TIMED_SLEEPS = {"nanosleep", "clock_nanosleep"}  # their wake-up comes from a timer, not the waker
 EXITS = {"exit", "exit_group"}
+YIELDS = "sched_yield"  # the task offers its CPU; modelled as a point where the policy may switch
 RUNNABLE, DISK = 1, 2  # codes of STATE_CODE_SQL
 
 
@@ -74,6 +75,10 @@ class _Syscalls:
             rec[0].append(int(s))
             rec[1].append(int(e))
             rec[2].append(name or "")
+
+    def starts(self, tid: int, name: str) -> list[int]:
+        rec = self.by_tid.get(tid)
+        return [s for s, n in zip(rec[0], rec[2]) if n == name] if rec else []
 
     def at(self, tid: int, ts: int) -> str | None:
         """The system call `tid` was in at `ts`; a thread that has entered exit is in it to the end
@@ -161,7 +166,7 @@ def workload(con, include_background: bool = True) -> Workload:
         shapes[tid] = (shape, ss[lo:hi], se[lo:hi])
         progress[tid] = _Progress(ss[lo:hi].tolist(), se[lo:hi].tolist(), shape[2], shape[3])
     tasks: list[Task] = []
-    counts = {IO: 0, SLEEP: 0, SYNC: 0}
+    counts = {IO: 0, SLEEP: 0, SYNC: 0, YIELD: 0}
     for tid in index:
         (bursts, raw, _b, _c, waiting), s, e = shapes[tid]
         blocks = []
@@ -183,6 +188,8 @@ def workload(con, include_background: bool = True) -> Workload:
                               "switches": int(len(s)), "cpu_ns": int(sum(bursts))}))
     if not tasks:
         raise OslensError("the program's threads never appear in cpu_slices; record it with kernel events", 2)
+    yields = {i: [progress[tid].point(ts) for ts in syscalls.starts(tid, YIELDS)] for tid, i in index.items()}
+    counts[YIELD] = split_at_yields(tasks, yields)
     bg = _background(con, set(index), origin, end) if include_background else {}
     wl = Workload(tasks, _ncpus(con, meta), origin_ns=origin, background=bg)
     wl.recorded = {"makespan_ns": max(t.recorded["completion_ns"] for t in tasks),
@@ -193,6 +200,54 @@ def workload(con, include_background: bool = True) -> Workload:
                         "(a timer firing while a program thread ran is then mistaken for one)")
     wl.check()
     return wl
+
+
+def split_at_yields(tasks: list[Task], yields: dict[int, list[tuple[int, int]]]) -> int:
+    """Cuts each task's bursts at its sched_yield points (burst, CPU offset) with a YIELD block
+    between the pieces, and moves every dependency point to the piece that holds it. Returns the
+    number of yields kept (a yield at a burst's very start or end offers nothing to cut)."""
+    cuts = {}
+    for i, pts in yields.items():
+        per = {}
+        for b, off in pts:
+            if 0 < off < tasks[i].bursts[b]:
+                per.setdefault(b, set()).add(off)
+        if per:
+            cuts[i] = {b: sorted(v) for b, v in per.items()}
+    if not cuts:
+        return 0
+    base = {}  # task -> first new burst index of each old burst
+    for i, per in cuts.items():
+        first, k = [], 0
+        for b in range(len(tasks[i].bursts)):
+            first.append(k)
+            k += 1 + len(per.get(b, ()))
+        base[i] = first
+
+    def moved(dep: Dep | None) -> Dep | None:
+        if dep is None or dep.task not in cuts:
+            return dep
+        c = cuts[dep.task].get(dep.burst, [])
+        p = bisect.bisect_left(c, dep.offset)  # a point exactly at a cut belongs to the piece before
+        return Dep(dep.task, base[dep.task][dep.burst] + p, dep.offset - (c[p - 1] if p else 0))
+
+    for t in tasks:
+        t.arrival_dep = moved(t.arrival_dep)
+        for blk in t.blocks:
+            blk.dep = moved(blk.dep)
+    for i, per in cuts.items():
+        t = tasks[i]
+        bursts, blocks = [], []
+        for b, length in enumerate(t.bursts):
+            edges = [0] + per.get(b, []) + [length]
+            for k in range(len(edges) - 1):
+                bursts.append(edges[k + 1] - edges[k])
+                if k < len(edges) - 2:
+                    blocks.append(Block(0, YIELD))
+            if b < len(t.blocks):
+                blocks.append(t.blocks[b])
+        t.bursts, t.blocks = bursts, blocks
+    return sum(len(c) for per in cuts.values() for c in per.values())
 
 
 def _classify(tid, b_start, woke, code, waker, index, progress, syscalls):

@@ -5,7 +5,7 @@ as sim.py, for policies that have a `native()` form, at a far higher decision ra
 from __future__ import annotations
 
 from oslens.whatif.sim import DONE, INF, Segment, SimResult, SimTask
-from oslens.whatif.workload import UNTIL, Workload
+from oslens.whatif.workload import UNTIL, YIELD, Workload
 
 from oslens._native import whatif_simulate as _simulate
 
@@ -25,7 +25,7 @@ def _tuples(wl: Workload):
                 blocks.append((1, blk.duration))
                 deps.append((b, blk.dep.task, blk.dep.burst, blk.dep.offset))
             else:
-                blocks.append((2 if blk.kind == UNTIL else 0, blk.duration))
+                blocks.append((2 if blk.kind == UNTIL else 3 if blk.kind == YIELD else 0, blk.duration))
         ad = t.arrival_dep
         mask = (1 << 64) - 1 if t.cpus is None else sum(1 << c for c in set(t.cpus))
         out.append((list(t.bursts), blocks, t.arrival, (ad.task, ad.burst, ad.offset) if ad else None, deps, mask,

@@ -67,6 +67,9 @@ class Policy:
     def tick(self, now):
         pass
 
+    def yielded(self, st, now):
+        """`st` calls sched_yield while another task is ready; `add(st, now, "yield")` follows."""
+
     def burst_done(self, st, now):
         pass
 
@@ -392,6 +395,7 @@ class Eevdf(Policy):
         self.sum_w = 0
         self.sum_wv = 0.0
         self.v0 = 0.0
+        self.yielder = None  # the task that just called sched_yield: the next pick takes another if it can
 
     def _setup(self, st):
         p = st.p
@@ -433,15 +437,19 @@ class Eevdf(Policy):
 
     def pick(self, cpu, now):
         V = self.V()
-        best, bd, fb, fd = -1, None, -1, None
+        best, bd, fb, fd, yk = -1, None, -1, None, -1
         for k, st in enumerate(self.ready):
             if st.cpus is None or cpu in st.cpus:
+                if st is self.yielder:
+                    yk = k
+                    continue
                 p = st.p
                 if p["v"] <= V + 1e-6 and (bd is None or p["d"] < bd):
                     best, bd = k, p["d"]
                 if fd is None or p["d"] < fd:
                     fb, fd = k, p["d"]
-        k = best if best >= 0 else fb
+        self.yielder = None
+        k = best if best >= 0 else fb if fb >= 0 else yk
         if k < 0:
             return None
         st = self.ready[k]
@@ -483,6 +491,21 @@ class Eevdf(Policy):
 
     def worse(self, a, b, now):
         return a.p["d"] > b.p["d"]
+
+    def yielded(self, st, now):
+        # 6.18's yield_task_fair: an eligible yielder forfeits the rest of its slice (v moves to its
+        # deadline) and takes the next one, so the others' earlier deadlines and V pass it
+        p = st.p
+        if p["v"] >= p["d"] - 1e-6:  # update_curr first: a used-up slice gets its next deadline
+            p["d"] = p["v"] + self._vslice(p)
+        if p["v"] <= self.V() + 1e-6:
+            self.sum_wv += p["w"] * (p["d"] - p["v"])
+            p["v"] = p["d"]
+            p["d"] = p["v"] + self._vslice(p)
+        # the kernel's run queue is per CPU, where a yielder with another task queued always gives
+        # way (it is or becomes ineligible); on this model's one queue the V that decides
+        # eligibility includes other CPUs' tasks, so the next pick is told to pass the yielder by
+        self.yielder = st
 
     def native(self):
         return "eevdf", {"slice": self.slice, "bg_slice": self.bg_slice, "tick": self.tick_ns,

@@ -22,7 +22,7 @@ def _with_bounds(value, bounds, fmt=_ms) -> str:
 
 def document(wl, machine: dict, recorded: dict, predictions: list[dict], trace: str) -> dict:
     tasks = [{"tid": t.tid, "name": t.name, "cpu_ns": t.cpu_ns, "bursts": len(t.bursts),
-              "blocks": {k: sum(1 for b in t.blocks if b.kind == k) for k in ("io", "sleep", "sync")}}
+              "blocks": {k: sum(1 for b in t.blocks if b.kind == k) for k in ("io", "sleep", "sync", "yield")}}
              for t in wl.program]
     preds = []
     for p in predictions:
@@ -52,7 +52,7 @@ def text(doc: dict) -> str:
     bl = w.get("blocks", {})
     fit = w.get("background_fit") or {}
     lines.append(f"  workload: blocks io {bl.get('io', 0)}, sleep {bl.get('sleep', 0)}, sync (waker-dependent) "
-                 f"{bl.get('sync', 0)}; other tasks took {fmt_ns(w.get('background_cpu_ns', 0))} of CPU, modelled as "
+                 f"{bl.get('sync', 0)}, sched_yield {bl.get('yield', 0)}; other tasks took {fmt_ns(w.get('background_cpu_ns', 0))} of CPU, modelled as "
                  f"their recorded stretches replayed + {fit.get('k', 0)} always-ready competitor(s) per CPU (fitted: default-policy waiting "
                  f"{fmt_ns(fit.get('fitted_waiting_ns'))} vs {fmt_ns(fit.get('recorded_waiting_ns'))} recorded)")
     for note in doc["notes"]:

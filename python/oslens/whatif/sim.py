@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from oslens.whatif.workload import UNTIL, Workload
+from oslens.whatif.workload import UNTIL, YIELD, Workload
 
 ARRIVE, UNBLOCK, STOP, TICK = 0, 1, 2, 3
 NOT_ARRIVED, READY, RUNNING, BLOCKED, DONE = range(5)
@@ -298,6 +298,9 @@ class Simulator:
             self._dispatch(c, now)
             return
         if st.progress >= st.bursts[st.seg]:
+            if st.seg < len(st.blocks) and st.blocks[st.seg].kind == YIELD:
+                self._yield(c, st, now)
+                return
             if self._next_burst(st, now):
                 self._plan(c, now)  # the block was already over: keep running, no switch
                 return
@@ -317,6 +320,28 @@ class Simulator:
                 st.involuntary += 1
             return
         self._plan(c, now)
+
+    def _yield(self, c: int, st: SimTask, now: int):
+        """sched_yield at the end of a burst: when another ready task may run on this CPU, the
+        policy requeues the yielder behind it (and EEVDF forfeits its slice); alone, it goes on."""
+        st.seg += 1
+        st.progress = 0
+        st.pi = 0
+        if not self._others_ready(c):
+            self._plan(c, now)
+            return
+        self.policy.yielded(st, now)
+        self.cur[c] = None
+        self.version[c] += 1
+        st.state = READY
+        st.ready_at = now
+        self.policy.add(st, now, "yield")
+        self._dispatch(c, now)
+        if self.cur[c] is not st:
+            st.involuntary += 1
+
+    def _others_ready(self, c: int) -> bool:
+        return any(t.state == READY and t.allowed(c) for t in self.tasks)
 
     def _next_burst(self, st: SimTask, now: int) -> bool:
         """The burst is done: block, or exit. True when the task goes straight on running."""

@@ -138,3 +138,19 @@ def test_a_wakeup_reschedules_a_task_past_its_slice_at_once_not_at_the_tick(engi
     assert now.tasks[1].done_at == 7 * MS + MS // 5
     # noticed only at the 4 ms ticks, the competitor waits
     assert late.tasks[1].waiting > 4 * MS and late.tasks[0].dispatches < 5
+
+
+def test_split_at_yields_moves_dependency_points_to_their_piece():
+    from oslens.whatif.workload import YIELD, Block, Dep
+
+    producer = Task(1, "p", [10 * MS, 2 * MS], [Block(MS, SLEEP)])
+    consumer = Task(2, "c", [MS, MS], [Block(0, SYNC, Dep(0, 0, 6 * MS))], arrival_dep=Dep(0, 0, 4 * MS))
+    late = Task(3, "l", [MS, MS], [Block(0, SYNC, Dep(0, 1, MS))])
+    # yields at 4 ms and 8 ms of burst 0; one at offset 0 of burst 1 offers nothing to cut
+    kept = extract.split_at_yields([producer, consumer, late], {0: [(0, 8 * MS), (0, 4 * MS), (1, 0)]})
+    assert kept == 2
+    assert producer.bursts == [4 * MS, 4 * MS, 2 * MS, 2 * MS]
+    assert [b.kind for b in producer.blocks] == [YIELD, YIELD, SLEEP]
+    assert consumer.arrival_dep == Dep(0, 0, 4 * MS)  # a point at a cut belongs to the piece before
+    assert consumer.blocks[0].dep == Dep(0, 1, 2 * MS)
+    assert late.blocks[0].dep == Dep(0, 3, MS)

@@ -4,7 +4,7 @@ import pytest
 
 from oslens.whatif import spec as specmod
 from oslens.whatif.engine import simulate
-from oslens.whatif.workload import SLEEP, Block, Task, Workload
+from oslens.whatif.workload import SLEEP, YIELD, Block, Task, Workload
 
 MS = 1_000_000
 
@@ -110,3 +110,16 @@ def test_two_cpus_and_affinity():
 def test_bad_specs_say_what_is_wrong(text, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         specmod.parse(text)
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+@pytest.mark.parametrize("policy", ["fifo", "rr:q=10ms", "mlfq", "eevdf:slice=3ms,tick=4ms", "sched_fifo", "sched_rr"])
+def test_sched_yield_hands_the_cpu_over_only_when_another_is_ready(policy, engine):
+    # A: 3 ms of CPU with a sched_yield 1 ms in; B (2 ms) becomes ready at 0.5 ms and, under every
+    # policy here, does not preempt A: A's yield at 1 ms gives B the CPU (1-3), A finishes 3-5
+    a = lambda: Task(1, "A", [MS, 2 * MS], [Block(0, YIELD)])
+    res = simulate(Workload([a(), Task(2, "B", [2 * MS], [], arrival=MS // 2)], 1),
+                   specmod.make_policy(specmod.parse(policy)), engine=engine)
+    assert [(st.done_at, st.dispatches, st.involuntary) for st in res.tasks] == [(5 * MS, 2, 1), (3 * MS, 1, 0)]
+    alone = simulate(Workload([a()], 1), specmod.make_policy(specmod.parse(policy)), engine=engine)
+    assert [(st.done_at, st.dispatches, st.involuntary) for st in alone.tasks] == [(3 * MS, 1, 0)]

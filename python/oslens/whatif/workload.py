@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-IO, SLEEP, SYNC, UNTIL = "io", "sleep", "sync", "until"
+IO, SLEEP, SYNC, UNTIL, YIELD = "io", "sleep", "sync", "until", "yield"
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,8 @@ class Dep:
 @dataclass
 class Block:
     duration: int  # ns as recorded (used when dep is None, and as the recorded figure)
-    kind: str  # IO, SLEEP or SYNC; UNTIL: lasts until the time in `duration` (a release time)
+    kind: str  # IO, SLEEP or SYNC; UNTIL: lasts until the time in `duration` (a release time);
+    # YIELD: no block, sched_yield: the task offers its CPU (it moves behind the others that are ready)
     dep: Dep | None = None
 
 

@@ -17,6 +17,7 @@ pub enum Why {
     Wake,
     Preempt,
     Expire,
+    Yield,
 }
 
 /// The running state the simulator shares with policies that look at it (SRT's remaining time).
@@ -48,6 +49,7 @@ pub struct Policy {
     sum_w: i64,
     sum_wv: f64,
     v0: f64,
+    yielder: Option<usize>,
 }
 
 fn allowed(t: &Task, cpu: usize) -> bool {
@@ -88,6 +90,7 @@ impl Policy {
             sum_w: 0,
             sum_wv: 0.0,
             v0: 0.0,
+            yielder: None,
         }
     }
 
@@ -235,10 +238,14 @@ impl Policy {
             }
             Kind::Eevdf { .. } => {
                 let v = self.v_avg();
-                let (mut best, mut bd, mut fb, mut fd) = (None, f64::INFINITY, None, f64::INFINITY);
+                let (mut best, mut bd, mut fb, mut fd, mut yk) = (None, f64::INFINITY, None, f64::INFINITY, None);
                 for (k, &i) in self.ready.iter().enumerate() {
                     let t = &tasks[i];
                     if allowed(t, cpu) {
+                        if Some(i) == self.yielder {
+                            yk = Some(k);
+                            continue;
+                        }
                         if t.p.v <= v + 1e-6 && (best.is_none() || t.p.d < bd) {
                             best = Some(k);
                             bd = t.p.d;
@@ -249,7 +256,8 @@ impl Policy {
                         }
                     }
                 }
-                let k = best.or(fb)?;
+                self.yielder = None;
+                let k = best.or(fb).or(yk)?;
                 Some(self.ready.swap_remove(k))
             }
             Kind::Rt { .. } => {
@@ -425,6 +433,21 @@ impl Policy {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `t` calls sched_yield while another task is ready; `add(.., Why::Yield)` follows (policies.py).
+    pub fn yielded(&mut self, t: &mut Task) {
+        if let Kind::Eevdf { .. } = &self.kind {
+            if t.p.v >= t.p.d - 1e-6 {
+                t.p.d = t.p.v + Self::vslice(t);
+            }
+            if t.p.v <= self.v_avg() + 1e-6 {
+                self.sum_wv += t.p.w as f64 * (t.p.d - t.p.v);
+                t.p.v = t.p.d;
+                t.p.d = t.p.v + Self::vslice(t);
+            }
+            self.yielder = Some(t.i);
         }
     }
 

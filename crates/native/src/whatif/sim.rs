@@ -18,6 +18,7 @@ const STOP: u8 = 2;
 const TICK: u8 = 3;
 pub const BLOCK_DEP: u8 = 1;
 pub const BLOCK_UNTIL: u8 = 2;
+pub const BLOCK_YIELD: u8 = 3;
 
 /// Per-task state of the policies (one struct for all of them: each uses its own fields).
 #[derive(Default, Clone)]
@@ -41,7 +42,7 @@ pub struct PState {
 
 #[derive(Clone, Copy)]
 pub struct BlockSpec {
-    pub kind: u8, // 0: a fixed duration, BLOCK_DEP, BLOCK_UNTIL
+    pub kind: u8, // 0: a fixed duration, BLOCK_DEP, BLOCK_UNTIL, BLOCK_YIELD
     pub duration: i64,
 }
 
@@ -451,6 +452,11 @@ impl Sim {
             return;
         }
         if self.tasks[i].progress >= self.tasks[i].bursts[self.tasks[i].seg] {
+            let t = &self.tasks[i];
+            if t.seg < t.blocks.len() && t.blocks[t.seg].kind == BLOCK_YIELD {
+                self.sched_yield(c, i, now);
+                return;
+            }
             if self.next_burst(i, now) {
                 self.plan(c, now);
                 return;
@@ -474,6 +480,29 @@ impl Sim {
             return;
         }
         self.plan(c, now);
+    }
+
+    /// sched_yield at the end of a burst (sim.py `_yield`): requeued behind the others when
+    /// another ready task may run on this CPU, else it goes on.
+    fn sched_yield(&mut self, c: usize, i: usize, now: i64) {
+        let t = &mut self.tasks[i];
+        t.seg += 1;
+        t.progress = 0;
+        t.pi = 0;
+        if !self.tasks.iter().any(|t| t.state == READY && t.allowed(c)) {
+            self.plan(c, now);
+            return;
+        }
+        self.policy.yielded(&mut self.tasks[i]);
+        self.cur[c] = None;
+        self.version[c] += 1;
+        self.tasks[i].state = READY;
+        self.tasks[i].ready_at = now;
+        self.policy.add(&mut self.tasks, i, now, Why::Yield);
+        self.dispatch(c, now);
+        if self.cur[c] != Some(i) {
+            self.tasks[i].involuntary += 1;
+        }
     }
 
     fn next_burst(&mut self, i: usize, now: i64) -> bool {
