@@ -26,8 +26,11 @@ def competitors(wl: Workload, k: int, replayed: bool = True) -> Workload:
     """A copy of the workload with, per CPU that had background load, its replayed competitor
     (unless `replayed` is False) and K always-ready ones."""
     new = copy.copy(wl)
-    hogs = [t for cpu, b in sorted(wl.background.items()) if replayed and cpu < wl.ncpus
-            for t in [replayed_task(cpu, b.get("episodes", []))] if t is not None]
+    if replayed and wl.others:  # a system-wide trace: every other task as it ran
+        hogs = [t for t in wl.others if not t.cpus or min(t.cpus) < wl.ncpus]
+    else:
+        hogs = [t for cpu, b in sorted(wl.background.items()) if replayed and cpu < wl.ncpus
+                for t in [replayed_task(cpu, b.get("episodes", []))] if t is not None]
     if k > 0:
         for cpu, b in sorted(wl.background.items()):
             if cpu >= wl.ncpus:

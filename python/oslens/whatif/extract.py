@@ -21,7 +21,7 @@ import numpy as np
 from oslens.analysis import db, program, task_kinds
 from oslens.analysis.states import STATE_CODE_SQL
 from oslens.errors import OslensError
-from oslens.whatif.workload import IO, SLEEP, SYNC, YIELD, Block, Dep, Task, Workload
+from oslens.whatif.workload import IO, SLEEP, SYNC, UNTIL, YIELD, Block, Dep, Task, Workload
 
 MAX_TASKS = 20_000  # program threads; beyond it the trace is refused (the simulator keeps per-task state)
 TIMED_SLEEPS = {"nanosleep", "clock_nanosleep"}  # their wake-up comes from a timer, not the waker
@@ -192,6 +192,8 @@ def workload(con, include_background: bool = True) -> Workload:
     counts[YIELD] = split_at_yields(tasks, yields)
     bg = _background(con, set(index), origin, end) if include_background else {}
     wl = Workload(tasks, _ncpus(con, meta), origin_ns=origin, background=bg)
+    if include_background and str(meta.get("kernel.system_wide", "")).lower() == "true":
+        wl.others = others(con, set(index), origin, end)
     wl.recorded = {"makespan_ns": max(t.recorded["completion_ns"] for t in tasks),
                    "switches": sum(t.recorded["switches"] for t in tasks),
                    "blocks": counts, "background_cpu_ns": sum(b["cpu_ns"] for b in bg.values())}
@@ -261,6 +263,47 @@ def _classify(tid, b_start, woke, code, waker, index, progress, syscalls):
         if syscalls.at(waker, woke) is None:
             return SLEEP, None  # woken from an interrupt that hit the waker in user mode
     return SYNC, Dep(index[waker], *progress[waker].point(woke))
+
+
+OTHERS_MAX = 2000  # other tasks replayed one by one (by CPU time); the rest are left to the K fit
+
+
+def others(con, program_tids: set[int], origin: int, end: int) -> list[Task]:
+    """Every other task of a system-wide trace inside the program's window, replayed as it ran:
+    its CPU bursts (slices joined across preemptions, as for the program) and, between them, a
+    block until the time the kernel woke it (UNTIL), pinned to the CPUs it ran on. A per-CPU
+    stretch would hide how many of them wanted the CPU at once and how often each woke, which is
+    what a fair scheduler's switches depend on (docs/whatif.md, "other tasks")."""
+    prog = ",".join(str(t) for t in sorted(program_tids)) or "-1"
+    rows = con.execute(f"""SELECT tid, sum(least(end_ns, ?) - greatest(start_ns, ?)) AS ns FROM cpu_slices
+                           WHERE tid <> 0 AND tid NOT IN ({prog}) AND end_ns > ? AND start_ns < ?
+                           GROUP BY tid ORDER BY ns DESC, tid LIMIT {OTHERS_MAX}""",
+                       [end, origin, origin, end]).fetchall()
+    tids = sorted(int(r[0]) for r in rows if r[1] and r[1] > 0)
+    if not tids:
+        return []
+    st, ss, se, scpu, scode = _slices(con, tids)
+    keep = (se > origin) & (ss < end)
+    st, ss, se, scpu, scode = st[keep], np.maximum(ss[keep], origin), np.minimum(se[keep], end), scpu[keep], scode[keep]
+    wt, wts = _arrays(con, f"""SELECT tid, ts FROM wakeups WHERE tid IN ({",".join(map(str, tids))})
+                               AND ts >= ? AND ts < ? ORDER BY tid, ts""", [origin, end])
+    out = []
+    for tid in tids:
+        lo, hi = np.searchsorted(st, tid, "left"), np.searchsorted(st, tid, "right")
+        if hi <= lo:
+            continue
+        wlo, whi = np.searchsorted(wt, tid, "left"), np.searchsorted(wt, tid, "right")
+        woken = wts[wlo:whi].tolist()
+        bursts, raw, _b, _c, _w = _task_shape(tid, ss[lo:hi], se[lo:hi], scpu[lo:hi], scode[lo:hi],
+                                              woken, [-1] * len(woken))
+        first = int(ss[lo])
+        j = bisect.bisect_right(woken, first) - 1  # woken before its first slice: it was waiting since
+        arrival = (woken[j] if j >= 0 else first) - origin
+        blocks = [Block(woke - origin, UNTIL) for _s, woke, _code, _w in raw]
+        cpus = tuple(sorted({int(c) for c in scpu[lo:hi]}))
+        out.append(Task(tid, f"other {tid}", [max(1, b) for b in bursts], blocks, arrival=max(0, arrival),
+                        cpus=cpus, background=True))
+    return out
 
 
 BG_BINS = 2000  # the background's time profile is kept in at most this many bins per CPU

@@ -23,8 +23,9 @@ PARAMS = {
     "stcf": {"est": {"oracle", "ewma"}, "alpha": "float", "init": "dur"},
     "mlfq": {"levels": "int", "q": "durs", "allot": "durs", "boost": "dur"},
     "unix": {"q": "dur", "decay": "dur", "tick": "dur"},
-    "eevdf": {"slice": "dur", "tick": "dur", "wakeup_preempt": "int", "bg_slice": "dur", "wake_resched": "int"},
-    "batch": {"slice": "dur", "tick": "dur", "bg_slice": "dur", "wake_resched": "int"},
+    "eevdf": {"slice": "dur", "tick": "dur", "wakeup_preempt": "int", "bg_slice": "dur", "wake_resched": "int",
+              "parity": "int"},
+    "batch": {"slice": "dur", "tick": "dur", "bg_slice": "dur", "wake_resched": "int", "parity": "int"},
     "sched_rr": {"q": "dur", "prio": "int", "tick": "dur"},
     "sched_fifo": {"prio": "int", "tick": "dur"},
 }

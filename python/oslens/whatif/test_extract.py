@@ -116,7 +116,7 @@ def test_replayed_competitor_wakes_at_each_stretch_and_runs_its_length():
 
 def test_replayed_competitor_shares_the_cpu_under_eevdf_not_under_fifo():
     wl = background.competitors(_spinner_among_wakers(), 0)
-    eevdf = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=3ms,tick=1ms")))
+    eevdf = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=3ms,tick=1ms,parity=1")))
     fifo = simulate(wl, spec.make_policy(spec.parse("fifo")))
     # eevdf: when the spinner's protected slice ends (at a tick) the woken competitor runs its
     # 0.2 ms, so the spinner is dispatched again after them and is late by their 0.8 ms
@@ -130,8 +130,8 @@ def test_replayed_competitor_shares_the_cpu_under_eevdf_not_under_fifo():
 @pytest.mark.parametrize("engine", ["python", "native"])
 def test_a_wakeup_reschedules_a_task_past_its_slice_at_once_not_at_the_tick(engine):
     wl = background.competitors(_spinner_among_wakers(), 0)
-    now = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms")), engine=engine)
-    late = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,wake_resched=0")), engine=engine)
+    now = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,parity=1")), engine=engine)
+    late = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,wake_resched=0,parity=1")), engine=engine)
     # the spinner is past its 1 ms slice at each wake-up (1, 3, 5, 7 ms): the woken competitor
     # runs at once, the spinner is dispatched 1 + 4 times
     assert [(st.dispatches, st.waiting) for st in now.tasks] == [(5, 4 * MS // 5), (4, 0)]
@@ -154,3 +154,17 @@ def test_split_at_yields_moves_dependency_points_to_their_piece():
     assert consumer.arrival_dep == Dep(0, 0, 4 * MS)  # a point at a cut belongs to the piece before
     assert consumer.blocks[0].dep == Dep(0, 1, 2 * MS)
     assert late.blocks[0].dep == Dep(0, 3, MS)
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_without_run_to_parity_a_woken_task_preempts_within_the_slice(engine):
+    wl = background.competitors(_spinner_among_wakers(), 0)
+    specs = {"eevdf": "eevdf:slice=3ms,tick=4ms", "parity": "eevdf:slice=3ms,tick=4ms,parity=1",
+             "batch": "batch:slice=3ms,tick=4ms"}
+    res = {k: [(st.dispatches, st.waiting) for st in simulate(wl, spec.make_policy(spec.parse(t)), engine=engine).tasks]
+           for k, t in specs.items()}
+    # the default model lets an eligible woken task with an earlier deadline in at once: the
+    # competitor waits less and the spinner is switched out more than under RUN_TO_PARITY
+    assert res["eevdf"][1][1] < res["parity"][1][1]
+    assert res["eevdf"][0][0] > res["parity"][0][0]
+    assert res["batch"] == res["parity"]  # SCHED_BATCH: no wake-up preemption at all

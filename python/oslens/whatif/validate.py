@@ -50,10 +50,11 @@ def _say(text: str) -> None:
     print(f"oslens: whatif: {text}", file=sys.stderr, flush=True)
 
 
-def _record(case: Case, command: list[str], trace: Path) -> None:
+def _record(case: Case, command: list[str], trace: Path, system_wide: bool = False) -> None:
     launcher = [sys.executable, "-I", "-S", str(Path(__file__).with_name("launch.py")), case.cls, str(case.prio),
                 str(case.nice), str(case.slice_ns), case.cpus, "--"]
-    argv = [sys.executable, "-m", "oslens.cli", "record", "-f", "-o", str(trace), "--", *launcher, *command]
+    wide = ["--system-wide"] if system_wide else []
+    argv = [sys.executable, "-m", "oslens.cli", "record", "-f", *wide, "-o", str(trace), "--", *launcher, *command]
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True)
         try:
@@ -72,12 +73,12 @@ def _record(case: Case, command: list[str], trace: Path) -> None:
             raise OslensError(f"the run under {case.label} failed (exit {code}): {last}", 1)
 
 
-def _run_case(case: Case, command: list[str], trace: Path) -> None:
+def _run_case(case: Case, command: list[str], trace: Path, system_wide: bool = False) -> None:
     from oslens.control import journal
     from oslens.osbench.settings import signals_as_exceptions
 
     if case.rr_ms is None:
-        _record(case, command, trace)
+        _record(case, command, trace, system_wide)
         return
     from oslens.osbench.settings import Interrupted
 
@@ -137,7 +138,9 @@ def run(command: list[str], quick: bool, out_dir: str | None, bench: str | None,
         trace = base / f"run{k}"
         _say(f"running under {case.label} -> {trace}")
         t0 = time.monotonic()
-        _run_case(case, command, trace)
+        # the run every prediction starts from keeps every task's switches: the other tasks are
+        # then replayed one by one (extract.others), not as per-CPU stretches
+        _run_case(case, command, trace, system_wide=wl is None)
         got = extract.workload(store.open_trace(trace))
         rec = predict.recorded(got)
         if wl is None:  # the default run: every prediction starts from it

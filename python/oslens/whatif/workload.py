@@ -57,6 +57,7 @@ class Workload:
     origin_ns: int = 0  # trace time of simulated time 0
     recorded: dict = field(default_factory=dict)  # makespan_ns, switches, notes
     background: dict = field(default_factory=dict)  # cpu -> {cpu_ns, stretches, bin_ns, bins} (extract.py)
+    others: list[Task] = field(default_factory=list)  # other tasks one by one (system-wide traces, extract.others)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -39,6 +39,7 @@ fn policy(name: &str, p: &Bound<'_, PyDict>) -> PyResult<Policy> {
             tick: get(p, "tick")?,
             wakeup_preempt: get(p, "wakeup_preempt")?,
             wake_resched: get(p, "wake_resched")?,
+            parity: get(p, "parity")?,
         },
         "rt" => Kind::Rt { q: get(p, "q")?, tick: get(p, "tick")?, rr: get(p, "rr")? },
         _ => return Err(PyValueError::new_err(format!("whatif_simulate: no native policy {name}"))),

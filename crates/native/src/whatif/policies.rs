@@ -34,7 +34,7 @@ pub enum Kind {
     Hrrn,
     Mlfq { levels: usize, q: Vec<i64>, allot: Vec<i64> },
     Unix { q: i64, tick: i64 },
-    Eevdf { slice: i64, bg_slice: Option<i64>, tick: i64, wakeup_preempt: bool, wake_resched: bool },
+    Eevdf { slice: i64, bg_slice: Option<i64>, tick: i64, wakeup_preempt: bool, wake_resched: bool, parity: bool },
     Rt { q: i64, tick: i64, rr: bool },
 }
 
@@ -359,8 +359,8 @@ impl Policy {
             Kind::Srt { .. } => self.left_of(w, now, cpus) < self.left_of(r, now, cpus),
             Kind::Mlfq { .. } => w.p.level < r.p.level,
             Kind::Unix { tick, .. } => Self::unix_prio(w, *tick) < Self::unix_prio(r, *tick),
-            Kind::Eevdf { wakeup_preempt, .. } => {
-                if !*wakeup_preempt || w.p.slice >= r.p.slice {
+            Kind::Eevdf { wakeup_preempt, parity, .. } => {
+                if !*wakeup_preempt || (*parity && w.p.slice >= r.p.slice) {
                     return false;
                 }
                 w.p.v <= self.v_avg() + 1e-6 && w.p.d < r.p.d
