@@ -3,7 +3,8 @@
     threads with short bursts, sleeps and wake-up dependencies (oslens.whatif.synthetic) (DESIGN.md target: >= 1 M/s), and
     its ratio to the Python reference (sim.py) on a smaller one;
   - with --validate: the prediction error on real runs under this machine's Linux policies
-    (`oslens whatif --validate` on tests/c/whatif_mix.c; target <= 10% completion, <= 20% switches).
+    (`oslens whatif --validate` on tests/c/whatif_mix.c; target <= 10% completion, <= 20% switches);
+  - with --programs: the same on stress-ng, sysbench and a make -j2 build (results-*.json here).
 Figures depend on the host's load (say so next to them); compare policies within one run."""
 
 from __future__ import annotations
@@ -52,6 +53,49 @@ def validate(scale: str) -> dict:
     return json.loads(out)
 
 
+PROGRAMS = {  # third-party programs for --programs (docs/whatif.md "Validation"); make builds tests/c twice over
+    "stress-ng": ["stress-ng", "--cpu", "2", "--cpu-ops", "2000", "--cpu-method", "fft"],
+    "sysbench": ["sysbench", "threads", "--threads=4", "--thread-yields=2", "--events=4000", "run"],
+    "make": ["make", "-B", "-j2", "-s"],
+}
+MAKEFILE = """SRC := $(wildcard *.c)
+all: $(SRC:.c=.o)
+%.o: %.c
+\tgcc -O2 -pthread -I{include} -c -o $@ $<
+"""
+
+
+def programs(quick: bool) -> dict:
+    """`oslens whatif --validate` on each of PROGRAMS (stress-ng with an untraced `stress-ng --cpu 1`
+    beside it); per program and run: recorded, predicted and the errors, as --validate's JSON gives."""
+    exe = ROOT / ".venv" / "bin" / "oslens"
+    out = {"host_load_1min_before": os.getloadavg()[0], "programs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for f in (ROOT / "tests" / "c").glob("*.c"):
+            for prefix in ("", "x_"):
+                (src / (prefix + f.name)).write_text(f.read_text())
+        (src / "Makefile").write_text(MAKEFILE.format(include=ROOT / "crates" / "recorder" / "include"))
+        for name, cmd in PROGRAMS.items():
+            cmd = cmd + ["-C", str(src)] if name == "make" else cmd
+            other = subprocess.Popen(["stress-ng", "--cpu", "1", "--timeout", "300"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL) if name == "stress-ng" else None
+            try:
+                res = subprocess.run([str(exe), "whatif", "--validate", *(["--quick"] if quick else []), "-o",
+                                      str(Path(tmp) / name), "--json", "-", "--", *cmd],
+                                     capture_output=True, text=True, check=True)
+            finally:
+                if other is not None:
+                    other.terminate()
+                    other.wait()
+            doc = json.loads(res.stdout)
+            out["programs"][name] = [{"case": r["case"], "recorded": r["recorded"], "predicted": r["predicted"],
+                                      "error": r["error"], "own_load": r.get("own_load")} for r in doc["runs"]]
+    out["host_load_1min_after"] = os.getloadavg()[0]
+    return out
+
+
 def compare_models(out_dir: str, replicates: int = 4) -> dict:
     """Re-predicts every run of a finished `oslens whatif --validate -o DIR` from its default run's
     trace under both models of the other tasks (K always-ready competitors only, as before; and
@@ -88,7 +132,13 @@ def main() -> int:
     ap.add_argument("--scale", default="0.5", help="whatif_mix work scale for --validate")
     ap.add_argument("--models", metavar="DIR", help="only compare the background models on a finished "
                     "`oslens whatif --validate -o DIR` (no new runs)")
+    ap.add_argument("--programs", action="store_true", help="only validate on stress-ng, sysbench and a make "
+                    "-j2 build (root, ~3 min; with --quick ~1 min)")
+    ap.add_argument("--quick", action="store_true", help="with --programs: default and SCHED_RR 6 ms only")
     args = ap.parse_args()
+    if args.programs:
+        print(json.dumps(programs(args.quick), indent=1))
+        return 0
     if args.models:
         print(json.dumps(compare_models(args.models), indent=1))
         return 0

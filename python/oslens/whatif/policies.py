@@ -497,18 +497,17 @@ class Eevdf(Policy):
         return a.p["d"] > b.p["d"]
 
     def yielded(self, st, now):
-        # 6.18's yield_task_fair: an eligible yielder forfeits the rest of its slice (v moves to its
-        # deadline) and takes the next one, so the others' earlier deadlines and V pass it
+        # yield_task_fair: update_curr (a used-up slice gets its next deadline), then the deadline
+        # moves a slice on. 6.18 also moves an eligible yielder's v to its deadline ("forfeit"),
+        # but against this model's one V (all CPUs' tasks, where the kernel's is per CPU) that
+        # strands the yielder: sysbench's switches came out -42% with it, +0% without (docs/whatif.md)
         p = st.p
-        if p["v"] >= p["d"] - 1e-6:  # update_curr first: a used-up slice gets its next deadline
+        if p["v"] >= p["d"] - 1e-6:
             p["d"] = p["v"] + self._vslice(p)
-        if p["v"] <= self.V() + 1e-6:
-            self.sum_wv += p["w"] * (p["d"] - p["v"])
-            p["v"] = p["d"]
-            p["d"] = p["v"] + self._vslice(p)
-        # the kernel's run queue is per CPU, where a yielder with another task queued always gives
-        # way (it is or becomes ineligible); on this model's one queue the V that decides
-        # eligibility includes other CPUs' tasks, so the next pick is told to pass the yielder by
+        p["d"] += self._vslice(p)
+        # the kernel's run queue is per CPU, where a yielder with another task queued gives way;
+        # on this model's one queue, eligibility is decided against other CPUs' tasks too, so
+        # the next pick is told to pass the yielder by
         self.yielder = st
 
     def native(self):

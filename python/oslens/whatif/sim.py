@@ -323,7 +323,7 @@ class Simulator:
 
     def _yield(self, c: int, st: SimTask, now: int):
         """sched_yield at the end of a burst: when another ready task may run on this CPU, the
-        policy requeues the yielder behind it (and EEVDF forfeits its slice); alone, it goes on."""
+        policy requeues the yielder behind it (EEVDF: its deadline a slice later); alone, it goes on."""
         st.seg += 1
         st.progress = 0
         st.pi = 0

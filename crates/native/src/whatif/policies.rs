@@ -442,11 +442,7 @@ impl Policy {
             if t.p.v >= t.p.d - 1e-6 {
                 t.p.d = t.p.v + Self::vslice(t);
             }
-            if t.p.v <= self.v_avg() + 1e-6 {
-                self.sum_wv += t.p.w as f64 * (t.p.d - t.p.v);
-                t.p.v = t.p.d;
-                t.p.d = t.p.v + Self::vslice(t);
-            }
+            t.p.d += Self::vslice(t);
             self.yielder = Some(t.i);
         }
     }
