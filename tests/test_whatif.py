@@ -57,6 +57,18 @@ def test_prediction_of_the_recorded_run(mix_trace, tmp_path):
     assert html.read_text().count("<svg") == 3
 
 
+def test_replay_as_recorded_gives_the_recording_back(mix_trace):
+    # issue 19: replaying a trace "as recorded" reproduces its switches within 5% and its
+    # makespan within 2% (extraction and simulator agree with the kernel's own schedule)
+    _prog, trace = mix_trace
+    doc = json.loads(run_oslens("whatif", trace, "-p", "recorded", "--replicates", "0", "--json", "-").stdout)
+    rec, pred = doc["recorded"], doc["predictions"][0]
+    assert abs(pred["switches"] - rec["switches"]) <= 0.05 * rec["switches"], (pred["switches"], rec["switches"])
+    assert abs(pred["makespan_ns"] - rec["makespan_ns"]) <= 0.02 * rec["makespan_ns"]
+    per_task = {t["tid"]: t["switches"] for t in rec["tasks"]}
+    assert {t["tid"]: t["switches"] for t in pred["tasks"]}.keys() == per_task.keys()
+
+
 @pytest.mark.parametrize("policy,message", [
     ("bogus", "unknown policy 'bogus'"),
     ("rr:q=fast", "q='fast' is not a duration"),

@@ -185,7 +185,8 @@ def workload(con, include_background: bool = True) -> Workload:
                           arrival_dep=arrival_dep, recorded={
                               "arrival_ns": start - origin, "completion_ns": int(e[-1]) - origin,
                               "waiting_ns": int(waiting), "response_ns": int(s[0]) - start,
-                              "switches": int(len(s)), "cpu_ns": int(sum(bursts))}))
+                              "switches": int(len(s)), "cpu_ns": int(sum(bursts))},
+                          slices=list(zip((s - origin).tolist(), (e - origin).tolist()))))
     if not tasks:
         raise OslensError("the program's threads never appear in cpu_slices; record it with kernel events", 2)
     yields = {i: [progress[tid].point(ts) for ts in syscalls.starts(tid, YIELDS)] for tid, i in index.items()}

@@ -123,6 +123,16 @@ class Fifo(Policy):
         return self.name, {}
 
 
+class AsRecorded(Fifo):
+    """`recorded`: the trace's own schedule replayed (predict.as_recorded releases each recorded
+    slice at its start): a check of extraction and simulator, which must give back the recording."""
+
+    name = "recorded"
+
+    def native(self):
+        return "fifo", {}
+
+
 class Lifo(Fifo):
     """Last come, first served (non-preemptive), as Choices shipped it."""
 
@@ -583,6 +593,6 @@ class LinuxFifo(LinuxRt):
 
 
 POLICIES = {
-    "fifo": Fifo, "lifo": Lifo, "rr": RoundRobin, "sjf": Sjf, "srt": Srt, "stcf": Srt, "hrrn": Hrrn,
+    "fifo": Fifo, "recorded": AsRecorded, "lifo": Lifo, "rr": RoundRobin, "sjf": Sjf, "srt": Srt, "stcf": Srt, "hrrn": Hrrn,
     "mlfq": Mlfq, "unix": UnixDecay, "eevdf": Eevdf, "sched_rr": LinuxRt, "sched_fifo": LinuxFifo,
 }

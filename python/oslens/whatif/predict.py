@@ -91,8 +91,20 @@ def _scaled(dep: Dep, factors) -> Dep:
     return Dep(dep.task, dep.burst, int(dep.offset * factors[dep.task][dep.burst]))
 
 
+def as_recorded(wl: Workload) -> Workload:
+    """The program's threads as the trace ran them: each recorded slice a burst released at its
+    recorded start (an UNTIL block), other tasks left out (their time is in the gaps already)."""
+    new = copy.copy(wl)
+    new.tasks = [replace(t, bursts=[max(1, e - s) for s, e in t.slices], arrival=t.slices[0][0], arrival_dep=None,
+                         blocks=[Block(s, UNTIL) for s, _e in t.slices[1:]], cpus=None)
+                 for t in wl.tasks if not t.background and t.slices]
+    return new
+
+
 def apply_spec(wl: Workload, sp: specmod.Spec) -> Workload:
     """The workload as the spec's modifiers change it (nice, affinity, CPU count of the program)."""
+    if sp.name == "recorded":
+        wl = as_recorded(wl)
     if sp.nice is None and sp.cpus is None and sp.ncpus is None:
         return wl
     new = copy.copy(wl)
@@ -131,6 +143,8 @@ def run_policy(wl: Workload, sp: specmod.Spec, machine: dict, replicates: int = 
     """Nominal prediction plus bounds (min/max over perturbed replays) for one policy."""
     base = apply_spec(wl, sp)
     sw, mig = machine.get("switch_ns", 0), machine.get("migrate_ns", 0)
+    if sp.name == "recorded":
+        sw = mig = 0  # the recorded slices' times include what switching cost
     nominal = simulate(base, specmod.make_policy(sp, machine), sw, mig, keep_segments)
     nom = figures(nominal)
     rng = random.Random(seed)

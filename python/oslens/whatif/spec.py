@@ -17,7 +17,7 @@ UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 # parameter -> kind: dur (duration), durs (durations, / separated), int, float, or a set of words
 PARAMS = {
-    "fifo": {}, "lifo": {}, "sjf": {}, "hrrn": {},
+    "fifo": {}, "lifo": {}, "sjf": {}, "hrrn": {}, "recorded": {},
     "rr": {"q": "dur"},
     "srt": {"est": {"oracle", "ewma"}, "alpha": "float", "init": "dur"},
     "stcf": {"est": {"oracle", "ewma"}, "alpha": "float", "init": "dur"},

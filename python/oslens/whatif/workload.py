@@ -44,6 +44,7 @@ class Task:
     background: bool = False  # not the program: competes for CPUs, not reported
     until: int | None = None  # leaves at this time whatever is left of its work (background competitors)
     recorded: dict = field(default_factory=dict)  # completion_ns, waiting_ns, response_ns, switches
+    slices: list | None = None  # (start, end) ns after the origin of each recorded slice (policy `recorded`)
 
     @property
     def cpu_ns(self) -> int:
