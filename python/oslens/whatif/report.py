@@ -31,7 +31,8 @@ def document(wl, machine: dict, recorded: dict, predictions: list[dict], trace: 
         preds.append(q)
     return {
         "schema": SCHEMA, "trace": str(trace), "cpus": wl.ncpus, "machine": machine, "tasks": tasks,
-        "workload": {k: v for k, v in wl.recorded.items() if k not in ("makespan_ns", "switches")},
+        "workload": {**{k: v for k, v in wl.recorded.items() if k not in ("makespan_ns", "switches")},
+                     "other_tasks_replayed": len(wl.others)},
         "notes": list(wl.notes),
         "recorded": {"makespan_ns": recorded["makespan_ns"], "switches": recorded["switches"],
                      "tasks": [{"tid": tid, **row} for tid, row in recorded["tasks"].items()]},
@@ -53,7 +54,7 @@ def text(doc: dict) -> str:
     fit = w.get("background_fit") or {}
     lines.append(f"  workload: blocks io {bl.get('io', 0)}, sleep {bl.get('sleep', 0)}, sync (waker-dependent) "
                  f"{bl.get('sync', 0)}, sched_yield {bl.get('yield', 0)}; other tasks took {fmt_ns(w.get('background_cpu_ns', 0))} of CPU, modelled as "
-                 f"their recorded stretches replayed + {fit.get('k', 0)} always-ready competitor(s) per CPU (fitted: default-policy waiting "
+                 f"{_others(w.get('other_tasks_replayed', 0))} + {fit.get('k', 0)} always-ready competitor(s) per CPU (fitted: default-policy waiting "
                  f"{fmt_ns(fit.get('fitted_waiting_ns'))} vs {fmt_ns(fit.get('recorded_waiting_ns'))} recorded)")
     for note in doc["notes"]:
         lines.append(f"  note: {note}")
@@ -79,3 +80,8 @@ def text(doc: dict) -> str:
         if p.get("stalled"):
             lines.append(f"    never finished (waiting for a wake-up that never came): {p['stalled']}")
     return "\n".join(lines)
+
+
+def _others(n: int) -> str:
+    return (f"each of {n} other tasks replayed as it ran (system-wide trace)" if n
+            else "their recorded stretches replayed per CPU (record with --system-wide for each task's)")
