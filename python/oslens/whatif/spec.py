@@ -150,6 +150,9 @@ def make_policy(spec: Spec, machine_defaults: dict | None = None):
         name = "eevdf"
         params["wakeup_preempt"] = 0
     if name == "eevdf":
+        # the other tasks keep the machine's base slice (a 20 ms slice set on the program, as
+        # sched_setattr does, does not change theirs) unless bg_slice says otherwise
+        params.setdefault("bg_slice", d.get("base_slice_ns", 3_000_000))
         params.setdefault("slice", d.get("base_slice_ns", 3_000_000))
         params.setdefault("tick", d.get("tick_ns", 4_000_000))
     if name in ("sched_rr", "sched_fifo"):

@@ -88,7 +88,7 @@ def _run_case(case: Case, command: list[str], trace: Path, system_wide: bool = F
         with signals_as_exceptions():
             try:
                 _set_when_free(jr, case.rr_ms)
-                _record(case, command, trace)
+                _record(case, command, trace, system_wide)
             finally:
                 for line in jr.restore():
                     print(f"oslens: warning: {line}", file=sys.stderr)
