@@ -310,16 +310,20 @@ class Simulator:
             self._dispatch(c, now)
             return
         if self.policy.expired(st, now):
-            self.cur[c] = None
-            self.version[c] += 1
-            st.state = READY
-            st.ready_at = now
-            self.policy.add(st, now, "expire")
-            self._dispatch(c, now)
-            if self.cur[c] is not st:
-                st.involuntary += 1
+            self._requeue(c, st, now, "expire")
             return
         self._plan(c, now)
+
+    def _requeue(self, c: int, st: SimTask, now: int, why: str):
+        """`st` goes back to the ready queue and the CPU picks again (maybe `st` itself)."""
+        self.cur[c] = None
+        self.version[c] += 1
+        st.state = READY
+        st.ready_at = now
+        self.policy.add(st, now, why)
+        self._dispatch(c, now)
+        if self.cur[c] is not st:
+            st.involuntary += 1
 
     def _yield(self, c: int, st: SimTask, now: int):
         """sched_yield at the end of a burst: when another ready task may run on this CPU, the
@@ -331,14 +335,7 @@ class Simulator:
             self._plan(c, now)
             return
         self.policy.yielded(st, now)
-        self.cur[c] = None
-        self.version[c] += 1
-        st.state = READY
-        st.ready_at = now
-        self.policy.add(st, now, "yield")
-        self._dispatch(c, now)
-        if self.cur[c] is not st:
-            st.involuntary += 1
+        self._requeue(c, st, now, "yield")
 
     def _others_ready(self, c: int) -> bool:
         return any(t.state == READY and t.allowed(c) for t in self.tasks)

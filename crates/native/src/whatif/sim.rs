@@ -468,18 +468,23 @@ impl Sim {
             return;
         }
         if self.policy.expired(&mut self.tasks[i]) {
-            self.cur[c] = None;
-            self.version[c] += 1;
-            self.tasks[i].state = READY;
-            self.tasks[i].ready_at = now;
-            self.policy.add(&mut self.tasks, i, now, Why::Expire);
-            self.dispatch(c, now);
-            if self.cur[c] != Some(i) {
-                self.tasks[i].involuntary += 1;
-            }
+            self.requeue(c, i, now, Why::Expire);
             return;
         }
         self.plan(c, now);
+    }
+
+    /// Task i goes back to the ready queue and the CPU picks again (maybe i itself).
+    fn requeue(&mut self, c: usize, i: usize, now: i64, why: Why) {
+        self.cur[c] = None;
+        self.version[c] += 1;
+        self.tasks[i].state = READY;
+        self.tasks[i].ready_at = now;
+        self.policy.add(&mut self.tasks, i, now, why);
+        self.dispatch(c, now);
+        if self.cur[c] != Some(i) {
+            self.tasks[i].involuntary += 1;
+        }
     }
 
     /// sched_yield at the end of a burst (sim.py `_yield`): requeued behind the others when
@@ -494,15 +499,7 @@ impl Sim {
             return;
         }
         self.policy.yielded(&mut self.tasks[i]);
-        self.cur[c] = None;
-        self.version[c] += 1;
-        self.tasks[i].state = READY;
-        self.tasks[i].ready_at = now;
-        self.policy.add(&mut self.tasks, i, now, Why::Yield);
-        self.dispatch(c, now);
-        if self.cur[c] != Some(i) {
-            self.tasks[i].involuntary += 1;
-        }
+        self.requeue(c, i, now, Why::Yield);
     }
 
     fn next_burst(&mut self, i: usize, now: i64) -> bool {
