@@ -73,14 +73,28 @@ pub(crate) fn init() {
                 if let Some(limit) = c.limit_slots {
                     SLOTS_LEFT.store(limit, Relaxed);
                 }
-                // the memory the recording may keep resident, and whether it writes behind
-                memlimit::init();
-                writeback::init(memlimit::budget_left() != u64::MAX);
+                // the memory budget and write-behind are decided before the first chunk
+                writeback::read_env();
                 thread::install_process_hooks();
             }
         }
         INACTIVE.store(inactive, Relaxed);
         cfg
+    });
+}
+
+/// What only a process that records needs, done before its first chunk (a thread's or its
+/// names chunk) rather than at load: raw/, and the memory the recording may keep resident and
+/// whether it writes behind, which read the cgroup's files (ten opens here, and a v1
+/// `memory.usage_in_bytes` flushes the cgroup's statistics: up to 3 ms), a cost every process
+/// started under oslens paid before (docs/recorder.md, "Start-up"). A fork()ed child inherits
+/// its parent's.
+pub(crate) fn before_first_chunk(cfg: &config::Config) {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    config::ensure_raw_dir(&cfg.raw_dir);
+    DONE.call_once(|| {
+        memlimit::init();
+        writeback::init(memlimit::budget_left() != u64::MAX);
     });
 }
 

@@ -105,7 +105,7 @@ fn create() -> Option<&'static mut ThreadState> {
     // SAFETY: no preconditions.
     let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
     let name = thread_name();
-    config::ensure_raw_dir(&cfg.raw_dir);
+    crate::before_first_chunk(cfg);
     // A prepared buffer is written in place: the staging ring exists to supply pages while the
     // program runs, and a prepared one needs none (see Chunk::prepare_all). Otherwise the file
     // starts small and gets its ring (and the process its helper) when extended: growth.rs.

@@ -55,12 +55,21 @@ impl WriteBehind {
 /// Windows behind the last one written back that are asked to be dropped again.
 const RETRY_WINDOWS: u64 = 8;
 
-/// Whether the helper writes behind (decided once, at library load).
+/// Whether the helper writes behind (decided once, before the process's first chunk).
 static ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// OSLENS_WRITE_BEHIND as read at library load (0 unset, 1 "1", 2 anything else), before the
+/// program can change its environment.
+static FORCED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
+/// At library load: reads the setting only.
+pub fn read_env() {
+    let forced = std::env::var_os("OSLENS_WRITE_BEHIND").map_or(0, |v| if v == "1" { 1 } else { 2 });
+    FORCED.store(forced, Relaxed);
+}
+
+/// Before the process's first chunk, once its memory limit is known (memlimit.rs).
 pub fn init(memory_limited: bool) {
-    let forced = std::env::var("OSLENS_WRITE_BEHIND").ok();
-    ENABLED.store(forced.as_deref().map_or(memory_limited, |v| v == "1"), Relaxed);
+    ENABLED.store(match FORCED.load(Relaxed) { 0 => memory_limited, f => f == 1 }, Relaxed);
 }
 
 pub fn enabled() -> bool {
