@@ -4,7 +4,9 @@
  *                           lock until the other thread sleeps in it); prints the counts as JSON
  *   sync_counts kill N how  N uncontended acquisitions, then "ready" on stdout and waits to be
  *                           killed: how = block (in sem_wait, a wrapped wait), sleep (nanosleep),
- *                           or lock (block, and another thread asleep in a contended lock) */
+ *                           or lock (block, and another thread asleep in a contended lock)
+ *   sync_counts many N K    N heap mutexes, each taken K times in a row, and the static `a` once
+ *                           after each: more objects than a thread's count table holds */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -87,9 +89,22 @@ static void kill_me(long n, const char *how) {
     for (;;) sleep(1);
 }
 
+static void many(long n, long k) {
+    pthread_mutex_t *m = calloc(n, sizeof *m);
+    for (long i = 0; i < n; i++) pthread_mutex_init(&m[i], NULL);
+    for (long i = 0; i < n; i++) {
+        for (long j = 0; j < k; j++) { pthread_mutex_lock(&m[i]); pthread_mutex_unlock(&m[i]); }
+        pthread_mutex_lock(&a);
+        pthread_mutex_unlock(&a);
+    }
+    printf("{\"objects\": %ld, \"each\": %ld, \"a\": %ld}\n", n, k, n);
+    free(m);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "plain") == 0) plain();
     else if (argc >= 4 && strcmp(argv[1], "kill") == 0) kill_me(atol(argv[2]), argv[3]);
-    else { fprintf(stderr, "usage: sync_counts plain | kill N block|sleep|lock\n"); return 2; }
+    else if (argc >= 4 && strcmp(argv[1], "many") == 0) many(atol(argv[2]), atol(argv[3]));
+    else { fprintf(stderr, "usage: sync_counts plain | kill N block|sleep|lock | many N K\n"); return 2; }
     return 0;
 }

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*
 /// Uncontended acquisitions between two flushes of a thread's counts (the most a SIGKILL can
 /// lose per running thread).
 pub const FLUSH_EVERY: u32 = 4096;
-/// Objects a thread counts in its table; acquisitions of further objects are written as a
-/// COUNTER record each (exact, one record instead of three).
+/// Objects a thread counts in its table at once; when a new one finds no slot the table is
+/// written and emptied (`restart`).
 const SLOTS: usize = 256;
 /// Contended holds a thread tracks at once, so their releases are recorded (hold times).
 const HELD: usize = 16;
@@ -225,7 +225,10 @@ pub fn count(addr: u64) {
             }
         }
         if !found {
-            return false;
+            // crowded (a thread that takes many locks, each a few times: Node's main thread
+            // counted 656): its counts are written and the table starts again empty, so each
+            // object costs one record per refill instead of one per acquisition
+            restart(t, addr);
         }
         m.dirty.set(true);
         let n = m.since_flush.get() + 1;
@@ -239,9 +242,30 @@ pub fn count(addr: u64) {
         true
     });
     if done != Ok(true) {
-        // table crowded, or the thread's state already gone (late in its exit): one record
+        // no table (memory exhausted), or the thread's state already gone (late in its exit): one record
         rec(kinds::COUNTER, counter_id(addr), 1, kinds::COUNTER_LOCK);
     }
+}
+
+/// Writes every count of the calling thread's own `t`, empties it and counts `addr` in it once.
+#[cold]
+fn restart(t: &Table, addr: u64) {
+    lock(t);
+    for i in 0..t.used.load(Relaxed) as usize {
+        let s = &t.slots[t.order[i].load(Relaxed) as usize];
+        flush_slot(s);
+        s.addr.store(0, Relaxed);
+        s.count.store(0, Relaxed);
+        s.flushed.store(0, Relaxed);
+    }
+    let i = hash(addr);
+    let s = &t.slots[i];
+    s.id.store(0, Relaxed);
+    s.addr.store(addr, Release);
+    s.count.store(1, Release);
+    t.order[0].store(i as u32, Relaxed);
+    t.used.store(1, Release);
+    t.busy.store(false, Release);
 }
 
 /// Flushes the calling thread's counts before it may block for long (so a kill while it waits
