@@ -204,6 +204,21 @@ def test_no_function_over_the_limit():
         f"functions now under the limit: remove them from PENDING_LONG_FUNCTIONS: {sorted(PENDING_LONG_FUNCTIONS - set(long))}")
 
 
+# Python that may fail to import a part: the target program's sitecustomize chains to the user's own.
+GUARDS_ALLOWED = {"python/oslens/capture/pysite/sitecustomize.py"}
+
+
+def test_no_guard_for_a_part_that_always_ships():
+    """The extension and the package ship together (docs/architecture.md): code calls
+    oslens._native and imports its own modules directly, with no fallback that could hide a
+    missing function; numpy versions the native code is tested against live in *_oracle.py."""
+    guard = re.compile(r"(?:getattr|hasattr)\(_native\b|except\s*\(?[^)\n]*\bImportError")
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((PY_ROOT / "oslens").rglob("*.py"))
+             if not p.name.startswith("test_") and str(p.relative_to(ROOT)) not in GUARDS_ALLOWED
+             for n, line in enumerate(p.read_text().split("\n"), 1) if guard.search(line)]
+    assert found == [], "guards against a part that always ships: " + ", ".join(found)
+
+
 def test_the_length_rules_measure_what_they_should(tmp_path):
     rs = tmp_path / "a.rs"
     rs.write_text("pub fn short() {\n    x();\n}\n\nfn long() {\n" + "    y();\n" * 130 + "}\nfn decl();\n")

@@ -79,7 +79,7 @@ def make_trace(path: Path, records: int, threads: int = 8) -> dict:
 
     # a trace written in another raw format version would import as damage: written again
     want = {"records": iterations * threads * per_iteration, "threads": threads, "iterations": iterations,
-            "format_version": getattr(_native, "FORMAT_VERSION", 1)}
+            "format_version": _native.FORMAT_VERSION}
     if stamp.is_file() and json.loads(stamp.read_text()) == want:
         return want
     shutil.rmtree(path, ignore_errors=True)
