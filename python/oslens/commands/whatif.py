@@ -67,7 +67,7 @@ def run(args) -> int:
     trace = find_trace(args.args[0] if args.args else None)
     con = store.open_trace(trace)
     wl = extract.workload(con, include_background=not args.no_background)
-    mach = machine.defaults(wl.ncpus, args.bench)
+    mach = machine.observed_tick(machine.defaults(wl.ncpus, args.bench), wl.preempted_ends)
     k, fit = background.fit(wl, mach)
     wl = background.competitors(wl, k)
     preds = [predict.run_policy(wl, s, mach, args.replicates, keep_segments=bool(args.html)) for s in specs]

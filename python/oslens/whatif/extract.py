@@ -192,7 +192,8 @@ def workload(con, include_background: bool = True) -> Workload:
     yields = {i: [progress[tid].point(ts) for ts in syscalls.starts(tid, YIELDS)] for tid, i in index.items()}
     counts[YIELD] = split_at_yields(tasks, yields)
     bg = _background(con, set(index), origin, end) if include_background else {}
-    wl = Workload(tasks, _ncpus(con, meta), origin_ns=origin, background=bg)
+    wl = Workload(tasks, _ncpus(con, meta), origin_ns=origin, background=bg,
+                  preempted_ends=se[scode == RUNNABLE].tolist())
     if include_background and str(meta.get("kernel.system_wide", "")).lower() == "true":
         wl.others = others(con, set(index), origin, end)
     wl.recorded = {"makespan_ns": max(t.recorded["completion_ns"] for t in tasks),

@@ -145,7 +145,7 @@ def run(command: list[str], quick: bool, out_dir: str | None, bench: str | None,
         got = extract.workload(store.open_trace(trace))
         rec = predict.recorded(got)
         if wl is None:  # the default run: every prediction starts from it
-            mach = machine.defaults(got.ncpus, bench)
+            mach = machine.observed_tick(machine.defaults(got.ncpus, bench), got.preempted_ends)
             k, fit = background.fit(got, mach)
             wl, first = background.competitors(got, k), got
         pred = predict.run_policy(wl, specmod.parse(case.predict), mach, replicates)

@@ -59,6 +59,7 @@ class Workload:
     recorded: dict = field(default_factory=dict)  # makespan_ns, switches, notes
     background: dict = field(default_factory=dict)  # cpu -> {cpu_ns, stretches, bin_ns, bins} (extract.py)
     others: list[Task] = field(default_factory=list)  # other tasks one by one (system-wide traces, extract.others)
+    preempted_ends: list[int] = field(default_factory=list)  # trace ns where a program slice ended preempted (machine.observed_tick)
     notes: list[str] = field(default_factory=list)
 
     @property
