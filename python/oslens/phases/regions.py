@@ -1,12 +1,15 @@
 """The region vector: the share of the program's thread time each interval spent in each of its
 phase-level regions (oslens.analysis.phases_table: the shallowest level holding more than one
-region per thread, expanded through wrappers such as `main`)."""
+region per thread, expanded through wrappers such as `main`), and in each region directly inside
+one of them (named PARENT/CHILD): water's STEPs are one region name each, and what recurs inside
+them (INTERF, then POTENG) only shows one level down (docs/phases.md, "Real programs")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from oslens.analysis import db, phases_table
 from oslens.phases import binning
@@ -20,6 +23,21 @@ class RegionVector:
     names: list[str]
 
 
+def _children(con, tid: int, phases: list) -> list[tuple[str, int, int]]:
+    """(PARENT/CHILD, begin, end) of the regions directly inside a thread's phase regions."""
+    spans = pa.table({"pname": [p[0] for p in phases], "pdepth": [p[1] for p in phases],
+                      "pb": [p[2] for p in phases], "pe": [p[3] for p in phases]})
+    con.register("_phase_spans", spans)
+    try:
+        rows = con.execute(
+            "SELECT p.pname || '/' || c.name, c.begin_ns, c.end_ns FROM regions c JOIN _phase_spans p "
+            "ON c.depth = p.pdepth + 1 AND c.begin_ns >= p.pb AND c.end_ns <= p.pe "
+            "WHERE c.tid = ? AND c.end_ns IS NOT NULL", [tid]).fetchall()
+    finally:
+        con.unregister("_phase_spans")
+    return [(n, int(b), int(e)) for n, b, e in rows]
+
+
 def region_vector(con, prog, edges: np.ndarray) -> RegionVector | None:
     if not (db.table_exists(con, "regions") and db.row_count(con, "regions")):
         return None
@@ -29,7 +47,9 @@ def region_vector(con, prog, edges: np.ndarray) -> RegionVector | None:
         wall = (prog.end[tid] - prog.start[tid]) or 1
         alive_s.append(prog.start[tid])
         alive_e.append(prog.end[tid])
-        for name, _depth, b, e in phases_table.thread_phases(con, tid, wall):
+        phases = phases_table.thread_phases(con, tid, wall)
+        named = [(name, b, e) for name, _depth, b, e in phases] + (_children(con, tid, phases) if phases else [])
+        for name, b, e in named:
             s, en = spans.setdefault(name, ([], []))
             s.append(b)
             en.append(e)
@@ -45,4 +65,4 @@ def region_vector(con, prog, edges: np.ndarray) -> RegionVector | None:
         cols.append(sum(binning.overlap(np.array(spans[n][0], np.int64), np.array(spans[n][1], np.int64), edges)
                         for n in rest) / denom)
         keep = keep + ["[other]"]
-    return RegionVector(np.clip(np.column_stack(cols), 0.0, 1.0), keep)
+    return RegionVector(np.clip(np.column_stack(cols), 0.0, 2.0), keep)

@@ -82,14 +82,58 @@ def _absorb_short(cluster: np.ndarray, lengths: np.ndarray, means: np.ndarray) -
     longest = {c: max(int(n) for cc, n in zip(cluster, lengths) if cc == c) for c in set(cluster.tolist())}
     if all(v < MIN_STRETCH for v in longest.values()):
         return cluster
-    for i in range(len(cluster)):
-        if longest[int(cluster[i])] >= MIN_STRETCH:
-            continue
-        cands = [j for j in (i - 1, i + 1) if 0 <= j < len(cluster) and longest[int(cluster[j])] >= MIN_STRETCH]
-        if cands:
-            j = min(cands, key=lambda j: (float(np.abs(means[j] - means[i]).sum()), j))
-            cluster[i] = cluster[j]
+    short = [i for i in range(len(cluster)) if longest[int(cluster[i])] < MIN_STRETCH]
+    while short:  # a run of short segments (the start-up in two pieces) is absorbed from its ends inwards
+        left = []
+        for i in short:
+            cands = [j for j in (i - 1, i + 1) if 0 <= j < len(cluster) and j not in short]
+            if cands:
+                j = min(cands, key=lambda j: (float(np.abs(means[j] - means[i]).sum()), j))
+                cluster[i] = cluster[j]
+            else:
+                left.append(i)
+        if len(left) == len(short):
+            break
+        short = left
     return cluster
+
+
+def interval_noise(x: np.ndarray, bounds: np.ndarray) -> float:
+    """The typical Manhattan distance of one interval's vector to its segment's mean: how far a
+    centroid of n intervals may lie from its phase's true centre is about this over sqrt(n)."""
+    dev = np.concatenate([np.abs(x[b:e] - x[b:e].mean(axis=0)).sum(axis=1) for b, e in zip(bounds[:-1], bounds[1:])])
+    return float(np.median(dev)) if len(dev) else 0.0
+
+
+def _merge_within_noise(cluster: np.ndarray, lengths: np.ndarray, x: np.ndarray, bounds: np.ndarray,
+                        threshold: float) -> np.ndarray:
+    """Joins clusters whose centroids are closer than the cut plus what their supports leave
+    uncertain: `threshold` + noise x (1/sqrt(n_a) + 1/sqrt(n_b)) for clusters of n_a and n_b
+    intervals. Two long phases keep the plain cut; a phase of a few intervals (the start-up, a
+    lock phase's first 60 ms on a loaded host) must differ by more before it counts as one
+    (docs/phases.md, "Ground truth")."""
+    cluster = cluster.copy()
+    sigma = interval_noise(x, bounds)
+    labels_all = np.repeat(cluster, lengths)
+    while True:
+        ids = np.unique(cluster)
+        if len(ids) < 2:
+            return cluster
+        cents = {c: x[labels_all == c].mean(axis=0) for c in ids}
+        support = {c: int((labels_all == c).sum()) for c in ids}
+        best = None
+        for i, a in enumerate(ids):
+            for b in ids[i + 1:]:
+                d = float(np.abs(cents[a] - cents[b]).sum())
+                limit = threshold + sigma * (support[a] ** -0.5 + support[b] ** -0.5)
+                if d < limit and (best is None or d / limit < best[0]):
+                    best = (d / limit, a, b)
+        if best is None:
+            return cluster
+        _, a, b = best
+        keep, gone = (a, b) if support[a] >= support[b] else (b, a)
+        cluster[cluster == gone] = keep
+        labels_all[labels_all == gone] = keep
 
 
 def _relabel(assign: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -106,6 +150,7 @@ def segment(x: np.ndarray, penalty: float = PENALTY, max_k: int = MAX_K, merge: 
     lengths = np.diff(bounds)
     means = np.array([x[bounds[i]:bounds[i + 1]].mean(axis=0) for i in range(nseg)]) if x.shape[1] else np.zeros((nseg, 0))
     cluster = _absorb_short(join(means, merge, max_k), lengths, means)
+    cluster = _merge_within_noise(cluster, lengths, x, bounds, merge)
     phase_of_segment = _relabel(cluster, bounds)
     k = int(phase_of_segment.max()) + 1
     labels_all = np.repeat(phase_of_segment, lengths)

@@ -13,7 +13,7 @@ from oslens.errors import OslensError
 from oslens.phases import code, grid, regions, resources
 
 KINDS = ("code", "resource", "region")
-DEFAULT_WEIGHTS = {"code": 1.0, "resource": 1.0, "region": 1.0}
+DEFAULT_WEIGHTS = {"code": 1.0, "resource": 1.0, "region": 2.0}
 
 MISSING = {
     "code": "no IP samples of the program in this trace: the code vector is left out "
