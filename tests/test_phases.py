@@ -111,3 +111,44 @@ def test_a_trace_without_vectors_says_so(tmp_path):
     proc = run_oslens("phases", tmp_path / "t", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("oslens: error:")
+
+
+WATER = ROOT / "workloads" / "water" / "water"
+WATER_STEPS = 3
+
+
+def test_water_setup_and_steps_show_as_phases(tmp_path):
+    """water (512 molecules, 3 time steps, ~1 s): SETUP is one phase, and each STEP's force pass
+    (INTERF) and energy pass (POTENG) are two more, recurring once per step. Truth: the parent
+    thread's own regions; an interval is checked where it lies wholly inside one of them."""
+    if not WATER.exists():
+        pytest.skip("workloads/water is not built (make build)")
+    trace = tmp_path / "water"
+    run_oslens("record", "--phases", "-o", trace, "--", WATER, "--molecules", "512", "--steps", str(WATER_STEPS),
+               "--input", tmp_path / "water.in", "--warm-input", "--quiet")
+    result = json.loads(run_oslens("phases", trace, "--json", "--no-store").stdout)
+    spans = json.loads(run_oslens(
+        "sql", trace, "SELECT r.name, p.name AS parent, r.begin_ns, r.end_ns FROM regions r JOIN regions p "
+        "ON p.tid = r.tid AND p.depth = r.depth - 1 AND r.begin_ns >= p.begin_ns AND r.end_ns <= p.end_ns "
+        "WHERE r.tid = (SELECT min(tid) FROM regions) AND (r.name = 'SETUP' OR p.name = 'STEP') "
+        "AND r.name IN ('SETUP', 'INTERF', 'POTENG') ORDER BY r.begin_ns", "--format", "json").stdout)
+    assert [s["name"] for s in spans] == ["SETUP"] + ["INTERF", "POTENG"] * WATER_STEPS
+    dt, origin = result["interval_ns"], result["origin_ns"]
+
+    def phases_inside(span):
+        return [s["phase"] for s in result["segments"] for i in range(s["first_interval"], s["last_interval"] + 1)
+                if span["begin_ns"] <= origin + i * dt and origin + (i + 1) * dt <= span["end_ns"]]
+
+    def majority(span):
+        inside = phases_inside(span)
+        top = max(set(inside), key=inside.count)
+        assert inside.count(top) >= 0.8 * len(inside), (span["name"], inside)
+        return top
+
+    setup = majority(spans[0])
+    interf = {majority(s) for s in spans[1::2]}
+    poteng = {majority(s) for s in spans[2::2]}
+    assert len(interf) == 1 and len(poteng) == 1 and len({setup} | interf | poteng) == 3, (setup, interf, poteng)
+    by_phase = {p["phase"]: p for p in result["phases"]}
+    assert by_phase[interf.pop()]["recurrences"] == WATER_STEPS and by_phase[poteng.pop()]["recurrences"] == WATER_STEPS
+    assert all(by_phase[p]["functions"].startswith("pair_interaction") for p in (setup,))

@@ -27,15 +27,20 @@ def add_arguments(parser):
                         "and the phase model beside it (PLAN with .phases.json)")
 
 
-def _analyse(path: str | None, args):
-    from oslens.phases import analyse, grid, vectors
+def _open(path: str | None):
     from oslens.report import model
     from oslens.store import open_trace
 
     trace = model.find_trace(path)
     con = open_trace(trace)
+    return trace, con, _program_name(con)
+
+
+def _analyse(trace, con, args):
+    from oslens.phases import analyse, grid, vectors
+
     interval = grid.parse_interval(args.interval) if args.interval else None
-    return trace, analyse.analyse(con, trace, interval, vectors.parse_weights(args.weights)), _program_name(con)
+    return analyse.analyse(con, trace, interval, vectors.parse_weights(args.weights))
 
 
 def _program_name(con) -> str | None:
@@ -49,14 +54,17 @@ def _program_name(con) -> str | None:
 def run(args) -> int:
     from oslens.phases import render, tables
 
-    trace, a, name = _analyse(args.trace, args)
-    panels = [render.panel(a)]
+    trace, con, name = _open(args.trace)
     other = None
-    if args.compare:
-        other_trace, other, other_name = _analyse(args.compare, args)
+    if args.compare:  # two programs are refused before either is analysed
+        other_trace, other_con, other_name = _open(args.compare)
         if name != other_name:
             raise OslensError(f"--compare: {trace} ran {name or 'an unknown program'} and {other_trace} ran "
                               f"{other_name or 'an unknown program'}; compare two runs of one program", 2)
+    a = _analyse(trace, con, args)
+    panels = [render.panel(a)]
+    if args.compare:
+        other = _analyse(other_trace, other_con, args)
         panels.append(render.panel(other))
     for note in a.vectors.notes:
         print(f"oslens: {note}", file=sys.stderr)

@@ -107,11 +107,10 @@ def interval_noise(x: np.ndarray, bounds: np.ndarray) -> float:
 
 def _merge_within_noise(cluster: np.ndarray, lengths: np.ndarray, x: np.ndarray, bounds: np.ndarray,
                         threshold: float) -> np.ndarray:
-    """Joins clusters whose centroids are closer than the cut plus what their supports leave
-    uncertain: `threshold` + noise x (1/sqrt(n_a) + 1/sqrt(n_b)) for clusters of n_a and n_b
-    intervals. Two long phases keep the plain cut; a phase of a few intervals (the start-up, a
-    lock phase's first 60 ms on a loaded host) must differ by more before it counts as one
-    (docs/phases.md, "Ground truth")."""
+    """Joins clusters whose centroids are closer than the cut plus what the smaller one's support
+    leaves uncertain: `threshold` + noise / sqrt(n) for a cluster of n intervals. Long phases keep
+    about the plain cut; a phase of a few intervals (the start-up, a lock phase's first 60 ms on a
+    loaded host) must differ by more before it counts as one (docs/phases.md, "Ground truth")."""
     cluster = cluster.copy()
     sigma = interval_noise(x, bounds)
     labels_all = np.repeat(cluster, lengths)
@@ -125,7 +124,7 @@ def _merge_within_noise(cluster: np.ndarray, lengths: np.ndarray, x: np.ndarray,
         for i, a in enumerate(ids):
             for b in ids[i + 1:]:
                 d = float(np.abs(cents[a] - cents[b]).sum())
-                limit = threshold + sigma * (support[a] ** -0.5 + support[b] ** -0.5)
+                limit = threshold + sigma / np.sqrt(min(support[a], support[b]))
                 if d < limit and (best is None or d / limit < best[0]):
                     best = (d / limit, a, b)
         if best is None:
