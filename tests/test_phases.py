@@ -2,6 +2,7 @@
 prints when each of its phases began and ended (CLOCK_MONOTONIC, the trace's clock)."""
 
 import json
+import subprocess
 
 import pytest
 
@@ -119,36 +120,55 @@ WATER_STEPS = 3
 
 def test_water_setup_and_steps_show_as_phases(tmp_path):
     """water (512 molecules, 3 time steps, ~1 s): SETUP is one phase, and each STEP's force pass
-    (INTERF) and energy pass (POTENG) are two more, recurring once per step. Truth: the parent
-    thread's own regions; an interval is checked where it lies wholly inside one of them."""
+    (INTERF) and energy pass (POTENG) are two more, recurring once per step. The input is made
+    first (its generation would be a disk-bound phase of its own); the truth is where both
+    threads are inside the same region, each interval checked where it lies wholly inside."""
     if not WATER.exists():
         pytest.skip("workloads/water is not built (make build)")
+    opts = ["--molecules", "512", "--input", tmp_path / "water.in", "--quiet"]
+    subprocess.run([WATER, *opts, "--steps", "0", "--warm-input"], check=True, capture_output=True)
     trace = tmp_path / "water"
-    run_oslens("record", "--phases", "-o", trace, "--", WATER, "--molecules", "512", "--steps", str(WATER_STEPS),
-               "--input", tmp_path / "water.in", "--warm-input", "--quiet")
+    run_oslens("record", "--phases", "-o", trace, "--", WATER, *opts, "--steps", str(WATER_STEPS), "--warm-input")
+    check_water(trace)
+
+
+def water_truth(trace) -> list[tuple[str, int, int]]:
+    """(SETUP | INTERF | POTENG, begin, end) where every worker thread is inside that region."""
+    rows = json.loads(run_oslens(
+        "sql", trace, "SELECT r.tid, r.name, r.begin_ns, r.end_ns FROM regions r JOIN regions p ON p.tid = r.tid "
+        "AND p.depth = r.depth - 1 AND r.begin_ns >= p.begin_ns AND r.end_ns <= p.end_ns "
+        "WHERE (r.name = 'SETUP' AND p.name = 'MDMAIN') OR (r.name IN ('INTERF', 'POTENG') AND p.name = 'STEP') "
+        "ORDER BY r.tid, r.begin_ns", "--format", "json").stdout)
+    per_thread: dict[int, list] = {}
+    for r in rows:
+        per_thread.setdefault(r["tid"], []).append((r["name"], r["begin_ns"], r["end_ns"]))
+    spans = list(per_thread.values())
+    assert len(spans) == 2 and all([n for n, _, _ in s] == ["SETUP"] + ["INTERF", "POTENG"] * WATER_STEPS for s in spans)
+    return [(a[0], max(a[1], b[1]), min(a[2], b[2])) for a, b in zip(*spans)]
+
+
+def check_water(trace):
     result = json.loads(run_oslens("phases", trace, "--json", "--no-store").stdout)
-    spans = json.loads(run_oslens(
-        "sql", trace, "SELECT r.name, p.name AS parent, r.begin_ns, r.end_ns FROM regions r JOIN regions p "
-        "ON p.tid = r.tid AND p.depth = r.depth - 1 AND r.begin_ns >= p.begin_ns AND r.end_ns <= p.end_ns "
-        "WHERE r.tid = (SELECT min(tid) FROM regions) AND (r.name = 'SETUP' OR p.name = 'STEP') "
-        "AND r.name IN ('SETUP', 'INTERF', 'POTENG') ORDER BY r.begin_ns", "--format", "json").stdout)
-    assert [s["name"] for s in spans] == ["SETUP"] + ["INTERF", "POTENG"] * WATER_STEPS
     dt, origin = result["interval_ns"], result["origin_ns"]
 
-    def phases_inside(span):
-        return [s["phase"] for s in result["segments"] for i in range(s["first_interval"], s["last_interval"] + 1)
-                if span["begin_ns"] <= origin + i * dt and origin + (i + 1) * dt <= span["end_ns"]]
-
     def majority(span):
-        inside = phases_inside(span)
+        _, b, e = span
+        inside = [s["phase"] for s in result["segments"] for i in range(s["first_interval"], s["last_interval"] + 1)
+                  if b <= origin + i * dt and origin + (i + 1) * dt <= e]
+        if not inside:  # shorter than an interval on a loaded host
+            return None
         top = max(set(inside), key=inside.count)
-        assert inside.count(top) >= 0.8 * len(inside), (span["name"], inside)
+        assert inside.count(top) >= 0.8 * len(inside), (span, inside)
         return top
 
-    setup = majority(spans[0])
-    interf = {majority(s) for s in spans[1::2]}
-    poteng = {majority(s) for s in spans[2::2]}
+    truth = water_truth(trace)
+    setup = majority(truth[0])
+    interf = {majority(s) for s in truth[1::2]} - {None}
+    poteng = {majority(s) for s in truth[2::2]} - {None}
     assert len(interf) == 1 and len(poteng) == 1 and len({setup} | interf | poteng) == 3, (setup, interf, poteng)
     by_phase = {p["phase"]: p for p in result["phases"]}
-    assert by_phase[interf.pop()]["recurrences"] == WATER_STEPS and by_phase[poteng.pop()]["recurrences"] == WATER_STEPS
-    assert all(by_phase[p]["functions"].startswith("pair_interaction") for p in (setup,))
+    recurrences = [by_phase[p]["recurrences"] for p in (interf.pop(), poteng.pop())]
+    assert recurrences == [WATER_STEPS, WATER_STEPS], (recurrences, result["segments"])
+    # SETUP's kind is compute, or sync when the child thread started late and the parent waited at
+    # the barrier for a quarter of it (seen on the loaded host); its code is the force loop either way
+    assert "pair_interaction" in by_phase[setup]["functions"], by_phase[setup]

@@ -143,7 +143,7 @@ def _print(a) -> None:
     vec = a.vectors
     console = Console()
     console.print(f"[bold]{a.trace}[/bold]: {vec.n} intervals of {fmt_ns(vec.interval_ns)} "
-                  f"({', '.join(vec.used())} vectors); {a.segmentation.k} phases")
+                  f"({', '.join(vec.used())} vectors); {a.segmentation.k} phase{'s' if a.segmentation.k != 1 else ''}")
     h = a.homogeneity()
     if h:
         console.print(f"CPU utilisation within phases: coefficient of variation {h['within_cv']:.3g} "

@@ -63,10 +63,18 @@ def homogeneity(vec: vectors.IntervalVectors, labels: np.ndarray) -> dict | None
     return {"within_cv": within, "run_cv": run, "ratio": within / run if run > 0 else 0.0, "phase_cv": per_phase}
 
 
+def merge_cut(weights: list[float]) -> float:
+    """The Manhattan distance below which two segments are one phase: MERGE_L1 (more than one
+    block's full change) times the mean weight; with a single vector, half its full change (2 x
+    its weight), or a trace with regions only (no kernel events) would be one phase whatever it did."""
+    if len(weights) == 1:
+        return segment.SINGLE_BLOCK_L1 * weights[0]
+    return segment.MERGE_L1 * (sum(weights) / len(weights))
+
+
 def analyse(con, trace, interval_ns: int | None = None, weights: dict | None = None,
             penalty: float = segment.PENALTY) -> PhaseAnalysis:
     vec = vectors.interval_vectors(con, trace, interval_ns, weights)
     x = vec.matrix()
-    used = [vec.weights[k] for k in vec.used()]
-    seg = segment.segment(x, penalty, merge=segment.MERGE_L1 * (sum(used) / len(used)))
+    seg = segment.segment(x, penalty, merge=merge_cut([vec.weights[k] for k in vec.used()]))
     return PhaseAnalysis(str(trace), vec, seg, phase_kinds(vec, seg.labels, seg.k), x)

@@ -26,6 +26,7 @@ MIN_STRETCH = 3  # intervals: a phase seen only for less than this at a time is 
 # one phase's repeats 0.4-0.8 apart, an I/O phase with a disk stall 2.0-2.6 from the rest of it,
 # sleep vs lock contention 3.7-4.0, compute vs I/O 4.4 and more.
 MERGE_L1 = 2.5
+SINGLE_BLOCK_L1 = 1.0  # with only one vector: half of its full change
 
 
 @dataclass

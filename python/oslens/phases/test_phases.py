@@ -62,6 +62,33 @@ def test_close_segments_are_one_phase():
     assert seg.k == 2 and seg.bounds.tolist() == [0, 60, 90]
 
 
+def test_a_few_noisy_intervals_must_differ_by_more_than_their_noise():
+    """A 4-interval cluster 2.8 from a long phase (above the plain cut, 2.5) is the same phase when
+    the intervals scatter by ~1 (a centroid of 4 is uncertain by about 1/2); a 40-interval phase
+    equally far away is not, and neither is a 4-interval one far away."""
+    rng = np.random.default_rng(11)
+    a, near, far = np.zeros(8), np.r_[1.4, 1.4, np.zeros(6)], np.r_[0, 0, 4.0, 4.0, np.zeros(4)]
+    x = _script(rng, [60, 4, 60], [a, near, a], 0.3)
+    assert segment.interval_noise(x, np.array([0, 60, 64, 124])) > 1.0
+    lengths = np.array([60, 4, 60])
+    merged = segment._merge_within_noise(np.array([0, 1, 0]), lengths, x, np.array([0, 60, 64, 124]), 2.5)
+    assert merged.tolist() == [0, 0, 0]
+    y = _script(rng, [60, 40, 60], [a, near, a], 0.3)
+    kept = segment._merge_within_noise(np.array([0, 1, 0]), np.array([60, 40, 60]), y, np.array([0, 60, 100, 160]), 2.5)
+    assert kept.tolist() == [0, 1, 0]
+    z = _script(rng, [60, 4, 60], [a, far, a], 0.3)
+    apart = segment._merge_within_noise(np.array([0, 1, 0]), lengths, z, np.array([0, 60, 64, 124]), 2.5)
+    assert apart.tolist() == [0, 1, 0]
+
+
+def test_merge_cut_with_one_vector_or_several():
+    from oslens.phases import analyse
+
+    assert analyse.merge_cut([1.0, 1.0, 2.0]) == pytest.approx(segment.MERGE_L1 * 4 / 3)
+    # regions alone (no kernel events): a full change of the one vector (2 x weight) is a new phase
+    assert analyse.merge_cut([2.0]) == segment.SINGLE_BLOCK_L1 * 2 < 2 * 2
+
+
 def test_kinds():
     def fr(**kw):
         return np.array([kw.get(n, 0.0) for n in resources.FRACTIONS])
