@@ -19,7 +19,7 @@ import numpy as np
 MAX_K = 8
 MIN_SIZE = 2  # intervals per segment: one odd interval is noise, not a phase
 PENALTY = 4.0  # times noise x log(n): calibrated on workloads/phases (docs/phases.md)
-MIN_STRETCH = 3  # intervals: a phase seen only for less than this at a time is a transition
+MIN_STRETCH = 4  # intervals: a phase seen only for less than this at a time is a transition
 # Segments whose mean vectors are closer than this (Manhattan; average linkage) are one phase.
 # A vector block that changes completely moves ~2 (fractions and shares sum to about 1), so 2.5
 # asks for more than one block's worth of difference; measured on workloads/phases (docs/phases.md):
@@ -75,12 +75,23 @@ def join(means: np.ndarray, threshold: float, max_k: int = MAX_K) -> np.ndarray:
     return labels.astype(np.int64) - 1
 
 
+def _longest_stretches(cluster: np.ndarray, lengths: np.ndarray) -> dict[int, int]:
+    """Each cluster's longest stretch in intervals, neighbouring segments of one cluster together."""
+    longest: dict[int, int] = {}
+    run_c, run_n = None, 0
+    for c, n in zip(cluster.tolist(), lengths.tolist()):
+        run_n = run_n + int(n) if c == run_c else int(n)
+        run_c = c
+        longest[c] = max(longest.get(c, 0), run_n)
+    return longest
+
+
 def _absorb_short(cluster: np.ndarray, lengths: np.ndarray, means: np.ndarray) -> np.ndarray:
     """A cluster that only ever lasts fewer than MIN_STRETCH intervals at a time (start-up, exit,
     the interval a switch falls in) is below the grid's resolution: each of its segments joins
     the neighbouring segment whose mean is nearest."""
     cluster = cluster.copy()
-    longest = {c: max(int(n) for cc, n in zip(cluster, lengths) if cc == c) for c in set(cluster.tolist())}
+    longest = _longest_stretches(cluster, lengths)
     if all(v < MIN_STRETCH for v in longest.values()):
         return cluster
     short = [i for i in range(len(cluster)) if longest[int(cluster[i])] < MIN_STRETCH]
