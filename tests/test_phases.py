@@ -168,7 +168,9 @@ def check_water(trace):
     assert len(interf) == 1 and len(poteng) == 1 and len({setup} | interf | poteng) == 3, (setup, interf, poteng)
     by_phase = {p["phase"]: p for p in result["phases"]}
     recurrences = [by_phase[p]["recurrences"] for p in (interf.pop(), poteng.pop())]
-    assert recurrences == [WATER_STEPS, WATER_STEPS], (recurrences, result["segments"])
+    # once per step; a barrier wait inside a pass (one thread descheduled on the loaded host) can
+    # cut it in two, so a pass may recur up to twice per step
+    assert all(WATER_STEPS <= r <= 2 * WATER_STEPS for r in recurrences), (recurrences, result["segments"])
     # SETUP's kind is compute, or sync when the child thread started late and the parent waited at
     # the barrier for a quarter of it (seen on the loaded host); its code is the force loop either way
     assert "pair_interaction" in by_phase[setup]["functions"], by_phase[setup]
