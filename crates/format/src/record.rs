@@ -115,6 +115,8 @@ impl Record {
         out
     }
 
+    /// Inlined: the importer decodes every record through it (bench/import).
+    #[inline(always)]
     pub fn from_bytes(raw: &[u8]) -> Record {
         let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().unwrap());
         Record {

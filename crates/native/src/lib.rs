@@ -1081,7 +1081,7 @@ fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>, Ve
 }
 
 /// app_pass(chunks, threads, clock, dicts, path, group_rows) -> dict: the application tables
-/// in one pass over the records (see app_rows.rs). chunks: (records or (their bytes, a
+/// in one pass over the records (see app_rows/mod.rs). chunks: (records or (their bytes, a
 /// callable returning them: read when the pass reaches the chunk, let go after), thread index, tsc,
 /// name_keys uint64, name_values int32, {record index: payload}, (counts per kind, largest
 /// CPU number, sync keys or None) from scan_records or None) in
@@ -1241,26 +1241,26 @@ fn app_pass<'py>(
     out.set_item("passes", passes)?;
     put("extent.min", Col::I64(d.extent_min))?;
     put("extent.max", Col::I64(d.extent_max))?;
-    put("counters.ts", Col::I64(d.c_ts))?;
-    put("counters.g", Col::I32(d.c_g))?;
-    put("counters.name", Col::I32(d.c_name))?;
-    put("counters.value", Col::I64(d.c_value))?;
-    put("counters.reason", Col::U64(d.c_reason))?;
-    put("timers.g", Col::I32(d.t_g))?;
-    put("timers.name", Col::I32(d.t_name))?;
-    put("timers.start_ns", Col::I64(d.t_start))?;
-    put("timers.stop_ns", Col::I64(d.t_stop))?;
-    put("timers.elapsed_ns", Col::I64(d.t_elapsed))?;
-    put("pauses.g", Col::I32(d.p_g))?;
-    put("pauses.start_ns", Col::I64(d.p_start))?;
-    put("pauses.end_ns", Col::I64(d.p_end))?;
-    put("pauses.duration_ns", Col::I64(d.p_duration))?;
-    put("pauses.reason", Col::U64(d.p_reason))?;
-    put("adapt.ts", Col::I64(d.a_ts))?;
-    put("adapt.g", Col::I32(d.a_g))?;
-    put("adapt.name", Col::I32(d.a_name))?;
-    put("adapt.error", Col::I64(d.a_error))?;
-    put("adapt.policy", Col::I64(d.a_policy))?;
+    put("counters.ts", Col::I64(d.counters.ts))?;
+    put("counters.g", Col::I32(d.counters.g))?;
+    put("counters.name", Col::I32(d.counters.name))?;
+    put("counters.value", Col::I64(d.counters.value))?;
+    put("counters.reason", Col::U64(d.counters.reason))?;
+    put("timers.g", Col::I32(d.timers.g))?;
+    put("timers.name", Col::I32(d.timers.name))?;
+    put("timers.start_ns", Col::I64(d.timers.start))?;
+    put("timers.stop_ns", Col::I64(d.timers.stop))?;
+    put("timers.elapsed_ns", Col::I64(d.timers.elapsed))?;
+    put("pauses.g", Col::I32(d.pauses.g))?;
+    put("pauses.start_ns", Col::I64(d.pauses.start))?;
+    put("pauses.end_ns", Col::I64(d.pauses.end))?;
+    put("pauses.duration_ns", Col::I64(d.pauses.duration))?;
+    put("pauses.reason", Col::U64(d.pauses.reason))?;
+    put("adapt.ts", Col::I64(d.adapt.ts))?;
+    put("adapt.g", Col::I32(d.adapt.g))?;
+    put("adapt.name", Col::I32(d.adapt.name))?;
+    put("adapt.error", Col::I64(d.adapt.error))?;
+    put("adapt.policy", Col::I64(d.adapt.policy))?;
     for (t, n) in [("regions", d.regions), ("functions", d.functions)] {
         out.set_item(format!("{t}.unmatched"), n.unmatched)?;
         put(&format!("{t}.g"), Col::I32(n.g))?;
@@ -1280,8 +1280,8 @@ fn app_pass<'py>(
         put("comp.kinds", Col::U64(c.kinds))?;
         put("comp.pause_ns", Col::I64(c.pause_ns))?;
         // compensated times of the rows returned (keyed table.comp0..2: as the table's times)
-        put("counters.comp0", Col::I64(d.c_comp))?;
-        for (i, v) in d.t_comp.into_iter().enumerate() {
+        put("counters.comp0", Col::I64(d.counters.comp))?;
+        for (i, v) in d.timers.comp.into_iter().enumerate() {
             put(&format!("timers.comp{i}"), Col::I64(v))?;
         }
     }

@@ -567,7 +567,7 @@ def _sync_table(parts: list, t_pid, t_tid, dictionary, last_record: np.ndarray, 
     indices, addresses, request, acquire, acquire valid, release, release valid). One piece
     with one dictionary per column over all its rows (kind: the labels present; object: the
     names, then the unnamed objects' addresses sorted), as the importer's pass writes it
-    (app_rows.rs write_sync), whatever parts hold rows. `last_record`: each thread's latest
+    (app_rows/sync_table.rs SyncWriter::finish), whatever parts hold rows. `last_record`: each thread's latest
     record time, for wait_censored (a wait with no end that is its thread's last record)."""
     parts = [p for p in parts if len(p[1])]
     if not parts:

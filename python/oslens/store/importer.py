@@ -550,7 +550,7 @@ COMPRESSION = "lz4"  # bench/import/compression.py compares the codecs (time and
 
 ROW_GROUP = 1 << 22
 # compensation's columns stored delta-encoded, as the times they compensate are
-# (schema.DELTA_COLUMNS; app_rows.rs COMP_DELTA: the native pass writes them so)
+# (schema.DELTA_COLUMNS; app_rows/columns.rs COMP_DELTA: the native pass writes them so)
 COMPENSATED_DELTA = frozenset({"ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns", "end_comp_ns", "stop_comp_ns",
                                "acquire_comp_ns", "release_comp_ns"})
 

@@ -1,0 +1,381 @@
+//! The derived tables gathered while splitting (counters, timers, pauses, adapt; regions and
+//! functions in nesting.rs, sync in sync.rs): their rows, not the records they come from; those
+//! streamed (Streams) are written a page at a time as their rows are complete.
+
+use super::columns::{bytes_of, i64_col, name_col, name_validity, plain_col, reason_col, who, Dicts, Reasons, Sink, COMP_DELTA};
+use super::compensation::Comp;
+use super::flags::{decide, Flags, PassErr, N_ADAPT, N_COUNTERS, N_PAUSES, N_REGIONS, N_TIMERS};
+use super::nesting::Nested;
+use super::sync::{SyncPart, ACQUIRED, BARRIER, COND};
+use crate::parquet::{self, Column};
+use oslens_format::kinds;
+use std::collections::HashMap;
+
+/// counters: one row per COUNTER record
+#[derive(Default)]
+pub struct Counters {
+    pub ts: Vec<i64>,
+    pub g: Vec<i32>,
+    pub name: Vec<i32>,
+    pub value: Vec<i64>,
+    pub reason: Vec<u64>,
+    /// compensated ts (empty: no compensation)
+    pub comp: Vec<i64>,
+}
+
+/// timers: one row per stop
+#[derive(Default)]
+pub struct Timers {
+    pub g: Vec<i32>,
+    pub name: Vec<i32>,
+    pub start: Vec<i64>,
+    pub stop: Vec<i64>,
+    pub elapsed: Vec<i64>,
+    /// compensated start, stop and elapsed
+    pub comp: [Vec<i64>; 3],
+}
+
+/// pauses: one row per PAUSE record (the recorder's own stalls)
+#[derive(Default)]
+pub struct Pauses {
+    pub g: Vec<i32>,
+    pub start: Vec<i64>,
+    pub end: Vec<i64>,
+    pub duration: Vec<i64>,
+    pub reason: Vec<u64>,
+}
+
+/// adapt: one row per ADAPT record
+#[derive(Default)]
+pub struct Adapt {
+    pub ts: Vec<i64>,
+    pub g: Vec<i32>,
+    pub name: Vec<i32>,
+    pub error: Vec<i64>,
+    pub policy: Vec<i64>,
+}
+
+/// Everything the pass found besides app_events.
+#[derive(Default)]
+pub struct Derived {
+    pub counts: Vec<u64>,
+    pub rows: usize,
+    pub extent_min: Vec<i64>,
+    pub extent_max: Vec<i64>,
+    pub counters: Counters,
+    pub timers: Timers,
+    pub pauses: Pauses,
+    pub adapt: Adapt,
+    pub regions: Nested,
+    pub functions: Nested,
+    /// sync parts: mutex acquisitions, mutex requests never acquired, barrier waits, cond waits
+    /// (sync::ACQUIRED..)
+    pub sync: [SyncPart; 4],
+    /// rows of sync written by the pass (its parts are then empty)
+    pub sync_rows: usize,
+    /// the most sync rows held at once where sync is streamed
+    pub sync_peak: usize,
+    pub comp: Option<Comp>,
+}
+
+/// The derived tables written while the pass runs (None: their rows are returned), and what
+/// they need.
+#[derive(Default)]
+pub struct Streams {
+    /// Names of sync objects the program did not name, by address (symbols of static objects:
+    /// oslens.store.symbols.name_objects); the others are named by their address in hex.
+    pub object_names: HashMap<u64, String>,
+    pub regions: Option<Sink>,
+    pub counters: Option<Sink>,
+    pub timers: Option<Sink>,
+    pub pauses: Option<Sink>,
+    pub adapt: Option<Sink>,
+    pub sync: Option<Sink>,
+    pub counter_reasons: Reasons,
+    pub pause_reasons: Reasons,
+    /// per thread: the latest closing calibration time of its chunks, and the program's exit
+    /// where its chunk was never closed (i64::MIN: none), for its thread end
+    pub thread_end: Vec<(i64, i64)>,
+    /// per record kind: what one record costs (ns, in vitro), for the compensated times
+    /// (oslens.calibrate.compensate); a pause costs its value instead. None: no compensation.
+    pub costs: Option<Vec<f64>>,
+}
+
+impl Streams {
+    /// The sink of a streamed derived table (N_REGIONS, ...).
+    pub fn sink(&mut self, table: usize) -> &mut Option<Sink> {
+        match table {
+            N_REGIONS => &mut self.regions,
+            N_COUNTERS => &mut self.counters,
+            N_TIMERS => &mut self.timers,
+            N_ADAPT => &mut self.adapt,
+            _ => &mut self.pauses,
+        }
+    }
+
+    /// Rows the next page of a streamed table holds (None: not streamed).
+    pub fn cap(&self, table: usize) -> Option<usize> {
+        let s = match table {
+            N_REGIONS => &self.regions,
+            N_COUNTERS => &self.counters,
+            N_TIMERS => &self.timers,
+            N_ADAPT => &self.adapt,
+            _ => &self.pauses,
+        };
+        s.as_ref().map(|s| s.cap())
+    }
+}
+
+impl Derived {
+    /// Every column at its size (the records' kinds counted first), so each is allocated once:
+    /// growing them copies into fresh memory (a page fault per 4 KiB: docs/trace-schema.md).
+    pub fn reserve(&mut self, comp: bool) {
+        let n = |k: u8| self.counts[k as usize] as usize;
+        let (c, t, p, a) = (n(kinds::COUNTER), n(kinds::TIMER_STOP), n(kinds::PAUSE), n(kinds::ADAPT));
+        let (cs, ts, ps, ad) = (&mut self.counters, &mut self.timers, &mut self.pauses, &mut self.adapt);
+        [&mut cs.ts, &mut cs.value].into_iter().for_each(|v| v.reserve_exact(c));
+        [&mut cs.g, &mut cs.name].into_iter().for_each(|v| v.reserve_exact(c));
+        cs.reason.reserve_exact(c);
+        [&mut ts.start, &mut ts.stop, &mut ts.elapsed].into_iter().for_each(|v| v.reserve_exact(t));
+        [&mut ts.g, &mut ts.name].into_iter().for_each(|v| v.reserve_exact(t));
+        [&mut ps.start, &mut ps.end, &mut ps.duration].into_iter().for_each(|v| v.reserve_exact(p));
+        ps.g.reserve_exact(p);
+        ps.reason.reserve_exact(p);
+        [&mut ad.ts, &mut ad.error, &mut ad.policy].into_iter().for_each(|v| v.reserve_exact(a));
+        [&mut ad.g, &mut ad.name].into_iter().for_each(|v| v.reserve_exact(a));
+        self.regions.reserve(n(kinds::REGION_BEGIN), false);
+        self.functions.reserve(n(kinds::FUNC_ENTRY), true);
+        // mutex acquisitions, requests never acquired (usually few: grown as needed), barrier
+        // and condition waits
+        let parts = [(ACQUIRED, kinds::LOCK_ACQUIRE), (BARRIER, kinds::BARRIER_ENTER), (COND, kinds::COND_WAIT_ENTER)];
+        for (part, k) in parts {
+            self.sync[part].reserve(n(k));
+        }
+        if comp {
+            self.counters.comp.reserve_exact(c);
+            self.timers.comp.iter_mut().for_each(|v| v.reserve_exact(t));
+            self.regions.comp.iter_mut().for_each(|v| v.reserve_exact(n(kinds::REGION_BEGIN)));
+            self.functions.comp.iter_mut().for_each(|v| v.reserve_exact(n(kinds::FUNC_ENTRY)));
+            for (part, k) in parts {
+                self.sync[part].comp.iter_mut().for_each(|v| v.reserve_exact(n(k)));
+            }
+        }
+    }
+
+    /// Rows held of a streamed table.
+    pub fn len(&self, table: usize) -> usize {
+        match table {
+            N_REGIONS => self.regions.g.len(),
+            N_COUNTERS => self.counters.ts.len(),
+            N_TIMERS => self.timers.g.len(),
+            N_ADAPT => self.adapt.g.len(),
+            _ => self.pauses.g.len(),
+        }
+    }
+
+    /// Takes away the first n rows of a table (written), keeping the rest in order.
+    pub fn drain_front(&mut self, table: usize, n: usize) {
+        fn drain<T>(v: &mut Vec<T>, n: usize) {
+            v.drain(..n.min(v.len()));
+        }
+        match table {
+            N_REGIONS => self.regions.drain_front(n),
+            N_COUNTERS => {
+                let c = &mut self.counters;
+                [&mut c.ts, &mut c.value, &mut c.comp].into_iter().for_each(|v| drain(v, n));
+                [&mut c.g, &mut c.name].into_iter().for_each(|v| drain(v, n));
+                drain(&mut c.reason, n);
+            }
+            N_TIMERS => {
+                let t = &mut self.timers;
+                [&mut t.start, &mut t.stop, &mut t.elapsed].into_iter().chain(&mut t.comp).for_each(|v| drain(v, n));
+                [&mut t.g, &mut t.name].into_iter().for_each(|v| drain(v, n));
+            }
+            N_ADAPT => {
+                let a = &mut self.adapt;
+                [&mut a.ts, &mut a.error, &mut a.policy].into_iter().for_each(|v| drain(v, n));
+                [&mut a.g, &mut a.name].into_iter().for_each(|v| drain(v, n));
+            }
+            _ => {
+                let p = &mut self.pauses;
+                [&mut p.start, &mut p.end, &mut p.duration].into_iter().for_each(|v| drain(v, n));
+                drain(&mut p.g, n);
+                drain(&mut p.reason, n);
+            }
+        }
+    }
+
+    /// The name column of a table's rows lo..hi (empty: the table has none).
+    fn names(&self, table: usize, lo: usize, hi: usize) -> &[i32] {
+        match table {
+            N_REGIONS => &self.regions.name[lo..hi],
+            N_COUNTERS => &self.counters.name[lo..hi],
+            N_TIMERS => &self.timers.name[lo..hi],
+            N_ADAPT => &self.adapt.name[lo..hi],
+            _ => &[],
+        }
+    }
+}
+
+/// Page scratch: validity and boolean bitmaps, 32-bit ids.
+#[derive(Default)]
+pub struct PageScratch {
+    valid: Vec<u8>,
+    bits: Vec<u8>,
+    ids: Vec<u32>,
+}
+
+/// compensation's columns, after the table's own (oslens.store.compensation)
+fn comp_cols<'a>(names: [&str; 3], v: &'a [Vec<i64>; 3], lo: usize, hi: usize) -> Vec<Column<'a>> {
+    names.iter().zip(v).map(|(n, c)| i64_col(n, &c[lo..hi], COMP_DELTA.contains(n), true)).collect()
+}
+
+/// regions' columns over rows lo..hi (`sc.valid`: the names' validity, filled)
+fn region_columns<'a>(n: &'a Nested, lo: usize, hi: usize, dicts: &'a Dicts, validity: Option<&'a [u8]>, sc: &'a mut PageScratch, comp: bool) -> Vec<Column<'a>> {
+    sc.bits.clear();
+    sc.bits.resize((hi - lo).div_ceil(8), 0);
+    for (i, &c) in n.complete[lo..hi].iter().enumerate() {
+        sc.bits[i >> 3] |= (c & 1) << (i & 7);
+    }
+    sc.ids.clear();
+    sc.ids.extend(n.key[lo..hi].iter().map(|&k| k as u32));
+    let [pid, tid] = who(&n.g[lo..hi], dicts);
+    let mut cols = vec![
+        pid,
+        tid,
+        name_col("name", &n.name[lo..hi], dicts, validity),
+        i64_col("begin_ns", &n.begin[lo..hi], true, true),
+        i64_col("end_ns", &n.end[lo..hi], false, true),
+        i64_col("duration_ns", &n.duration[lo..hi], false, true),
+        i64_col("depth", &n.depth[lo..hi], false, false),
+        plain_col("complete", parquet::BOOLEAN, None, &sc.bits, 0),
+        plain_col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&sc.ids), 4),
+    ];
+    if comp {
+        cols.extend(comp_cols(["begin_comp_ns", "end_comp_ns", "duration_comp_ns"], &n.comp, lo, hi));
+    }
+    cols
+}
+
+/// The columns of a derived table other than regions over rows lo..hi.
+#[allow(clippy::too_many_arguments)]
+fn table_columns<'a>(table: usize, d: &'a Derived, lo: usize, hi: usize, dicts: &'a Dicts, validity: Option<&'a [u8]>, st: &'a Streams, comp: bool) -> Vec<Column<'a>> {
+    let names = d.names(table, lo, hi);
+    match table {
+        N_COUNTERS => {
+            let c = &d.counters;
+            let [pid, tid] = who(&c.g[lo..hi], dicts);
+            let mut cols = vec![
+                i64_col("ts", &c.ts[lo..hi], true, true),
+                pid,
+                tid,
+                name_col("name", names, dicts, validity),
+                i64_col("value", &c.value[lo..hi], false, false),
+                reason_col(&c.reason[lo..hi], &st.counter_reasons),
+            ];
+            if comp {
+                cols.push(i64_col("ts_comp_ns", &c.comp[lo..hi], true, true));
+            }
+            cols
+        }
+        N_TIMERS => {
+            let t = &d.timers;
+            let [pid, tid] = who(&t.g[lo..hi], dicts);
+            let mut cols = vec![
+                pid,
+                tid,
+                name_col("name", names, dicts, validity),
+                i64_col("start_ns", &t.start[lo..hi], true, true),
+                i64_col("stop_ns", &t.stop[lo..hi], false, true),
+                i64_col("elapsed_ns", &t.elapsed[lo..hi], false, true),
+            ];
+            if comp {
+                cols.extend(comp_cols(["start_comp_ns", "stop_comp_ns", "elapsed_comp_ns"], &t.comp, lo, hi));
+            }
+            cols
+        }
+        N_ADAPT => {
+            let a = &d.adapt;
+            let [pid, tid] = who(&a.g[lo..hi], dicts);
+            vec![
+                i64_col("ts", &a.ts[lo..hi], true, true),
+                pid,
+                tid,
+                name_col("phase", names, dicts, validity),
+                i64_col("error", &a.error[lo..hi], false, false),
+                i64_col("policy", &a.policy[lo..hi], false, false),
+            ]
+        }
+        _ => {
+            let p = &d.pauses;
+            let [pid, tid] = who(&p.g[lo..hi], dicts);
+            vec![
+                pid,
+                tid,
+                i64_col("start_ns", &p.start[lo..hi], true, true),
+                i64_col("end_ns", &p.end[lo..hi], false, true),
+                i64_col("duration_ns", &p.duration[lo..hi], false, true),
+                reason_col(&p.reason[lo..hi], &st.pause_reasons),
+            ]
+        }
+    }
+}
+
+/// Writes the rows lo..hi of a streamed table as one page; with `footer` (lo == hi) writes its
+/// footer, the columns' schema, instead.
+#[allow(clippy::too_many_arguments)]
+pub fn page(table: usize, d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, sc: &mut PageScratch, footer: bool) -> Result<(), PassErr> {
+    let nulls = name_validity(d.names(table, lo, hi), &mut sc.valid);
+    let nullable = if table == N_PAUSES {
+        false
+    } else if footer {
+        flags[table] == Some(true)
+    } else {
+        decide(flags, table, nulls)?
+    };
+    let comp = st.costs.is_some();
+    let mut sink = st.sink(table).take();
+    let valid = std::mem::take(&mut sc.valid);
+    let validity = nullable.then_some(&valid[..]);
+    let cols = if table == N_REGIONS {
+        region_columns(&d.regions, lo, hi, dicts, validity, sc, comp)
+    } else {
+        table_columns(table, d, lo, hi, dicts, validity, st, comp)
+    };
+    let done = if footer {
+        sink.take().map(|s| s.w.finish(&cols)).transpose().map(|_| ())
+    } else {
+        match sink.as_mut() {
+            Some(s) if hi > lo => s.page(&cols, hi - lo),
+            _ => Ok(()),
+        }
+    };
+    drop(cols);
+    sc.valid = valid;
+    *st.sink(table) = sink;
+    Ok(done?)
+}
+
+/// Streamed rows lo.. of a derived table written a page at a time while a whole page is there
+/// (all of them with `last`); returns the rows written.
+pub fn drain_pages(table: usize, d: &Derived, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, sc: &mut PageScratch) -> Result<usize, PassErr> {
+    let len = d.len(table);
+    let mut lo = 0;
+    while let Some(c) = st.cap(table) {
+        let n = c.min(len - lo);
+        if n == 0 || (n < c && !last) {
+            break;
+        }
+        page(table, d, lo, lo + n, dicts, st, flags, sc, false)?;
+        lo += n;
+    }
+    Ok(lo)
+}
+
+/// A streamed table's rows written a page at a time while a whole page is there (all of them
+/// with `last`), and taken away.
+pub fn write_pages(table: usize, d: &mut Derived, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, sc: &mut PageScratch) -> Result<(), PassErr> {
+    let done = drain_pages(table, d, last, dicts, st, flags, sc)?;
+    d.drain_front(table, done);
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! Regions and functions: begin/end records paired per thread into rows, as
+//! oslens.store.pairing pairs them. The rows are written as the records go by where every end
+//! closes the innermost open begin of its own key (the common case); a thread where one does
+//! not is paired again from its records read again (pair_thread, the general pairing).
+
+use std::collections::HashMap;
+
+/// One thread's begin/end event for pairing.
+#[derive(Clone, Copy)]
+pub struct PairEv {
+    pub ts: i64,
+    pub key: u64,
+    pub name: i32,
+    pub b: u64,
+    pub begin: bool,
+}
+
+/// Begin/end pairs of regions or functions.
+#[derive(Default)]
+pub struct Nested {
+    pub g: Vec<i32>,
+    pub name: Vec<i32>,
+    pub key: Vec<u64>,
+    pub b: Vec<u64>,
+    pub begin: Vec<i64>,
+    pub end: Vec<i64>,
+    pub duration: Vec<i64>,
+    pub depth: Vec<i64>,
+    pub complete: Vec<u8>,
+    pub unmatched: u64,
+    /// compensated begin, end and duration (filled as the records go by; rows paired again or
+    /// left open when the thread is done get theirs then)
+    pub comp: [Vec<i64>; 3],
+}
+
+
+impl Nested {
+    pub fn reserve(&mut self, n: usize, b: bool) {
+        self.g.reserve_exact(n);
+        self.name.reserve_exact(n);
+        self.key.reserve_exact(n);
+        self.b.reserve_exact(if b { n } else { 0 });
+        self.begin.reserve_exact(n);
+        self.end.reserve_exact(n);
+        self.duration.reserve_exact(n);
+        self.depth.reserve_exact(n);
+        self.complete.reserve_exact(n);
+    }
+
+    /// Takes away the first n rows (written), keeping the rest in order.
+    pub fn drain_front(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.g.drain(..n);
+        self.name.drain(..n);
+        self.key.drain(..n);
+        self.b.drain(..n.min(self.b.len()));
+        self.begin.drain(..n);
+        self.end.drain(..n);
+        self.duration.drain(..n);
+        self.depth.drain(..n);
+        self.complete.drain(..n);
+        for c in &mut self.comp {
+            c.drain(..n.min(c.len()));
+        }
+    }
+
+    pub fn truncate(&mut self, n: usize) {
+        self.g.truncate(n);
+        self.name.truncate(n);
+        self.key.truncate(n);
+        self.b.truncate(n);
+        self.begin.truncate(n);
+        self.end.truncate(n);
+        self.duration.truncate(n);
+        self.depth.truncate(n);
+        self.complete.truncate(n);
+        self.comp.iter_mut().for_each(|c| c.truncate(n));
+    }
+}
+
+/// Reused scratch space of the per-thread pairing.
+#[derive(Default)]
+pub struct PairScratch {
+    m: Vec<i64>,
+    used: Vec<bool>,
+    stack: Vec<usize>,
+    stacks: HashMap<u64, Vec<usize>>,
+}
+
+/// Pairs one thread's begin/end events (is_begin, key) as pairing.pair_kinds does: a stack over
+/// all keys, redone with a stack per key where that pairs different keys or an end closes
+/// nothing. Calls out(event index of the begin, event index of its end or -1, depth) for each
+/// begin in order; returns the ends that closed nothing.
+#[allow(clippy::needless_range_loop)]
+pub fn pair_thread(ev: &[(bool, u64)], s: &mut PairScratch, mut out: impl FnMut(usize, i64, i64)) -> u64 {
+    let len = ev.len();
+    s.m.clear();
+    s.m.resize(len, -1);
+    s.used.clear();
+    s.used.resize(len, false);
+    s.stack.clear();
+    let mut bad = false;
+    for j in 0..len {
+        if ev[j].0 {
+            s.stack.push(j);
+        } else if let Some(b) = s.stack.pop() {
+            s.m[b] = j as i64;
+            s.used[j] = true;
+            bad |= ev[b].1 != ev[j].1;
+        } else {
+            bad = true;
+        }
+    }
+    if bad {
+        s.m.iter_mut().for_each(|x| *x = -1);
+        s.used.iter_mut().for_each(|x| *x = false);
+        s.stacks.clear();
+        for j in 0..len {
+            let st = s.stacks.entry(ev[j].1).or_default();
+            if ev[j].0 {
+                st.push(j);
+            } else if let Some(b) = st.pop() {
+                s.m[b] = j as i64;
+                s.used[j] = true;
+            }
+        }
+    }
+    let (mut open, mut unmatched) = (0i64, 0u64);
+    for j in 0..len {
+        if ev[j].0 {
+            out(j, s.m[j], open);
+            open += 1;
+        } else if s.used[j] {
+            open -= 1;
+        } else {
+            unmatched += 1;
+        }
+    }
+    unmatched
+}
+
+
+/// One nesting table's rows of the current thread as its records go by: a row written at its
+/// begin and completed at its end (its depth: the begins open then), until an end closes
+/// nothing or another key (`bad`: the thread is paired again when its records are all seen).
+#[derive(Default)]
+pub struct Tracker {
+    /// the open begins: (row, key)
+    open: Vec<(usize, u64)>,
+    pub bad: bool,
+    /// the thread's first row
+    pub base: usize,
+    /// whether the rows keep the records' `b` word (functions: the call site)
+    keep_b: bool,
+    /// whether rows get compensated times as they are written
+    comp: bool,
+}
+
+impl Tracker {
+    pub fn new(keep_b: bool) -> Tracker {
+        Tracker { keep_b, ..Default::default() }
+    }
+
+    /// A new thread, whose rows start at `base`.
+    pub fn start(&mut self, base: usize, comp: bool) {
+        self.open.clear();
+        self.bad = false;
+        self.base = base;
+        self.comp = comp;
+    }
+
+    #[inline(always)]
+    pub fn begin(&mut self, out: &mut Nested, g: i32, (ts, comp): (i64, i64), key: u64, name: i32, b: u64) {
+        if self.bad {
+            return;
+        }
+        if self.comp {
+            out.comp[0].push(comp);
+            out.comp[1].push(comp);
+            out.comp[2].push(0);
+        }
+        let row = out.g.len();
+        out.g.push(g);
+        out.name.push(name);
+        out.key.push(key);
+        if self.keep_b {
+            out.b.push(b);
+        }
+        out.begin.push(ts);
+        out.end.push(ts);
+        out.duration.push(0);
+        out.depth.push(self.open.len() as i64);
+        out.complete.push(0);
+        self.open.push((row, key));
+    }
+
+    #[inline(always)]
+    pub fn end(&mut self, out: &mut Nested, (ts, comp): (i64, i64), key: u64) {
+        if self.bad {
+            return;
+        }
+        match self.open.pop() {
+            Some((row, k)) if k == key => {
+                out.end[row] = ts;
+                out.duration[row] = ts.wrapping_sub(out.begin[row]);
+                out.complete[row] = 1;
+                if self.comp {
+                    out.comp[1][row] = comp;
+                    out.comp[2][row] = comp.wrapping_sub(out.comp[0][row]);
+                }
+            }
+            _ => self.bad = true,
+        }
+    }
+
+    /// The thread's rows paired again from its events (the rows the tracker wrote taken back).
+    pub fn pair_again(&self, out: &mut Nested, g: i32, evs: &[PairEv], keys: &mut Vec<(bool, u64)>, scratch: &mut PairScratch) {
+        out.truncate(self.base);
+        if evs.is_empty() {
+            return;
+        }
+        keys.clear();
+        keys.extend(evs.iter().map(|e| (e.begin, e.key)));
+        let keep_b = self.keep_b;
+        out.unmatched += pair_thread(keys, scratch, |b, e, depth| {
+            let (eb, complete) = (&evs[b], e >= 0);
+            let end = if complete { evs[e as usize].ts } else { eb.ts };
+            out.g.push(g);
+            out.name.push(eb.name);
+            out.key.push(eb.key);
+            if keep_b {
+                out.b.push(eb.b);
+            }
+            out.begin.push(eb.ts);
+            out.end.push(end);
+            out.duration.push(end.wrapping_sub(eb.ts));
+            out.depth.push(depth);
+            out.complete.push(complete as u8);
+        });
+    }
+
+    /// The thread's rows left open ended when the thread ended (app_tables._chunk_extent).
+    pub fn close_open(&self, out: &mut Nested, end: i64) {
+        for r in self.base..out.g.len() {
+            if out.complete[r] == 0 {
+                out.end[r] = end.max(out.begin[r]);
+                out.duration[r] = out.end[r].wrapping_sub(out.begin[r]);
+            }
+        }
+    }
+}

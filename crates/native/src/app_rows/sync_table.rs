@@ -1,0 +1,341 @@
+//! The sync table written: its dictionaries (kinds, objects), its pages as threads end where
+//! its object dictionary is known before the first page, else when the pass is done.
+
+use super::columns::{bytes_of, dict_col, i64_col, plain_col, plain_strings, who, Dicts};
+use super::derived::{Derived, Streams};
+use super::flags::{decide, Flags, PassErr, N_SYNC_ACQUIRE, N_SYNC_HELD, N_SYNC_RELEASE, N_SYNC_UNNAMED};
+use super::source::Chunk;
+use super::sync::{SyncPart, ACQUIRED};
+use crate::parquet::{self, Column};
+use oslens_format::kinds;
+use std::collections::HashMap;
+
+/// The sync table's labels of its parts, in their order (app_tables.SYNC_LABELS).
+const SYNC_LABELS: [&str; 4] = ["mutex", "mutex", "barrier", "cond"];
+
+/// The sync table's dictionaries, as app_tables._sync_table makes them over all its rows: the
+/// kinds present (known from the records' kinds: a part has rows where its begin records are,
+/// the requests never acquired are mutex rows too), and the names then the addresses of the
+/// objects not named, sorted.
+struct SyncDicts {
+    kinds: Vec<u8>,
+    n_kinds: usize,
+    part_kind: [u32; 4],
+    objects: Vec<u8>,
+    n_names: usize,
+    unnamed: Vec<u64>,
+}
+
+
+impl SyncDicts {
+    fn new(counts: &[u64], names: (usize, &[u8]), unnamed: Vec<u64>, object_names: &HashMap<u64, String>) -> SyncDicts {
+        let n = |k: u8| counts[k as usize];
+        let has = [n(kinds::LOCK_ACQUIRE) + n(kinds::LOCK_REQUEST), 0, n(kinds::BARRIER_ENTER), n(kinds::COND_WAIT_ENTER)];
+        let (mut labels, mut part_kind) = (Vec::new(), [0u32; 4]);
+        for (i, label) in SYNC_LABELS.into_iter().enumerate() {
+            if has[i] > 0 && !labels.contains(&label) {
+                labels.push(label);
+            }
+            part_kind[i] = labels.iter().position(|&l| l == label).unwrap_or(0) as u32;
+        }
+        let mut objects = names.1.to_vec();
+        plain_strings(&mut objects, unnamed.iter().map(|a| object_names.get(a).cloned().unwrap_or_else(|| format!("0x{a:x}"))));
+        let mut kinds = Vec::new();
+        plain_strings(&mut kinds, &labels);
+        SyncDicts { kinds, n_kinds: labels.len(), part_kind, objects, n_names: names.0, unnamed }
+    }
+}
+
+/// The addresses of the objects not named in the sync rows, sorted.
+fn unnamed_objects(parts: &[SyncPart; 4]) -> Vec<u64> {
+    // few, each in long runs of rows
+    let (mut seen, mut last) = (std::collections::HashSet::new(), None);
+    for p in parts {
+        for (&n, &a) in p.name.iter().zip(&p.addr) {
+            if n < 0 && last != Some(a) {
+                seen.insert(a);
+                last = Some(a);
+            }
+        }
+    }
+    let mut unnamed: Vec<u64> = seen.into_iter().collect();
+    unnamed.sort_unstable();
+    unnamed
+}
+
+/// The addresses of the objects not named that the sync rows will hold, sorted, from every
+/// chunk's scan (None where one has none): the addresses of the scanned (name key, address)
+/// pairs whose key has no name, as the pass names the records.
+fn scanned_unnamed(chunks: &[Chunk]) -> Option<Vec<u64>> {
+    let mut unnamed = Vec::new();
+    for c in chunks {
+        for ka in c.sync_keys?.chunks_exact(2) {
+            if !c.has_names || c.names.get(ka[0]) < 0 {
+                unnamed.push(ka[1]);
+            }
+        }
+    }
+    unnamed.sort_unstable();
+    unnamed.dedup();
+    Some(unnamed)
+}
+
+/// Where each part's rows start when the parts are laid end to end.
+fn part_starts(parts: &[SyncPart; 4]) -> [usize; 5] {
+    let mut starts = [0; 5];
+    for (i, p) in parts.iter().enumerate() {
+        starts[i + 1] = starts[i] + p.g.len();
+    }
+    starts
+}
+
+/// or copied into `tmp` where they straddle parts.
+fn sync_rows<'a>(parts: &'a [SyncPart; 4], starts: &[usize; 5], lo: usize, hi: usize, tmp: &'a mut SyncPart) -> (&'a SyncPart, usize) {
+    if let Some(i) = (0..4).find(|&i| starts[i] <= lo && hi <= starts[i + 1]) {
+        return (&parts[i], starts[i]);
+    }
+    tmp.truncate(0);
+    for (i, p) in parts.iter().enumerate() {
+        let (a, b) = (lo.clamp(starts[i], starts[i + 1]), hi.clamp(starts[i], starts[i + 1]));
+        tmp.extend_from(p, a - starts[i], b - starts[i]);
+    }
+    (tmp, lo)
+}
+
+/// What writing sync pages reuses: a page's kind and object indices and validity bitmaps
+/// (acquire, release), rows copied where a page straddles parts; and the rows written.
+#[derive(Default)]
+struct SyncPage {
+    written: usize,
+    /// per object not named (SyncDicts::unnamed): whether a row written holds it
+    used: Vec<bool>,
+    kind: Vec<u32>,
+    object: Vec<u32>,
+    valid: [Vec<u8>; 2],
+    /// wait_censored's bits
+    censored: Vec<u8>,
+    tmp: SyncPart,
+}
+
+impl SyncPage {
+    /// For rows lo..hi of the parts laid end to end (`starts`), rows a.. of `p`: the kind
+    /// indices, and the object indices where some object is not named (the names' are the
+    /// rows' own); false where a row's object not named is not in the dictionary.
+    fn fill(&mut self, sd: &SyncDicts, starts: &[usize; 5], p: &SyncPart, a: usize, lo: usize, hi: usize) -> bool {
+        let b = a + hi - lo;
+        self.kind.clear();
+        for i in 0..4 {
+            let n = hi.clamp(starts[i], starts[i + 1]) - lo.clamp(starts[i], starts[i + 1]);
+            self.kind.extend(std::iter::repeat_n(sd.part_kind[i], n));
+        }
+        self.object.clear();
+        self.used.resize(sd.unnamed.len(), false);
+        let mut found = true;
+        if !sd.unnamed.is_empty() {
+            // the objects in long runs: the last one's index kept
+            let mut last: Option<(u64, usize)> = None;
+            for (&n, &addr) in p.name[a..b].iter().zip(&p.addr[a..b]) {
+                if n >= 0 {
+                    self.object.push(n as u32);
+                    continue;
+                }
+                let i = match last {
+                    Some((l, i)) if l == addr => i,
+                    _ => match sd.unnamed.binary_search(&addr) {
+                        Ok(i) => {
+                            self.used[i] = true;
+                            last = Some((addr, i));
+                            i
+                        }
+                        Err(_) => {
+                            found = false;
+                            0
+                        }
+                    },
+                };
+                self.object.push((sd.n_names + i) as u32);
+            }
+        } else {
+            found = p.name[a..b].iter().all(|&n| n >= 0);
+        }
+        found
+    }
+
+    /// wait_censored of rows a..b of `p`: the wait has no end recorded and is the thread's last
+    /// record (`last[g]`, its records' latest time): the thread was killed waiting, or its
+    /// recorder dropped the rest (buffer full), so the wait lasted at least until the trace
+    /// stops knowing the thread (docs/trace-schema.md, sync).
+    fn censored(&mut self, p: &SyncPart, a: usize, b: usize, last: &[i64]) {
+        self.censored.clear();
+        self.censored.resize((b - a).div_ceil(8), 0);
+        for i in a..b {
+            let open = p.acquire_ok[i] == 0 && p.request[i] >= last[p.g[i] as usize];
+            self.censored[(i - a) >> 3] |= (open as u8) << ((i - a) & 7);
+        }
+    }
+
+    /// The validity bitmaps of rows a..b of `p` (acquire, release) where `nullable`.
+    fn validity(&mut self, p: &SyncPart, a: usize, b: usize, nullable: [bool; 2]) {
+        for ((bits, ok), n) in self.valid.iter_mut().zip([&p.acquire_ok, &p.release_ok]).zip(nullable) {
+            bits.clear();
+            if n {
+                bits.resize((b - a).div_ceil(8), 0);
+                for (i, &v) in ok[a..b].iter().enumerate() {
+                    bits[i >> 3] |= (v & 1) << (i & 7);
+                }
+            }
+        }
+    }
+}
+
+/// The rows of ok[a..b] that are not (nulls).
+fn zeros(ok: &[u8], a: usize, b: usize) -> usize {
+    ok[a..b].iter().filter(|&&v| v == 0).count()
+}
+
+/// The sync table's columns over rows a..b of `p` (`pg` filled for them; `nullable`: acquire,
+/// release), with compensation's after its own (oslens.store.compensation).
+#[allow(clippy::too_many_arguments)]
+fn sync_columns<'a>(p: &'a SyncPart, a: usize, b: usize, sd: &'a SyncDicts, dicts: &'a Dicts, pg: &'a SyncPage, nullable: [bool; 2], comp: bool) -> Vec<Column<'a>> {
+    let validity = |i: usize| nullable[i].then_some(&pg.valid[i][..]);
+    let [pid, tid] = who(&p.g[a..b], dicts);
+    let objects = if sd.unnamed.is_empty() { bytes_of(&p.name[a..b]) } else { bytes_of(&pg.object) };
+    let mut cols = vec![
+        dict_col("kind", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&pg.kind), 4, (sd.n_kinds, &sd.kinds), false),
+        dict_col("object", parquet::BYTE_ARRAY, Some(parquet::UTF8), objects, 4, (sd.n_names + sd.unnamed.len(), &sd.objects), false),
+        pid,
+        tid,
+        i64_col("request_ns", &p.request[a..b], true, true),
+        Column { validity: validity(0), ..i64_col("acquire_ns", &p.acquire[a..b], false, true) },
+        Column { validity: validity(1), ..i64_col("release_ns", &p.release[a..b], false, true) },
+        plain_col("address", parquet::INT64, Some(parquet::UINT_64), bytes_of(&p.addr[a..b]), 8),
+        plain_col("wait_censored", parquet::BOOLEAN, None, &pg.censored, 0),
+    ];
+    if comp {
+        for (j, name) in ["request_comp_ns", "acquire_comp_ns", "release_comp_ns"].into_iter().enumerate() {
+            let validity = if j == 0 { None } else { validity(j - 1) };
+            cols.push(Column { validity, ..i64_col(name, &p.comp[j][a..b], true, true) });
+        }
+    }
+    cols
+}
+
+/// The first `upto` rows of the sync parts laid end to end written a page at a time while a
+/// whole page is there (all of them with `last`); returns the rows written. The object column's
+/// dictionary is decided by the first page (names only, or names and the objects not named):
+/// a later page that needs another makes the pass run again with the objects held to its end.
+#[allow(clippy::too_many_arguments)]
+fn sync_pages(d: &Derived, sd: &SyncDicts, upto: usize, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, pg: &mut SyncPage) -> Result<usize, PassErr> {
+    let starts = part_starts(&d.sync);
+    let comp = st.costs.is_some();
+    let mut lo = 0;
+    while let Some(sink) = st.sync.as_mut() {
+        let n = sink.cap().min(upto - lo);
+        if n == 0 || (n < sink.cap() && !last) {
+            break;
+        }
+        decide(flags, N_SYNC_UNNAMED, sd.unnamed.len())?;
+        let mut tmp = std::mem::take(&mut pg.tmp);
+        let (p, first) = sync_rows(&d.sync, &starts, lo, lo + n, &mut tmp);
+        let a = lo - first;
+        if !pg.fill(sd, &starts, p, a, lo, lo + n) {
+            // the dictionary from the scans lacks an object: written again, held to the end
+            return Err(PassErr::Retry(N_SYNC_HELD));
+        }
+        let nullable = [decide(flags, N_SYNC_ACQUIRE, zeros(&p.acquire_ok, a, a + n))?, decide(flags, N_SYNC_RELEASE, zeros(&p.release_ok, a, a + n))?];
+        pg.validity(p, a, a + n, nullable);
+        pg.censored(p, a, a + n, &d.extent_max);
+        sink.page(&sync_columns(p, a, a + n, sd, dicts, pg, nullable, comp), n)?;
+        pg.tmp = tmp;
+        pg.written += n;
+        lo += n;
+    }
+    Ok(lo)
+}
+
+/// The sync table's writer: its dictionaries while its pages are written as threads end (every
+/// object named, or the objects not named known from the scans), and its page scratch.
+#[derive(Default)]
+pub struct SyncWriter {
+    page: SyncPage,
+    dicts: Option<SyncDicts>,
+    /// `dicts` came from the scans: pages are written as threads end whatever the names
+    known: bool,
+}
+
+impl SyncWriter {
+    /// The writer of a pass whose chunks are `chunks` (their scans' sync keys, where known, give
+    /// the object dictionary before the first page, unless an earlier pass found them wrong).
+    pub fn new(chunks: &[Chunk], d: &Derived, dicts: &Dicts, st: &Streams, flags: &mut Flags) -> SyncWriter {
+        let mut w = SyncWriter::default();
+        if st.sync.is_none() {
+            return w;
+        }
+        // nulls the records' kinds promise: condition waits are never released, and requests
+        // beyond the acquisitions are never acquired (no retry when a later page holds them)
+        let n = |k: u8| d.counts[k as usize];
+        let unacquired = n(kinds::LOCK_REQUEST) > n(kinds::LOCK_ACQUIRE);
+        if unacquired {
+            flags[N_SYNC_ACQUIRE].get_or_insert(true);
+        }
+        if unacquired || n(kinds::COND_WAIT_ENTER) > 0 {
+            flags[N_SYNC_RELEASE].get_or_insert(true);
+        }
+        if flags[N_SYNC_HELD] != Some(true) {
+            if let Some(unnamed) = scanned_unnamed(chunks) {
+                w.dicts = Some(SyncDicts::new(&d.counts, dicts.instrument, unnamed, &st.object_names));
+                w.known = true;
+            }
+        }
+        w
+    }
+
+    /// A thread is done: the mutex acquisitions' whole pages written where the object
+    /// dictionary is known before the first page: from the scans (the names, then the objects
+    /// not named), or while every object so far has its name (`unnamed`: one has none).
+    pub fn thread_done(&mut self, d: &mut Derived, unnamed: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags) -> Result<(), PassErr> {
+        if st.sync.is_none() {
+            return Ok(());
+        }
+        d.sync_peak = d.sync_peak.max(part_starts(&d.sync)[4]);
+        if !self.known && (unnamed || flags[N_SYNC_UNNAMED] == Some(true)) {
+            return Ok(());
+        }
+        let sd = self.dicts.get_or_insert_with(|| SyncDicts::new(&d.counts, dicts.instrument, Vec::new(), &st.object_names));
+        let done = sync_pages(d, sd, d.sync[ACQUIRED].g.len(), false, dicts, st, flags, &mut self.page)?;
+        d.sync[ACQUIRED].drain_front(done);
+        Ok(())
+    }
+
+    /// The sync rows still held (the mutex acquisitions not yet written, then the requests never
+    /// acquired, the barrier and the condition waits), and the file's footer, where sync is
+    /// streamed: when the pass is done, every object is known (the scans' dictionary, where it
+    /// was used, must then be that of the rows: no object in it that no row holds).
+    pub fn finish(mut self, d: &mut Derived, dicts: &Dicts, st: &mut Streams, flags: &mut Flags) -> Result<(), PassErr> {
+        if st.sync.is_none() {
+            return Ok(());
+        }
+        let total = part_starts(&d.sync)[4];
+        d.sync_peak = d.sync_peak.max(total);
+        let sd = match self.dicts.take() {
+            Some(sd) if self.known => sd,
+            _ => SyncDicts::new(&d.counts, dicts.instrument, unnamed_objects(&d.sync), &st.object_names),
+        };
+        let pg = &mut self.page;
+        sync_pages(d, &sd, total, true, dicts, st, flags, pg)?;
+        if self.known && pg.used.iter().any(|&u| !u) {
+            return Err(PassErr::Retry(N_SYNC_HELD));
+        }
+        let nullable = [flags[N_SYNC_ACQUIRE] == Some(true), flags[N_SYNC_RELEASE] == Some(true)];
+        let tmp = std::mem::take(&mut pg.tmp);
+        let _ = pg.fill(&sd, &[0; 5], &tmp, 0, 0, 0);
+        pg.validity(&tmp, 0, 0, nullable);
+        pg.censored(&tmp, 0, 0, &d.extent_max);
+        if let Some(sink) = st.sync.take() {
+            sink.w.finish(&sync_columns(&tmp, 0, 0, &sd, dicts, pg, nullable, st.costs.is_some()))?;
+        }
+        d.sync = Default::default();
+        d.sync_rows = pg.written;
+        Ok(())
+    }
+}
