@@ -5,7 +5,7 @@ Builds the tables of the bench's synthetic trace once (python bench/import/run.p
 it), then writes every table with each codec as the importer writes them (same encodings,
 statistics and row groups) and prints JSON: CPU seconds and bytes per codec, for app_events
 and for all tables together. The writers: the hand-written native one (crates/native/src/
-parquet.rs), pyarrow's, and, where oslens._native was built with the `parquet-crate` feature,
+parquet/), pyarrow's, and, where oslens._native was built with the `parquet-crate` feature,
 Apache Arrow's Rust `parquet` crate (crate-lz4: bench/import/crate_writer.rs; build it with
 `cargo build --release -p oslens-native --features parquet-crate` and install the library as
 `make native` does). --repeat N writes each N times and keeps the median CPU time.

@@ -1,6 +1,6 @@
 //! write_parquet_crate: the store's tables written through Apache Arrow's `parquet` crate (the
 //! `parquet-crate` feature, off by default), with the encodings, statistics, page and row-group
-//! sizes of the hand-written writer (parquet.rs), to measure one against the other
+//! sizes of the hand-written writer (parquet/), to measure one against the other
 //! (bench/import/compression.py). Columns come from pyarrow through the Arrow C data interface,
 //! without copies.
 

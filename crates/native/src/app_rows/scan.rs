@@ -16,7 +16,7 @@ pub fn count_kinds(records: &[u8], counts: &mut [u64]) -> u16 {
     cpu
 }
 
-/// What one pass over a chunk's records finds (lib.rs scan_records).
+/// What one pass over a chunk's records finds (py_app_pass.rs scan_records).
 pub struct Scan {
     pub counts: Vec<u64>,
     pub pairs: Vec<(u64, u64)>,

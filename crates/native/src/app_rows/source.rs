@@ -1,7 +1,7 @@
 //! Where the pass's records come from: each chunk's records held in memory for the whole pass
 //! or read again when the pass reaches it (docs/trace-schema.md, "Import memory").
 
-use crate::NameMap;
+use crate::names::NameMap;
 use std::collections::HashMap;
 
 /// One chunk's records, in the order the threads' records are laid end to end.

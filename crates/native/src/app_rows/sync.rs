@@ -3,7 +3,7 @@
 //! acquisition of the same object, pairing.lock_requests), as the records go by; a pairing
 //! where a release closes nothing or another object is done again when the thread is done.
 
-use super::nesting::{pair_thread, PairScratch};
+use crate::pairing::{pair_thread, PairScratch};
 use oslens_format::kinds;
 
 /// The sync table's parts, in the order they are written: mutex acquisitions, mutex requests
