@@ -9,7 +9,7 @@ import numpy as np
 
 from oslens.errors import OslensError
 
-# At least 100 intervals: a phase must last MIN_STRETCH (3) intervals to count, and boundaries are
+# At least 100 intervals: a phase must last segment.MIN_STRETCH (4) intervals to count, and boundaries are
 # scored within one interval; with 50 (the floor) the 300 ms phases of bench/phases/truth.py
 # vanished and the run-to-run ARI fell to 0.77, with 100 it was 0.93 (docs/phases.md).
 MIN_INTERVALS = 100
