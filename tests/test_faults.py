@@ -325,6 +325,35 @@ def test_allocation_failures_in_the_preload_stop_the_recording_not_the_program(c
         assert counted[0] == 2 * 20_000 - lost and 1 <= counted[1] <= counted[0], (counted, lost)
 
 
+@pytest.mark.parametrize("preload", [True, False])
+def test_thread_started_after_the_memory_ran_out_records_or_counts(compile_c, preload):
+    """The program exhausts its address space (prlimit --as), then starts a thread (on a stack
+    glibc kept cached), whose every lock and event comes with no memory left. Before, the
+    preload's per-thread state registered a thread-local destructor at its first lock, which
+    glibc aborts on when it cannot allocate ('failed to register TLS destructor', SIGABRT). Now
+    per-thread teardown is a pthread key set at load: exit 0, output intact; the main thread,
+    which had its buffer before, keeps every event and every lock acquisition (counted in a
+    table, or one counter record each); the new thread gets no buffer, and each of its records
+    (an event and a lock count per iteration under the preload) is counted lost with the reason."""
+    n = 20_000
+    nomem = compile_c("fault_nomem.c")
+    command = ["prlimit", f"--as={1 << 30}", nomem, str(n), "1", "1"]
+    want = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "address space exhausted: yes" in want
+    with tempfile.TemporaryDirectory(prefix="oslens-nomem-") as where:
+        trace = Path(where) / "t"
+        flags = [] if preload else ["--no-preload"]
+        proc = run_oslens("record", "--no-kernel", *flags, "-o", trace, "--", *command, check=False)
+        assert proc.returncode == 0 and proc.stdout == want, proc.stderr[-2000:]
+        events = rows(trace, "SELECT count(DISTINCT tid), count(*) FROM app_events WHERE kind = 'event' AND id = 1")[0]
+        counted = rows(trace, "SELECT coalesce(sum(value), 0) FROM counters WHERE reason = 'lock'")[0][0]
+        lost = rows(trace, "SELECT count, reason FROM lost")
+        assert events == (1, n), events
+        assert counted == (n if preload else 0)
+        assert [c for c, _ in lost] == [2 * n if preload else n], lost
+        assert lost[0][1].startswith("out of memory at ") and "recording stopped" in lost[0][1], lost
+
+
 FS_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32): ext4 and xfs "going down"
 SHUTDOWN_NOLOGFLUSH = 2
 

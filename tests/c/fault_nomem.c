@@ -4,11 +4,16 @@
  * mapped or allocated, then the program gives its hoard back and prints the threads' sums, which
  * must be intact whatever the recorder could or could not do. With EARLY 1 the main thread
  * records one event (osl_event 2) before, so it has its buffer when the memory runs out.
- * Usage: fault_nomem EVENTS [EARLY] */
+ * With LATE 1 the second thread is created only after the memory ran out (on the stack of a
+ * thread that ran and was joined before, which glibc keeps cached): its first instruction runs
+ * with no memory left, so nothing it does at its start (the preload's, the recorder's) may need
+ * any. All threads share one malloc arena, so the exhausted one is the one every thread sees.
+ * Usage: fault_nomem EVENTS [EARLY [LATE]] */
 #include <oslens.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -36,7 +41,15 @@ static uint64_t work(uint64_t sum) {
 
 static pthread_barrier_t started;
 
+static int late;
+
+static void *idle(void *arg) {
+    return arg;
+}
+
 static void *worker(void *arg) {
+    if (late)
+        return (void *)(uintptr_t)work((uint64_t)(uintptr_t)arg);
     pthread_barrier_wait(&started); /* running (under the preload, its start recorded) before the memory runs out */
     pthread_barrier_wait(&go);
     return (void *)(uintptr_t)work((uint64_t)(uintptr_t)arg);
@@ -83,6 +96,7 @@ static void give_back(void) {
 int main(int argc, char **argv) {
     events = argc > 1 ? atol(argv[1]) : 100000;
     int early = argc > 2 && atoi(argv[2]);
+    late = argc > 3 && atoi(argv[3]);
     struct rlimit as;
     if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) {
         fprintf(stderr, "fault_nomem: run it under an address-space limit (prlimit --as=...)\n");
@@ -91,16 +105,32 @@ int main(int argc, char **argv) {
     pthread_t t;
     pthread_barrier_init(&go, NULL, 2);
     pthread_barrier_init(&started, NULL, 2);
-    if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)2) != 0)
-        return 3;
-    pthread_barrier_wait(&started);
+    if (late) {
+        /* one arena for every thread, and a stack left in glibc's cache for the late thread */
+        mallopt(M_ARENA_MAX, 1);
+        if (pthread_create(&t, NULL, idle, NULL) != 0 || pthread_join(t, NULL) != 0)
+            return 3;
+    } else {
+        if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)2) != 0)
+            return 3;
+        pthread_barrier_wait(&started);
+    }
     if (early)
         osl_event(2, NULL, 0);
     exhaust();
     void *probe = malloc(16);
     int exhausted = probe == NULL;
     free(probe);
-    pthread_barrier_wait(&go);
+    if (late) {
+        int r = pthread_create(&t, NULL, worker, (void *)(uintptr_t)2);
+        if (r != 0) {
+            give_back();
+            fprintf(stderr, "fault_nomem: no thread could start once the memory ran out (%d)\n", r);
+            return 4;
+        }
+    } else {
+        pthread_barrier_wait(&go);
+    }
     uint64_t mine = work(1);
     void *theirs;
     pthread_join(t, &theirs);

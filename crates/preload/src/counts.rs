@@ -49,7 +49,10 @@ pub struct Table {
 /// Every table the process made (leaked; reused by later threads).
 static TABLES: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The calling thread's table and its private state.
+/// The calling thread's table and its private state. It has no destructor: a Rust
+/// thread-local with one is registered with glibc (`__cxa_thread_atexit_impl`) on its first use,
+/// which allocates and aborts the process when it cannot, and a thread may start after the memory
+/// ran out. The thread's teardown is a pthread key's destructor instead (`arm_thread_exit`).
 struct Mine {
     table: Cell<*const Table>,
     since_flush: Cell<u32>,
@@ -58,30 +61,48 @@ struct Mine {
     n_held: Cell<usize>,
 }
 
-impl Drop for Mine {
-    /// Thread exit: glibc runs thread_local destructors before pthread key destructors, so the
-    /// recorder's chunk is still open here.
-    fn drop(&mut self) {
-        let t = self.table.get();
-        if !t.is_null() {
-            // SAFETY: tables are leaked, never freed.
-            let t = unsafe { &*t };
-            flush_table(t, false);
-            t.owner.store(0, Release);
-            self.table.set(std::ptr::null());
-        }
-    }
-}
-
 thread_local! {
     static MINE: Mine = const { Mine { table: Cell::new(std::ptr::null()), since_flush: Cell::new(0), dirty: Cell::new(false), held: Cell::new([0; HELD]), n_held: Cell::new(0) } };
 }
 
-/// Makes the calling thread's state, whose first use registers a TLS destructor: glibc
-/// allocates for that and aborts the process when it cannot, so it is done while a thread
-/// starts (and at load for the main thread), not at its first lock, when memory may be gone.
-pub fn prepare_thread() {
-    let _ = MINE.try_with(|_| ());
+/// The key whose destructor flushes and frees an exiting thread's table (valid once HAVE_KEY).
+static mut EXIT_KEY: libc::pthread_key_t = 0;
+static HAVE_KEY: AtomicBool = AtomicBool::new(false);
+
+/// Creates the thread-exit key, once, at library load. glibc keeps the values of a process's
+/// first 32 keys inside the thread itself, so setting one at a thread's first lock allocates
+/// nothing; without a key (the process used them all up) exiting threads' counts are still
+/// flushed at process exit (`flush_all`), and their tables are not reused.
+pub fn create_exit_key() {
+    // SAFETY: called once, from the library's constructor, before any thread of ours runs.
+    unsafe {
+        if libc::pthread_key_create(std::ptr::addr_of_mut!(EXIT_KEY), Some(on_thread_exit)) == 0 {
+            HAVE_KEY.store(true, Release);
+        }
+    }
+}
+
+/// Makes the calling thread's table be flushed and freed at its exit.
+fn arm_thread_exit(t: &'static Table) {
+    if HAVE_KEY.load(Acquire) {
+        // SAFETY: the key was created at load; the value is a leaked table.
+        unsafe { libc::pthread_setspecific(EXIT_KEY, t as *const Table as *const libc::c_void) };
+    }
+}
+
+/// Thread exit. The recorder closes a thread's chunk only in a later round of key destructors
+/// than the first (thread.rs, on_thread_exit), so this flush finds it open whichever key is older.
+extern "C" fn on_thread_exit(table: *mut libc::c_void) {
+    // SAFETY: the value set by arm_thread_exit: a leaked table, never freed.
+    let t = unsafe { &*(table as *const Table) };
+    flush_table(t, false);
+    let _ = MINE.try_with(|m| {
+        if std::ptr::eq(m.table.get(), t) {
+            m.table.set(std::ptr::null());
+            m.dirty.set(false);
+        }
+    });
+    t.owner.store(0, Release);
 }
 
 fn tid() -> u32 {
@@ -194,7 +215,10 @@ pub fn count(addr: u64) {
         let mut t = m.table.get();
         if t.is_null() {
             match take_table() {
-                Some(new) => t = new,
+                Some(new) => {
+                    arm_thread_exit(new);
+                    t = new;
+                }
                 None => return false,
             }
             m.table.set(t);

@@ -37,10 +37,9 @@ use oslens_format::kinds;
 use oslens_format::object::object_base;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
 
 mod counts;
-use std::sync::OnceLock;
 
 type RecordFn = unsafe extern "C" fn(u8, u32, u64, u64);
 type DefineFn = unsafe extern "C" fn(u64, *const c_char) -> u32;
@@ -65,8 +64,16 @@ thread_local! {
     static IN_RECORDER: Cell<bool> = const { Cell::new(false) };
 }
 
+/// An environment variable, read in place (nothing allocated: this runs at load and in threads
+/// that may find no memory left).
+fn getenv(name: &CStr) -> Option<&'static CStr> {
+    // SAFETY: getenv returns null or a NUL-terminated string of the environment.
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+}
+
 fn resolve_recorder() -> usize {
-    if std::env::var_os("OSLENS_TRACE").is_none_or(|v| v.is_empty()) {
+    if getenv(c"OSLENS_TRACE").is_none_or(|v| v.is_empty()) {
         RECORD.store(1, Relaxed);
         return 1;
     }
@@ -75,7 +82,7 @@ fn resolve_recorder() -> usize {
     // SAFETY: a plain dlsym lookup.
     let pair = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"osl_record_pair".as_ptr()) };
     PAIR.store(pair as usize, Relaxed);
-    SYNC_ALL.store(std::env::var_os("OSLENS_SYNC").is_some_and(|v| v == "all"), Relaxed);
+    SYNC_ALL.store(getenv(c"OSLENS_SYNC").is_some_and(|v| v.to_bytes() == b"all"), Relaxed);
     DEFINE.store(if def.is_null() { 1 } else { def as usize }, Relaxed);
     let r = if rec.is_null() { 1 } else { rec as usize };
     if !rec.is_null() {
@@ -443,7 +450,6 @@ struct Start {
 extern "C" fn thread_start(p: P) -> P {
     // SAFETY: boxed by pthread_create below, handed to exactly one thread.
     let start = unsafe { Box::from_raw(p as *mut Start) };
-    counts::prepare_thread();
     // SAFETY: no preconditions.
     rec(kinds::THREAD_START, 0, start.creator_tid, unsafe { libc::pthread_self() } as u64);
     (start.f)(start.arg)
@@ -511,30 +517,47 @@ pub unsafe extern "C" fn vfork() -> libc::pid_t {
 
 type Argv = *const *const c_char;
 
-/// OSLENS_* and LD_PRELOAD of the process's start, put back into environments that lack them.
-static KEEP: OnceLock<Vec<CString>> = OnceLock::new();
+/// OSLENS_* and LD_PRELOAD of the process's start ("NAME=value" entries of its environment),
+/// put back into environments that lack them. Kept as pointers, so load allocates nothing: the
+/// strings of the environment a process starts with are never freed (and glibc's setenv never
+/// frees the ones it made).
+const KEEP_MAX: usize = 32;
+static KEEP: [AtomicUsize; KEEP_MAX] = [const { AtomicUsize::new(0) }; KEEP_MAX];
+static KEPT: AtomicUsize = AtomicUsize::new(0);
 
-fn keep() -> &'static [CString] {
-    KEEP.get_or_init(|| {
-        std::env::vars_os()
-            .filter_map(|(k, v)| {
-                let k = k.to_str()?;
-                (k.starts_with("OSLENS_") || k == "LD_PRELOAD").then(|| {
-                    let mut s = k.as_bytes().to_vec();
-                    s.push(b'=');
-                    s.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(v.as_os_str()));
-                    CString::new(s).ok()
-                })?
-            })
-            .collect()
-    })
+/// Notes the entries to keep, once (at load, before the program can change its environment).
+fn note_keep() {
+    if KEPT.load(Relaxed) != 0 {
+        return;
+    }
+    let mut n = 0;
+    // SAFETY: environ is a NULL-terminated array of NUL-terminated strings.
+    unsafe {
+        let mut e = environ;
+        while !e.is_null() && !(*e).is_null() && n < KEEP_MAX {
+            let entry = CStr::from_ptr(*e).to_bytes();
+            if entry.starts_with(b"OSLENS_") || entry.starts_with(b"LD_PRELOAD=") {
+                KEEP[n].store(*e as usize, Relaxed);
+                n += 1;
+            }
+            e = e.add(1);
+        }
+    }
+    KEPT.store(n + 1, Release);
+}
+
+/// The entries noted at load.
+fn keep() -> impl Iterator<Item = &'static CStr> {
+    let n = KEPT.load(Acquire).saturating_sub(1);
+    // SAFETY: pointers to environment strings noted by note_keep, never freed.
+    KEEP[..n].iter().map(|p| unsafe { CStr::from_ptr(p.load(Relaxed) as *const c_char) })
 }
 
 /// `envp` with our variables added where missing (LD_PRELOAD: ours put in front of theirs).
 /// The array is leaked: exec replaces the process, and a failed exec is rare.
 unsafe fn fix_env(envp: Argv) -> Argv {
-    let keep = keep();
-    if envp.is_null() || keep.is_empty() || RECORD.load(Relaxed) == 1 {
+    let kept = KEPT.load(Acquire).saturating_sub(1);
+    if envp.is_null() || kept == 0 || RECORD.load(Relaxed) == 1 {
         return envp;
     }
     let mut n = 0;
@@ -544,15 +567,15 @@ unsafe fn fix_env(envp: Argv) -> Argv {
     // with memory exhausted the environment goes unchanged (the new image may run unrecorded)
     // rather than the allocation aborting the program
     let mut entries: Vec<*const c_char> = Vec::new();
-    if entries.try_reserve_exact(n + keep.len() + 1).is_err() {
+    if entries.try_reserve_exact(n + kept + 1).is_err() {
         return envp;
     }
     for i in 0..n {
         entries.push(*envp.add(i));
     }
     let mut changed = false;
-    for want in keep {
-        let want_b = want.as_bytes();
+    for want in keep() {
+        let want_b = want.to_bytes();
         let eq = want_b.iter().position(|&c| c == b'=').unwrap_or(0);
         let key = &want_b[..=eq];
         let found = entries.iter().position(|&e| CStr::from_ptr(e).to_bytes().starts_with(key));
@@ -695,9 +718,9 @@ extern "C" fn flush_counts_at_exit() {
 static CONSTRUCTOR: extern "C" fn() = {
     extern "C" fn constructor() {
         // Capture the environment to restore before the program can change it.
-        keep();
+        note_keep();
         if RECORD.load(Relaxed) == 0 && resolve_recorder() != 1 {
-            counts::prepare_thread();
+            counts::create_exit_key();
             // a return from main exits through glibc's own exit call, not the wrapper
             // SAFETY: registering a plain function.
             unsafe { libc::atexit(flush_counts_at_exit) };

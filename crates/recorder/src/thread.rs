@@ -43,6 +43,8 @@ thread_local! {
     /// Set when this thread could get no chunk (a fault: disk full, trace directory gone...):
     /// its events are counted (space::count_no_chunk_drop), and no chunk is tried again.
     static NO_CHUNK: Cell<bool> = const { Cell::new(false) };
+    /// Set when this thread's exit was put off to the next round of key destructors.
+    static EXIT_DEFERRED: Cell<bool> = const { Cell::new(false) };
 }
 
 static mut EXIT_KEY: libc::pthread_key_t = 0;
@@ -118,7 +120,7 @@ fn create() -> Option<&'static mut ThreadState> {
         BUSY.with(|b| b.set(false));
         return None;
     };
-    let chunk = Chunk::create_growing(&cfg.raw_dir, &format!("app-{pid}-{tid}"), 0, capacity, pid, tid, &name, first.staged, first.in_file);
+    let chunk = Chunk::create_growing(cfg.raw_dir.as_str(), &format!("app-{pid}-{tid}"), 0, capacity, pid, tid, &name, first.staged, first.in_file);
     if chunk.is_none() {
         crate::memlimit::give_back(budget);
     }
@@ -255,7 +257,7 @@ impl ThreadState {
         };
         let start = clock::now();
         let stem = format!("app-{}-{}", self.chunk.pid, self.chunk.tid);
-        let mut next = match Chunk::create(&cfg.raw_dir, &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), !cfg.prepare_buffers) {
+        let mut next = match Chunk::create(cfg.raw_dir.as_str(), &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), !cfg.prepare_buffers) {
             Some(c) => c,
             None => return false,
         };
@@ -291,7 +293,17 @@ fn close_current() {
     }
 }
 
-extern "C" fn on_thread_exit(_state: *mut libc::c_void) {
+/// Thread exit, from the key's destructor. glibc runs key destructors in rounds, by key age, and
+/// runs another round when a destructor set a value again: the first call sets it again, so the
+/// chunk is closed after every other key's destructor of the first round, whichever key is
+/// older; what they record (the preload's lock counts, the program's own) is kept.
+extern "C" fn on_thread_exit(state: *mut libc::c_void) {
+    if !EXIT_DEFERRED.with(|d| d.replace(true)) {
+        // SAFETY: the key was created in install_process_hooks; the value is this thread's state.
+        if unsafe { libc::pthread_setspecific(EXIT_KEY, state) } == 0 {
+            return;
+        }
+    }
     close_current();
 }
 
