@@ -310,7 +310,7 @@ pub extern "C" fn osl_pause_ns() -> u64 {
 #[no_mangle]
 pub extern "C" fn osl_trace_dir() -> *const c_char {
     crate::init();
-    crate::config().map_or(std::ptr::null(), |c| c.trace_dir.as_ptr())
+    crate::config().map_or(std::ptr::null(), |c| c.trace_dir.as_cstr().as_ptr())
 }
 
 #[no_mangle]

@@ -17,7 +17,7 @@ extern "C" {
 
 /// Decides the clock once, at library load.
 pub fn init() {
-    USE_TSC.store(tsc_is_invariant() && std::env::var_os("OSLENS_CLOCK").map_or(true, |v| v != "monotonic"), Relaxed);
+    USE_TSC.store(tsc_is_invariant() && crate::config::env(c"OSLENS_CLOCK") != Some("monotonic"), Relaxed);
     // SAFETY: plain reads of glibc's exported constants.
     HAVE_RSEQ.store(unsafe { __rseq_size } >= 8, Relaxed);
     let (raw, ns) = pair();

@@ -1,6 +1,9 @@
-//! Settings read once from the environment at library load. `oslens record` sets them.
+//! Settings read once from the environment at library load. `oslens record` sets them. Reading
+//! them allocates nothing (getenv, and the trace's path copied into fixed buffers): a program
+//! loaded with almost no memory left must not need some for the recorder before its first
+//! instruction (docs/recorder.md, "Faults").
 
-use std::ffi::CString;
+use std::ffi::{c_char, CStr};
 
 pub enum OnFull {
     /// Drop the event and count it (the default: recording never blocks the program).
@@ -9,10 +12,50 @@ pub enum OnFull {
     Block,
 }
 
+/// A path kept in place: at most PATH_MAX bytes with its NUL, the longest the kernel takes.
+pub struct Path {
+    buf: [u8; libc::PATH_MAX as usize],
+    len: usize,
+}
+
+impl Path {
+    /// The parts joined; None when too long for the kernel or holding a NUL or non-UTF-8 byte.
+    pub fn join(parts: &[&str]) -> Option<Path> {
+        let mut p = Path { buf: [0; libc::PATH_MAX as usize], len: 0 };
+        for part in parts {
+            let end = p.len + part.len();
+            if end >= p.buf.len() || part.as_bytes().contains(&0) {
+                return None;
+            }
+            p.buf[p.len..end].copy_from_slice(part.as_bytes());
+            p.len = end;
+        }
+        Some(p)
+    }
+
+    /// Keeps the first `len` bytes (at a character boundary).
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.buf[len..self.len].fill(0);
+            self.len = len;
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        // SAFETY: joined from &str parts.
+        unsafe { std::str::from_utf8_unchecked(&self.buf[..self.len]) }
+    }
+
+    pub fn as_cstr(&self) -> &CStr {
+        // SAFETY: NUL-terminated (buf is zeroed past len, and len < its size), no NUL inside.
+        unsafe { CStr::from_bytes_with_nul_unchecked(&self.buf[..=self.len]) }
+    }
+}
+
 pub struct Config {
     /// `<trace>/raw`, where chunks are created.
-    pub raw_dir: String,
-    pub trace_dir: CString,
+    pub raw_dir: Path,
+    pub trace_dir: Path,
     pub buffer_records: u64,
     pub on_full: OnFull,
     pub start_enabled: bool,
@@ -32,47 +75,67 @@ pub struct Config {
 }
 
 /// True when `dir` is on tmpfs or ramfs.
-fn in_memory(dir: &str) -> bool {
-    let Ok(c) = CString::new(dir) else { return false };
+fn in_memory(dir: &CStr) -> bool {
     // SAFETY: statfs fills the struct.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && matches!(st.f_type as u64, 0x0102_1994 | 0x8584_58f6) }
+    unsafe { libc::statfs(dir.as_ptr(), &mut st) == 0 && matches!(st.f_type as u64, 0x0102_1994 | 0x8584_58f6) }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+/// An environment variable's value, without allocating (None when unset or not UTF-8). Read it
+/// at once: the program may change its environment later.
+pub fn env(name: &CStr) -> Option<&'static str> {
+    // SAFETY: getenv returns null or a NUL-terminated string of the environment.
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p as *const c_char) }.to_str().ok()).flatten()
+}
+
+fn number(v: Option<&str>) -> Option<u64> {
+    v.and_then(|v| v.trim().parse().ok())
+}
+
+/// Says one line on stderr without allocating.
+fn say(line: &str) {
+    // SAFETY: writing a buffer to stderr.
+    unsafe { libc::write(2, line.as_ptr() as *const libc::c_void, line.len()) };
 }
 
 impl Config {
     /// `None` when OSLENS_TRACE is unset: every call stays a no-op.
     pub fn from_env() -> Option<Config> {
-        let trace = std::env::var("OSLENS_TRACE").ok().filter(|t| !t.is_empty())?;
+        let config = Self::from_lookup(env)?;
+        let in_memory = in_memory(config.raw_dir.as_cstr());
+        Some(Config { trace_in_memory: in_memory, ..config })
+    }
+
+    /// The settings, from a lookup of the environment's variables by name.
+    fn from_lookup<'a>(get: impl Fn(&CStr) -> Option<&'a str>) -> Option<Config> {
+        let trace = get(c"OSLENS_TRACE").filter(|t| !t.is_empty())?;
         // raw/ is made by `oslens record`, and by the first chunk when missing (ensure_raw_dir):
         // a process that records nothing makes no system call for it.
-        let raw_dir = format!("{trace}/raw");
-        let buffer_mb = env_u64("OSLENS_BUFFER_MB").unwrap_or(64).max(1);
-        let buffer_records = env_u64("OSLENS_BUFFER_RECORDS").unwrap_or(buffer_mb * 1024 * 1024 / 32).max(4);
-        let limit_events = env_u64("OSLENS_LIMIT_EVENTS");
-        let limit_bytes = env_u64("OSLENS_LIMIT_BYTES").map(|b| b / 32);
+        let (Some(trace_dir), Some(raw_dir)) = (Path::join(&[trace]), Path::join(&[trace, "/raw"])) else {
+            say("oslens: OSLENS_TRACE is not a path the kernel takes (too long, or a NUL): not recording\n");
+            return None;
+        };
+        let buffer_mb = number(get(c"OSLENS_BUFFER_MB"));
+        let buffer_given = number(get(c"OSLENS_BUFFER_RECORDS"));
+        let buffer_records = buffer_given.unwrap_or(buffer_mb.unwrap_or(64).max(1) * 1024 * 1024 / 32).max(4);
+        let limit_events = number(get(c"OSLENS_LIMIT_EVENTS"));
+        let limit_bytes = number(get(c"OSLENS_LIMIT_BYTES")).map(|b| b / 32);
         let limit_slots = match (limit_events, limit_bytes) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let trace_in_memory = in_memory(&raw_dir);
         Some(Config {
-            trace_in_memory,
+            trace_in_memory: false,
             raw_dir,
-            trace_dir: CString::new(trace).ok()?,
+            trace_dir,
             buffer_records,
-            on_full: match std::env::var("OSLENS_ON_FULL").as_deref() {
-                Ok("block") => OnFull::Block,
-                _ => OnFull::Drop,
-            },
-            start_enabled: std::env::var("OSLENS_ENABLE").map_or(true, |v| v != "0"),
+            on_full: if get(c"OSLENS_ON_FULL") == Some("block") { OnFull::Block } else { OnFull::Drop },
+            start_enabled: get(c"OSLENS_ENABLE") != Some("0"),
             limit_slots,
-            counter_period_us: env_u64("OSLENS_COUNTER_PERIOD_US").unwrap_or(1000),
-            prepare_buffers: std::env::var("OSLENS_PREPARE_BUFFERS").is_ok_and(|v| v == "1"),
-            buffer_explicit: env_u64("OSLENS_BUFFER_MB").is_some() || env_u64("OSLENS_BUFFER_RECORDS").is_some(),
+            counter_period_us: number(get(c"OSLENS_COUNTER_PERIOD_US")).unwrap_or(1000),
+            prepare_buffers: get(c"OSLENS_PREPARE_BUFFERS") == Some("1"),
+            buffer_explicit: buffer_mb.is_some() || buffer_given.is_some(),
         })
     }
 }
@@ -86,4 +149,32 @@ pub fn ensure_raw_dir(raw_dir: &str) {
             let _ = std::fs::create_dir_all(raw_dir);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&CStr) -> Option<&'a str> {
+        move |name| vars.iter().find(|(k, _)| k.as_bytes() == name.to_bytes()).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn settings_are_read_in_place() {
+        let c = Config::from_lookup(lookup(&[("OSLENS_TRACE", "/t/x"), ("OSLENS_BUFFER_MB", " 2 "), ("OSLENS_LIMIT_EVENTS", "10"), ("OSLENS_LIMIT_BYTES", "640"), ("OSLENS_ON_FULL", "block"), ("OSLENS_ENABLE", "0")])).unwrap();
+        assert_eq!((c.trace_dir.as_str(), c.raw_dir.as_str(), c.raw_dir.as_cstr().to_bytes()), ("/t/x", "/t/x/raw", &b"/t/x/raw"[..]));
+        assert_eq!((c.buffer_records, c.limit_slots, c.buffer_explicit, c.start_enabled), (65536, Some(10), true, false));
+        assert!(matches!(c.on_full, OnFull::Block) && !c.prepare_buffers && c.counter_period_us == 1000);
+        let d = Config::from_lookup(lookup(&[("OSLENS_TRACE", "t"), ("OSLENS_BUFFER_RECORDS", "1")])).unwrap();
+        assert_eq!((d.buffer_records, d.limit_slots, d.buffer_explicit, d.start_enabled), (4, None, true, true));
+        assert!(Config::from_lookup(lookup(&[("OSLENS_TRACE", "")])).is_none());
+    }
+
+    #[test]
+    fn a_path_the_kernel_cannot_take_means_no_recording() {
+        let long = "x".repeat(libc::PATH_MAX as usize - 4);
+        assert!(Path::join(&[&long]).is_some() && Path::join(&[&long, "/raw"]).is_none());
+        assert!(Config::from_lookup(lookup(&[("OSLENS_TRACE", &long)])).is_none());
+        assert!(Path::join(&["a\0b"]).is_none());
+    }
 }

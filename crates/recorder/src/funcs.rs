@@ -210,7 +210,7 @@ fn write_map(suffix: &str) {
     let Ok(maps) = std::fs::read("/proc/self/maps") else { return };
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() };
-    let path = format!("{}/maps-{pid}-{}{suffix}.txt", cfg.raw_dir, MAP_NS.load(Relaxed));
+    let path = format!("{}/maps-{pid}-{}{suffix}.txt", cfg.raw_dir.as_str(), MAP_NS.load(Relaxed));
     let tmp = format!("{path}.tmp");
     if std::fs::write(&tmp, maps).is_ok() {
         let _ = std::fs::rename(&tmp, &path);

@@ -37,8 +37,8 @@ mod tests {
 
     fn cfg(buffer_records: u64, prepare_buffers: bool) -> Config {
         Config {
-            raw_dir: String::new(),
-            trace_dir: std::ffi::CString::new("t").unwrap(),
+            raw_dir: crate::config::Path::join(&["t/raw"]).unwrap(),
+            trace_dir: crate::config::Path::join(&["t"]).unwrap(),
             buffer_records,
             on_full: OnFull::Drop,
             start_enabled: true,

@@ -91,7 +91,7 @@ pub(crate) fn init() {
 /// its parent's.
 pub(crate) fn before_first_chunk(cfg: &config::Config) {
     static DONE: std::sync::Once = std::sync::Once::new();
-    config::ensure_raw_dir(&cfg.raw_dir);
+    config::ensure_raw_dir(cfg.raw_dir.as_str());
     DONE.call_once(|| {
         memlimit::init();
         writeback::init(memlimit::budget_left() != u64::MAX);

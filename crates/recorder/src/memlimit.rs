@@ -5,6 +5,8 @@
 //! killer (issue 20, docs/recorder.md "Faults"). Buffers draw on the budget as threads start
 //! and give it back when they end; see `buffer_records`.
 
+use crate::config::Path;
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
 /// The share of the cgroup's headroom the recording may keep resident (1/4).
@@ -18,8 +20,15 @@ static BUDGET_LEFT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// (limit, usage, cgroup directory) of the nearest limited memory cgroup of this process; None
 /// without a limit (or without cgroups).
 pub fn nearest_limit() -> Option<(u64, u64, String)> {
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let mut best: Option<(u64, u64, String)> = None;
+    nearest().map(|(limit, usage, dir)| (limit, usage, dir.as_str().to_string()))
+}
+
+/// As `nearest_limit`, allocating nothing: it runs at library load, when the program may have
+/// no memory to spare (files read into the stack, paths built in place).
+fn nearest() -> Option<(u64, u64, Path)> {
+    let mut buf = [0u8; 8192];
+    let cgroups = read_small(c"/proc/self/cgroup", &mut buf)?;
+    let mut best: Option<(u64, u64, Path)> = None;
     for line in cgroups.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -40,23 +49,51 @@ pub fn nearest_limit() -> Option<(u64, u64, String)> {
     best
 }
 
+/// The start of a small file (a /proc or cgroup file), read into `buf`.
+fn read_small<'a>(path: &CStr, buf: &'a mut [u8]) -> Option<&'a str> {
+    // SAFETY: a NUL-terminated path; reads into the buffer's length; the descriptor is closed.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let mut n = 0;
+        while n < buf.len() {
+            let r = libc::read(fd, buf[n..].as_mut_ptr() as *mut libc::c_void, buf.len() - n);
+            if r <= 0 {
+                break;
+            }
+            n += r as usize;
+        }
+        libc::close(fd);
+        n
+    };
+    std::str::from_utf8(&buf[..n]).ok()
+}
+
+/// One number of a cgroup file ("max": u64::MAX).
+fn read_number(dir: &Path, file: &str) -> Option<u64> {
+    let path = Path::join(&[dir.as_str(), "/", file])?;
+    let mut buf = [0u8; 64];
+    let text = read_small(path.as_cstr(), &mut buf)?.trim();
+    Some(if text == "max" { u64::MAX } else { text.parse().unwrap_or(u64::MAX) })
+}
+
 /// The limited cgroup with the least headroom among `path` and its ancestors under `root`.
-fn walk_up(root: &str, path: &str, limit_file: &str, usage_file: &str) -> Option<(u64, u64, String)> {
-    let mut dir = format!("{root}{}", path.trim_end_matches('/'));
-    let mut best: Option<(u64, u64, String)> = None;
+fn walk_up(root: &str, path: &str, limit_file: &str, usage_file: &str) -> Option<(u64, u64, Path)> {
+    let mut dir = Path::join(&[root, path.trim_end_matches('/')])?;
+    let mut best: Option<(u64, u64, Path)> = None;
     loop {
-        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok().map(|s| s.trim().to_string());
-        if let (Some(limit), Some(usage)) = (read(limit_file), read(usage_file)) {
-            let limit = if limit == "max" { u64::MAX } else { limit.parse().unwrap_or(u64::MAX) };
-            let usage: u64 = usage.parse().unwrap_or(0);
+        if let (Some(limit), Some(usage)) = (read_number(&dir, limit_file), read_number(&dir, usage_file)) {
+            let usage = if usage == u64::MAX { 0 } else { usage };
             if limit < UNLIMITED && best.as_ref().is_none_or(|b| limit.saturating_sub(usage) < b.0.saturating_sub(b.1)) {
-                best = Some((limit, usage, dir.clone()));
+                best = Some((limit, usage, Path::join(&[dir.as_str()])?));
             }
         }
-        if dir.len() <= root.len() {
+        if dir.as_str().len() <= root.len() {
             return best;
         }
-        match dir.rfind('/') {
+        match dir.as_str().rfind('/') {
             Some(i) if i >= root.len() => dir.truncate(i),
             _ => return best,
         }
@@ -65,7 +102,7 @@ fn walk_up(root: &str, path: &str, limit_file: &str, usage_file: &str) -> Option
 
 /// Sets the budget from the cgroup's headroom now (at library load).
 pub fn init() {
-    if let Some((limit, usage, _)) = nearest_limit() {
+    if let Some((limit, usage, _)) = nearest() {
         BUDGET_LEFT.store(limit.saturating_sub(usage) / HEADROOM_SHARE_DIV, Relaxed);
     }
 }
@@ -134,7 +171,7 @@ mod tests {
         put(&leaf, "max\n", "5\n");
         let got = walk_up(root.to_str().unwrap(), "/a/b", "memory.max", "memory.current").unwrap();
         assert_eq!((got.0, got.1), (134217728, 34217728));
-        assert!(got.2.ends_with("/a"));
+        assert!(got.2.as_str().ends_with("/a"));
         put(&leaf, "9223372036854771712", "5"); // v1's "unlimited"
         assert_eq!(walk_up(root.to_str().unwrap(), "/a/b", "memory.max", "memory.current").unwrap().0, 134217728);
         std::fs::remove_dir_all(&root).unwrap();

@@ -131,7 +131,7 @@ fn open_chunk(names: &mut Names) {
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
     crate::before_first_chunk(cfg);
-    names.chunk = Chunk::create_growing(&cfg.raw_dir, &format!("names-{pid}"), 0, NAMES_CAPACITY, pid, 0, "names", false, NAMES_FIRST);
+    names.chunk = Chunk::create_growing(cfg.raw_dir.as_str(), &format!("names-{pid}"), 0, NAMES_CAPACITY, pid, 0, "names", false, NAMES_FIRST);
     for (class, id, manager, name) in instruments::all_names() {
         names.defined.insert((class, id));
         write_name(names, class, id, manager, &name);

@@ -21,7 +21,7 @@ const NO_POOL: *mut AtomicU64 = 1 as *mut AtomicU64;
 
 fn spare_dir() -> Option<String> {
     let cfg = crate::config()?;
-    Some(format!("{}/spare", cfg.trace_dir.to_str().ok()?))
+    Some(format!("{}/spare", cfg.trace_dir.as_str()))
 }
 
 /// The shared counter, mapped once per process image (a fork()ed child shares its parent's).

@@ -63,7 +63,7 @@ static FORCED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0)
 
 /// At library load: reads the setting only.
 pub fn read_env() {
-    let forced = std::env::var_os("OSLENS_WRITE_BEHIND").map_or(0, |v| if v == "1" { 1 } else { 2 });
+    let forced = crate::config::env(c"OSLENS_WRITE_BEHIND").map_or(0, |v| if v == "1" { 1 } else { 2 });
     FORCED.store(forced, Relaxed);
 }
 
