@@ -4,7 +4,9 @@
  * switches (getrusage). The futex calls are counted from outside (oslens record's syscalls table,
  * strace -f -c, perf stat -e syscalls:sys_enter_futex): the program cannot see its own.
  *
- *   mutex_ops --threads T --ops N [--cpu C]     (C: pin every thread to CPU C; -1: no pinning) */
+ *   mutex_ops --threads T --ops N [--cpu C] [--rr 1]
+ *     C: pin every thread to CPU C (-1: no pinning); --rr 1: the workers run SCHED_RR priority 1, so
+ *     that on a busy machine other programs cannot keep one of them off its CPU */
 #define _GNU_SOURCE
 #include "lab_common.h"
 
@@ -19,6 +21,7 @@ static long last_owner = -1;      /* under the lock: which thread held it last *
 static long handoffs;             /* under the lock: acquisitions by another thread than the last holder */
 static long ops_per_thread;
 static int pin_cpu = -1;
+static int realtime;
 static struct timespec start_at;  /* every thread starts its loop then (CLOCK_MONOTONIC, absolute): a start
                                    * barrier without futex calls or sched_yield */
 
@@ -51,6 +54,11 @@ static void *worker(void *arg) {
             exit(1);
         }
     }
+    if (realtime) {
+        struct sched_param sp = { .sched_priority = 1 };
+        int err = pthread_setschedparam(pthread_self(), SCHED_RR, &sp);
+        if (err) { fprintf(stderr, "mutex_ops: cannot use SCHED_RR: %s\n", strerror(err)); exit(1); }
+    }
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &start_at, NULL) == EINTR) {}
     volatile unsigned long local = 0;
     for (long i = 0; i < ops_per_thread; i++) {
@@ -69,10 +77,11 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--threads")) threads = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--ops")) ops_per_thread = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--cpu")) pin_cpu = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rr")) realtime = atoi(argv[i + 1]);
         else threads = -1;
     }
     if (threads <= 0 || threads > 64 || ops_per_thread <= 0) {
-        fprintf(stderr, "usage: mutex_ops --threads T --ops N [--cpu C]\n");
+        fprintf(stderr, "usage: mutex_ops --threads T --ops N [--cpu C] [--rr 1]\n");
         return 2;
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -87,7 +96,7 @@ int main(int argc, char **argv) {
     long long t1 = lab_now_ns();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"threads\":%ld,\"ops\":%ld,\"cpu\":%d,\"counter\":%lu,\"handoffs\":%ld,\"lock_addr\":%lu,\"cs_fraction\":%.3f,\"wall_ns\":%lld,\"nvcsw\":%ld,\"nivcsw\":%ld}\n",
-           threads, threads * ops_per_thread, pin_cpu, shared_counter, handoffs, (unsigned long)(uintptr_t)&lock, fraction, t1 - t0, ru.ru_nvcsw, ru.ru_nivcsw);
+    printf("{\"threads\":%ld,\"ops\":%ld,\"cpu\":%d,\"rr\":%d,\"counter\":%lu,\"handoffs\":%ld,\"lock_addr\":%lu,\"cs_fraction\":%.3f,\"wall_ns\":%lld,\"nvcsw\":%ld,\"nivcsw\":%ld}\n",
+           threads, threads * ops_per_thread, pin_cpu, realtime, shared_counter, handoffs, (unsigned long)(uintptr_t)&lock, fraction, t1 - t0, ru.ru_nvcsw, ru.ru_nivcsw);
     return shared_counter == (unsigned long)(CS_WORK * threads * ops_per_thread) ? 0 : 1;
 }

@@ -209,11 +209,12 @@ class LabRun:
 
     # -- programs ------------------------------------------------------------------------
     def run(self, argv: list, label: str, record: bool | None = None, events: str = "faults",
-            env: dict | None = None, preload: bool = False) -> ProgramRun:
+            env: dict | None = None, preload: bool = False, block_when_full: bool = False) -> ProgramRun:
         """Run one program to completion, recorded by `oslens record` into DIR/label unless
         record is False. Its stdout is captured; its stderr too. (Programs that take no
         --cgroup are started with `start(..., cgroups=...)` instead.) preload: load the application
-        recorder too (lab 8 reads its lock tables)."""
+        recorder too (lab 8 reads its lock tables); block_when_full: its threads pause for another
+        buffer rather than drop records (lab 8 counts every lock operation)."""
         record = self.record if record is None else record
         trace = None
         cmd = list(argv)
@@ -222,7 +223,8 @@ class LabRun:
             # --no-preload unless asked: most lab programs need only the kernel's events, so nothing
             # of oslens is loaded into them (and nothing of it is charged to their cap).
             cmd = [sys.executable, "-m", "oslens.cli", "record", "--no-import", *(() if preload else ("--no-preload",)),
-                   "--buffer-mb", "1", "--events", events, "-f", "-o", str(trace), "--", *argv]
+                   "--buffer-mb", "1", *(("--on-full", "block") if block_when_full else ()), "--events", events,
+                   "-f", "-o", str(trace), "--", *argv]
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  preexec_fn=_die_with_parent, env=env)
         self._children.append(child)
