@@ -90,10 +90,18 @@ def test_per_thread_times_add_up_to_wall_time(water_trace):
         if has_sched:
             # with kernel events nearly every nanosecond is attributed to a known state, except the
             # window of a slice whose switch-in the kernel did not deliver (cpu_slices.start_inferred:
-            # a CI run saw 171 ms of one), which is unknown by design
+            # a CI run saw 171 ms of one), which is unknown by design; after a sleep that window
+            # starts no earlier than the thread's first wakeup (it could not run before it)
             inferred = con.execute("SELECT coalesce(sum(end_ns - start_ns), 0) FROM cpu_slices WHERE tid = ? AND "
                                    "start_inferred", [r["tid"]]).fetchone()[0]
             assert r["unknown_ns"] <= 0.01 * r["wall_ns"] + inferred, (r, inferred)
+            early = con.execute(
+                "SELECT s.start_ns, s.end_ns FROM cpu_slices s "
+                "ASOF JOIN (SELECT prev_tid AS tid, ts, prev_state FROM switches) o ON o.tid = s.tid AND o.ts < s.end_ns "
+                "WHERE s.tid = ? AND s.start_inferred AND CAST(o.prev_state AS VARCHAR) <> 'R' AND s.start_ns < "
+                "(SELECT min(w.ts) FROM wakeups w WHERE w.tid = s.tid AND w.ts >= o.ts AND w.ts <= s.end_ns)",
+                [r["tid"]]).fetchall()
+            assert not early, (r["tid"], early)
     # the main thread's wall time is the program's: within 1% of its outermost region
     prog = program.program(con)
     main = next(r for r in bd if r["tid"] == prog.main_tid)

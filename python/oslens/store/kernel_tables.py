@@ -307,19 +307,23 @@ def _switches(R, pid_of, comms):
     })
 
 
-def _cpu_slices(sw: pa.Table, pid_of, comms, whole=None):
+def _cpu_slices(sw: pa.Table, pid_of, comms, whole=None, woken=None):
     """One row per time a task held a CPU: from the switch that put it on to the next switch of
     that CPU, which takes it off. A switch *onto* a task can be missing while the one taking it
     off is there (a ring loss, or a switch away from a task the kernel does not deliver, such as
     one in another PID namespace: docs/report.md, the cross-check); for a task in `whole` (whose
-    every switch is kept; None: every task) that slice starts at the evidence: the later of the
-    CPU's previous switch and the task's own previous switch off a CPU, flagged `start_inferred`."""
+    every switch is kept; None: every task) that slice starts at the evidence: the latest of the
+    CPU's previous switch, the task's own previous switch off a CPU and, when that switch put it to
+    sleep, its first wakeup after it (`woken`: wakeup times and tids; it could not run before
+    it), flagged `start_inferred`. Not its last wakeup: a task woken between setting its sleep
+    state and switching off (a futex wait that loses the race) is woken while it runs."""
     ts = sw.column("ts").to_numpy()
     cpu = sw.column("cpu").to_numpy()
     prev = sw.column("prev_tid").to_numpy()
     nxt = sw.column("next_tid").to_numpy()
+    asleep = ~np.isin(np.array(sw.column("prev_state").to_pylist(), dtype=object), ["R", "R+", "0"])
     order = np.lexsort((ts, cpu))
-    ts, cpu, prev, nxt = ts[order], cpu[order], prev[order], nxt[order]
+    ts, cpu, prev, nxt, asleep = ts[order], cpu[order], prev[order], nxt[order], asleep[order]
     same_cpu = cpu[:-1] == cpu[1:]
     # the task switched in at i holds the CPU until switch i+1, when that switch switches it out
     ok = same_cpu & (nxt[:-1] == prev[1:])
@@ -330,7 +334,11 @@ def _cpu_slices(sw: pa.Table, pid_of, comms, whole=None):
     if whole is not None:
         j = j[np.isin(prev[j], np.fromiter(whole, np.int64, len(whole)))]
     if len(j):
-        lo = np.maximum(ts[j - 1], _previous_switch_off(ts, prev, j))
+        off, off_asleep = _previous_switch_off(ts, prev, j, asleep)
+        lo = np.maximum(ts[j - 1], off)
+        if woken is not None:
+            first = _first_wakeup(woken[0], woken[1], prev[j], off, ts[j])
+            lo = np.where(off_asleep & (first > 0), np.maximum(lo, first), lo)
         start, end = np.concatenate([start, lo]), np.concatenate([end, ts[j]])
         tid, c = np.concatenate([tid, prev[j]]), np.concatenate([c, cpu[j]])
         inferred = np.concatenate([inferred, np.ones(len(j), bool)])
@@ -342,14 +350,31 @@ def _cpu_slices(sw: pa.Table, pid_of, comms, whole=None):
     })
 
 
-def _previous_switch_off(ts: np.ndarray, prev: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """For each switch j, the time the same task was last switched off any CPU before it (0 if never)."""
+def _previous_switch_off(ts: np.ndarray, prev: np.ndarray, j: np.ndarray, asleep: np.ndarray):
+    """For each switch j, the time the same task was last switched off any CPU before it (0 if
+    never) and whether that switch put it to sleep."""
     o = np.lexsort((ts, prev))
     pos = np.empty(len(o), np.int64)
     pos[o] = np.arange(len(o))
     k = pos[j] - 1
     before = (k >= 0) & (prev[o[np.maximum(k, 0)]] == prev[j])
-    return np.where(before, ts[o[np.maximum(k, 0)]], 0)
+    return np.where(before, ts[o[np.maximum(k, 0)]], 0), before & asleep[o[np.maximum(k, 0)]]
+
+
+def _first_wakeup(wts: np.ndarray, wtid: np.ndarray, tids: np.ndarray, after: np.ndarray,
+                  until: np.ndarray) -> np.ndarray:
+    """For each tid, the time of its first wakeup in [after, until] (0 if none)."""
+    if len(wts) == 0:
+        return np.zeros(len(tids), np.int64)
+    o = np.lexsort((wts, wtid))
+    key_t, key_s = wtid[o], wts[o]
+    # the tid's run of rows, then the first at or after `after` within it
+    lo = np.searchsorted(key_t, tids, side="left")
+    hi = np.searchsorted(key_t, tids, side="right")
+    k = np.array([lo[i] + np.searchsorted(key_s[lo[i]:hi[i]], after[i], side="left") for i in range(len(tids))],
+                 np.int64)
+    ok = (k < hi) & (key_s[np.minimum(k, len(key_s) - 1)] <= until)
+    return np.where(ok, key_s[np.minimum(k, len(key_s) - 1)], 0)
 
 
 def _wakeups(R, pid_of):
@@ -662,10 +687,12 @@ def build_kernel_tables(chunks: list, meta: dict) -> dict[str, pa.Table]:
     pid_of = _TidMap(R)
     comms = _Comms(R)
     sw = _switches(R, pid_of, comms)
+    wk_table = _wakeups(R, pid_of)
+    wk = {c: wk_table.column(c).to_numpy().astype(np.int64) for c in ("ts", "tid")}
     return {
         "switches": sw,
-        "cpu_slices": _cpu_slices(sw, pid_of, comms, _whole_tasks(R, meta or {})),
-        "wakeups": _wakeups(R, pid_of),
+        "cpu_slices": _cpu_slices(sw, pid_of, comms, _whole_tasks(R, meta or {}), (wk["ts"], wk["tid"])),
+        "wakeups": wk_table,
         "syscalls": _syscalls(R, pid_of),
         "faults": _faults(R, pid_of),
         "block_io": _block_io(R, pid_of),

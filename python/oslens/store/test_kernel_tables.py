@@ -85,6 +85,22 @@ def test_a_traced_tasks_lost_switch_in_starts_its_slice_at_the_evidence(tmp_path
                                       for s in t["cpu_slices"].to_pylist()]
 
 
+def test_a_lost_switch_ins_window_starts_no_earlier_than_the_wakeup(tmp_path):
+    # A goes to sleep at 100 (Y runs), is woken at 350 and again at 420 (while it runs: a wait
+    # that lost the race), and is switched off at 500, its switch-in lost: it ran for part of
+    # 350-500, not before its first wakeup. C, preempted at 100 on CPU 1 (runnable: no wakeup
+    # needed to run again), keeps the window from that switch-off although a wakeup came at 200.
+    A, C, Y, Z = 100, 101, 7, 8
+    cpu0 = [(10, A, kt.TRACED, 0, 0), (20, A, kt.FORK, C | hi(C), A | (0x11 << 32)),
+            (100, A, kt.SWITCH, Y | hi(A), 1), (350, Y, kt.WAKEUP, A | hi(Y), 0 | (120 << 32)),
+            (420, Z, kt.WAKEUP, A | hi(Z), 0 | (120 << 32)), (500, A, kt.SWITCH, Y | hi(A), 1)]
+    cpu1 = [(100, C, kt.SWITCH, Z | hi(A), 0), (200, Z, kt.WAKEUP, C | hi(Z), 1 | (120 << 32)),
+            (400, C, kt.SWITCH, Z | hi(A), 1)]
+    t = build([chunk(tmp_path, 0, cpu0), chunk(tmp_path, 1, cpu1, seq=1)], {"pid": A})
+    sl = {(s["tid"], s["start_ns"], s["end_ns"]) for s in t["cpu_slices"].to_pylist() if s["start_inferred"]}
+    assert sl == {(A, 350, 500), (C, 100, 400)}
+
+
 def test_syscalls_pair_per_thread_and_keep_unmatched(tmp_path):
     P = 50
     c0 = chunk(tmp_path, 0, [
