@@ -206,17 +206,16 @@ def test_each_thread_adds_up_io_and_syscalls_are_bounded_and_oslens_is_apart(tra
                              "WHERE tid = ? AND end_ns > ? AND start_ns < ?", [hi, lo, tid, lo, hi]).fetchone()[0]
         assert r["syscalls_ns"] <= paired, (name, r)
         assert not r["name"].startswith("oslens") and tid not in own, (name, r)
-    # the built-in cross-check: every count within 2% of the kernel's (analysis/crosscheck.py says
-    # which differences are accounted for, and by how much). CPU time is checked on a program of
-    # its own (tests/test_crosscheck.py), not here: the Go program's slices fell ~6.8 ms short of
-    # rusage in 2 of 3 CI runs, a gap not yet explained (issue 21; the record line then says
-    # DISAGREES, as it should)
+    # the built-in cross-check: every count, CPU time included, within 2% of the kernel's
+    # (analysis/crosscheck.py says which differences are accounted for, and by how much: for CPU
+    # time the 4 ms slack and the kernel's skipped clock updates bounded from the trace, which
+    # made the Go program's sysmon thread fall ~3-7 ms short of rusage under load, docs/report.md)
     from oslens.analysis import crosscheck
-    assert crosscheck.TOLERANCE == 0.02
+    assert crosscheck.TOLERANCE == 0.02 and crosscheck.CPU_SLACK_NS == 4_000_000
     rows = crosscheck.crosscheck(con).to_pylist()
     assert {r["count"] for r in rows} >= {"CPU time", "voluntary switches", "involuntary switches"}, (name, rows)
     line = crosscheck.summary_line(crosscheck.crosscheck(con))
-    assert all(r["agrees"] for r in rows if "CPU" not in r["count"]), (name, line)
+    assert all(r["agrees"] for r in rows), (name, line, [r["note"] for r in rows if not r["agrees"]])
     # nothing of a lost record runs to a thread's end: the syscalls table has no nr -1 rows and no
     # fork children's returns
     assert con.execute("SELECT count(*) FROM syscalls WHERE nr = -1").fetchone()[0] == 0

@@ -140,3 +140,53 @@ def test_record_keeps_the_steal_over_the_run(switcher):
         v for k, v in steal.items() if k.startswith("cpu")) >= 0
     con = _open(trace)
     assert crosscheck.kernel_from_meta(db.meta(con))["steal"] == steal
+
+
+def _lag_trace():
+    """CPU 0 (ms): an outside task 50 runs; it wakes 11 at 101.0 and is preempted at 101.6; it
+    wakes 10 at 104.5, which gets the CPU at 109.5 (the tick due at 108 updated the clock); 10
+    wakes 11 at 110.0 (program to program); 50 wakes 10 at 111.5 but 60 runs first (the clock was
+    updated at that switch); on CPU 1, 11 takes the CPU at 111.2 after being preempted at 111.0,
+    its last wakeup (110.0) older than that."""
+    ms = 1_000_000
+
+    def sw(t, cpu, prev, state, nxt):
+        return (int(t * ms), cpu, 0 if prev == 0 else (10 if prev in (10, 11) else prev), prev, "p", state,
+                0 if nxt == 0 else (10 if nxt in (10, 11) else nxt), nxt, "n")
+    return make_con({
+        "switches": [sw(90.0, 1, 0, "R", 70), sw(100.0, 0, 0, "R", 50), sw(101.6, 0, 50, "R", 11), sw(102.0, 0, 11, "S", 50),
+                     sw(109.5, 0, 50, "R", 10), sw(110.3, 0, 10, "R", 11), sw(111.0, 0, 11, "R", 50),
+                     sw(111.2, 1, 70, "R", 11), sw(112.0, 0, 50, "R", 60), sw(112.5, 0, 60, "R", 10)],
+        "wakeups": [(int(101.0 * ms), 0, 11, 0, 50), (int(104.5 * ms), 0, 10, 0, 50), (int(110.0 * ms), 0, 11, 0, 10),
+                    (int(111.5 * ms), 0, 10, 0, 50)],
+    })
+
+
+def test_the_kernels_skipped_clock_updates_are_bounded_from_the_trace():
+    con = _lag_trace()
+    got = {(r["tid"], r["from_pid"]): r["lag_ns"] for r in crosscheck.clock_lags(con, 4_000_000).to_pylist()}
+    assert got == {(11, 50): 600_000, (10, 50): 1_500_000, (11, 10): 300_000}
+    lags = crosscheck.clock_lags(con, 4_000_000)
+    assert crosscheck.lagged_into(lags, {10}) == 2_100_000  # 10 -> 11 stays inside the program
+    assert crosscheck.lagged_into(lags, {10}, {10}) == 1_500_000
+    # without the tick's period, a tail is bounded by the longest tick Linux allows (10 ms)
+    got = {(r["tid"], r["from_pid"]): r["lag_ns"] for r in crosscheck.clock_lags(con, None).to_pylist()}
+    assert got[(10, 50)] == 5_000_000
+
+
+def test_cpu_time_the_kernel_charged_after_a_skipped_clock_update_is_allowed_up_to_the_bound():
+    # 20 ms of slices; the kernel charged 20 + 5.5 ms: beyond 2% and the 4 ms slack, within them
+    # once the trace shows up to 2.1 ms charged of other tasks' time (11's 0.6 ms counts, 10's
+    # 0.3 ms given to 11 does not: both are the program's)
+    counts = pa.table({"pid": [10], "tid": [10], "parent_pid": [1], "end_ns": [100], "voluntary": [5], "involuntary": [0],
+                       "faults": [0], "cpu_ns": [20_000_000], "slices": [6], "unknown_ns": [0]})
+    lags = crosscheck.clock_lags(_lag_trace(), 4_000_000)
+    kernel = {"rusage": {"utime_ns": 25_500_000}}
+
+    def cpu_row(lags=None):
+        return {r["count"]: r for r in crosscheck.compare(counts, kernel, 10, lags=lags).to_pylist()}["CPU time"]
+    assert not cpu_row()["agrees"]
+    row = cpu_row(lags)
+    assert row["agrees"] and "may have charged it 2.1 ms that other tasks ran" in row["note"], row
+    kernel["rusage"]["utime_ns"] = 26_200_000  # 0.1 ms beyond both allowances (2.1 ms and the 4 ms slack)
+    assert not cpu_row(lags)["agrees"]

@@ -18,6 +18,7 @@ from oslens.version import __version__
 from oslens.capture import kernel, memory, preload, raw
 from oslens.capture.child import Child
 from oslens.capture.spares import SparePool
+from oslens.capture.steal import sched_tick_ns
 from oslens.errors import OslensError
 
 RAW_SCHEMA_VERSION = 1
@@ -172,6 +173,8 @@ class Session:
             self.meta["before_release"] = self.child.before_release
         if self.child.steal:
             self.meta["steal"] = self.child.steal
+        if tick := sched_tick_ns():  # bounds the kernel's skipped clock updates (analysis/crosscheck.py)
+            self.meta["sched_tick_ns"] = tick
         return self._exit_status(status)
 
     def _forward(self, signum, _frame):

@@ -31,3 +31,20 @@ def steal_during(before: dict[str, int], after: dict[str, int]) -> dict | None:
     out: dict = {cpu: after[cpu] - before[cpu] for cpu in after if cpu in before}
     out["tick_ns"] = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
     return out
+
+
+def sched_tick_ns() -> int | None:
+    """The scheduler tick's period (1 s / CONFIG_HZ, from the kernel's config), or None when the
+    config is unreadable: the cross-check bounds the kernel's skipped clock updates by it, since
+    ticks fall on multiples of it in CLOCK_MONOTONIC (analysis/crosscheck.py, clock_lags)."""
+    import gzip
+    import re
+    for path, opener in (("/proc/config.gz", gzip.open), (f"/boot/config-{os.uname().release}", open)):
+        try:
+            with opener(path, "rt") as f:
+                m = re.search(r"^CONFIG_HZ=(\d+)$", f.read(), re.M)
+        except OSError:
+            continue
+        if m and int(m.group(1)) > 0:
+            return 1_000_000_000 // int(m.group(1))
+    return None
