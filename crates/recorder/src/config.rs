@@ -102,19 +102,25 @@ fn say(line: &str) {
 impl Config {
     /// `None` when OSLENS_TRACE is unset: every call stays a no-op.
     pub fn from_env() -> Option<Config> {
-        let config = Self::from_lookup(env)?;
+        let config = match Self::from_lookup(env) {
+            Ok(c) => c?,
+            Err(why) => {
+                say(why);
+                return None;
+            }
+        };
         let in_memory = in_memory(config.raw_dir.as_cstr());
         Some(Config { trace_in_memory: in_memory, ..config })
     }
 
-    /// The settings, from a lookup of the environment's variables by name.
-    fn from_lookup<'a>(get: impl Fn(&CStr) -> Option<&'a str>) -> Option<Config> {
-        let trace = get(c"OSLENS_TRACE").filter(|t| !t.is_empty())?;
+    /// The settings, from a lookup of the environment's variables by name (None: not
+    /// recording; Err: a line saying why it cannot).
+    fn from_lookup<'a>(get: impl Fn(&CStr) -> Option<&'a str>) -> Result<Option<Config>, &'static str> {
+        let Some(trace) = get(c"OSLENS_TRACE").filter(|t| !t.is_empty()) else { return Ok(None) };
         // raw/ is made by `oslens record`, and by the first chunk when missing (ensure_raw_dir):
         // a process that records nothing makes no system call for it.
         let (Some(trace_dir), Some(raw_dir)) = (Path::join(&[trace]), Path::join(&[trace, "/raw"])) else {
-            say("oslens: OSLENS_TRACE is not a path the kernel takes (too long, or a NUL): not recording\n");
-            return None;
+            return Err("oslens: OSLENS_TRACE is not a path the kernel takes (too long, or a NUL): not recording\n");
         };
         let buffer_mb = number(get(c"OSLENS_BUFFER_MB"));
         let buffer_given = number(get(c"OSLENS_BUFFER_RECORDS"));
@@ -125,7 +131,7 @@ impl Config {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        Some(Config {
+        Ok(Some(Config {
             trace_in_memory: false,
             raw_dir,
             trace_dir,
@@ -136,7 +142,7 @@ impl Config {
             counter_period_us: number(get(c"OSLENS_COUNTER_PERIOD_US")).unwrap_or(1000),
             prepare_buffers: get(c"OSLENS_PREPARE_BUFFERS") == Some("1"),
             buffer_explicit: buffer_mb.is_some() || buffer_given.is_some(),
-        })
+        }))
     }
 }
 
@@ -161,20 +167,22 @@ mod tests {
 
     #[test]
     fn settings_are_read_in_place() {
-        let c = Config::from_lookup(lookup(&[("OSLENS_TRACE", "/t/x"), ("OSLENS_BUFFER_MB", " 2 "), ("OSLENS_LIMIT_EVENTS", "10"), ("OSLENS_LIMIT_BYTES", "640"), ("OSLENS_ON_FULL", "block"), ("OSLENS_ENABLE", "0")])).unwrap();
+        let c = Config::from_lookup(lookup(&[("OSLENS_TRACE", "/t/x"), ("OSLENS_BUFFER_MB", " 2 "), ("OSLENS_LIMIT_EVENTS", "10"), ("OSLENS_LIMIT_BYTES", "640"), ("OSLENS_ON_FULL", "block"), ("OSLENS_ENABLE", "0")])).unwrap().unwrap();
         assert_eq!((c.trace_dir.as_str(), c.raw_dir.as_str(), c.raw_dir.as_cstr().to_bytes()), ("/t/x", "/t/x/raw", &b"/t/x/raw"[..]));
         assert_eq!((c.buffer_records, c.limit_slots, c.buffer_explicit, c.start_enabled), (65536, Some(10), true, false));
         assert!(matches!(c.on_full, OnFull::Block) && !c.prepare_buffers && c.counter_period_us == 1000);
-        let d = Config::from_lookup(lookup(&[("OSLENS_TRACE", "t"), ("OSLENS_BUFFER_RECORDS", "1")])).unwrap();
+        let d = Config::from_lookup(lookup(&[("OSLENS_TRACE", "t"), ("OSLENS_BUFFER_RECORDS", "1")])).unwrap().unwrap();
         assert_eq!((d.buffer_records, d.limit_slots, d.buffer_explicit, d.start_enabled), (4, None, true, true));
-        assert!(Config::from_lookup(lookup(&[("OSLENS_TRACE", "")])).is_none());
+        assert!(Config::from_lookup(lookup(&[("OSLENS_TRACE", "")])).unwrap().is_none());
+        assert!(Config::from_lookup(lookup(&[])).unwrap().is_none());
     }
 
     #[test]
     fn a_path_the_kernel_cannot_take_means_no_recording() {
         let long = "x".repeat(libc::PATH_MAX as usize - 4);
         assert!(Path::join(&[&long]).is_some() && Path::join(&[&long, "/raw"]).is_none());
-        assert!(Config::from_lookup(lookup(&[("OSLENS_TRACE", &long)])).is_none());
+        let said = Config::from_lookup(lookup(&[("OSLENS_TRACE", &long)])).err().unwrap();
+        assert!(said.starts_with("oslens: OSLENS_TRACE is not a path") && said.ends_with("not recording\n"));
         assert!(Path::join(&["a\0b"]).is_none());
     }
 }
