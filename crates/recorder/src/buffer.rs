@@ -76,6 +76,8 @@ pub struct Chunk {
     /// capacity, with a staging ring when `ring_on_extend`, once it needs more (growth.rs).
     in_file: u64,
     ring_on_extend: bool,
+    /// Pause ticks not yet taken by the writer (take_paused).
+    paused: u64,
     path: CString,
     pub pid: u32,
     pub tid: u32,
@@ -148,8 +150,8 @@ impl Chunk {
         };
         let bytes = header.to_bytes();
         // The header goes in with pwrite, not through the mapping: a first fault on a sparse
-        // file reads around it, zero-filling up to megabytes of pages (measured: ~2 ms per
-        // thread, most of a thread's start-up). MADV_RANDOM keeps later faults to one page.
+        // file reads around it, zero-filling up to megabytes of pages, most of a thread's
+        // start-up (docs/recorder.md, "Start-up"). MADV_RANDOM keeps later faults to one page.
         // SAFETY: fd is ours; the mapping covers the file we just sized.
         let base = unsafe {
             if libc::ftruncate(fd, file_len as libc::off_t) != 0
@@ -198,7 +200,7 @@ impl Chunk {
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, space, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, budget: 0, in_file, ring_on_extend, path, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, space, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, budget: 0, in_file, ring_on_extend, paused: 0, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -340,19 +342,26 @@ impl Chunk {
                 ring.write_behind();
             }
             // A buffer dump on the program's thread, removed by compensation as Kohr et al. did.
-            self.record_pause(started, kinds::PAUSE_COPY, slots);
+            self.paused += self.record_pause(started, kinds::PAUSE_COPY, slots);
         }
         true
     }
 
-    /// Records a pause the recorder caused on this thread since `started` (raw clock), when it
-    /// fits with `reserve` more slots after it, and counts it for osl_pause_ns either way.
-    pub fn record_pause(&mut self, started: u64, reason: u64, reserve: u64) {
+    /// Records a pause the recorder caused on the writer since `started` (raw clock), when it
+    /// fits with `reserve` more slots after it; returns its ticks, which the writer counts for
+    /// osl_pause_ns either way.
+    pub fn record_pause(&mut self, started: u64, reason: u64, reserve: u64) -> u64 {
         let end = clock::now();
-        crate::thread::add_pause(end - started);
         if self.has_room(1 + reserve) {
             self.push(Record::new(end, 0, clock::cpu(), kinds::PAUSE, end - started, reason));
         }
+        end - started
+    }
+
+    /// Ticks of the pauses this chunk made its writer take on its own (copying a ring slot out)
+    /// since the last call: the writer counts them (thread.rs).
+    pub fn take_paused(&mut self) -> u64 {
+        std::mem::take(&mut self.paused)
     }
 
     fn records(&self) -> *mut Record {
@@ -407,8 +416,8 @@ impl Chunk {
 
     /// Populates every page of the chunk now (OSLENS_PREPARE_BUFFERS), so no page is prepared
     /// while the program runs. The chunk is created without a staging ring and the thread
-    /// writes its records in place: with the pages ready the ring would only add a copy (on two
-    /// busy threads it cost ~20% per record, the threads copying 40% of the slots themselves).
+    /// writes its records in place: with the pages ready the ring would only add a copy, which
+    /// busy threads end up doing themselves (docs/recorder.md, "Cost").
     pub fn prepare_all(&mut self) {
         debug_assert!(self.stage.is_none(), "a prepared chunk writes in place");
         // Backed first (fallocate, leaving the file system its margin), as far as it goes: a
@@ -421,15 +430,15 @@ impl Chunk {
         // Maps the backed pages (now in the page cache) so the writer takes no fault.
         let backed = (self.space.reserved() as usize).min(self.map_len);
         // SAFETY: inside our own mapping.
-        unsafe { libc::madvise(self.base.add(HEADER_SIZE) as *mut libc::c_void, backed.saturating_sub(HEADER_SIZE), helper::MADV_POPULATE_WRITE) };
+        unsafe { libc::madvise(self.base.add(HEADER_SIZE) as *mut libc::c_void, backed.saturating_sub(HEADER_SIZE), libc::MADV_POPULATE_WRITE) };
         self.prepared = true;
         self.grow_window(1);
     }
 
     /// Gives the pages past the last record to the file with 1 MiB writes of zeros: whole pages
-    /// written are not zero-filled first, as pages faulted in are (measured for 64 MiB: 17-18 ms
-    /// with this and the populate after it, 22-38 ms populating alone). Best effort: populating
-    /// alone still prepares the pages. Writes up to `end` (what is backed); the errno when a
+    /// written are not zero-filled first, as pages faulted in are, so this and the populate
+    /// after it are faster than populating alone (docs/recorder.md, "Cost", figures behind the code). Best effort:
+    /// populating alone still prepares the pages. Writes up to `end` (what is backed); the errno when a
     /// write failed.
     fn write_zeros(&self, end: usize) -> Result<(), u32> {
         let fd = self.space.fd();

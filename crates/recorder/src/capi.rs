@@ -209,7 +209,7 @@ fn region(name: *const c_char, kind: u8) -> u32 {
     // SAFETY: NUL-terminated string from the caller.
     let id = unsafe { names::hash_cstr(name as *const u8) };
     let Some(t) = thread::current() else { return 0 };
-    names::ensure_region_name(t, id, name as *const u8);
+    names::ensure_region_name(&mut t.seen, id, name as *const u8);
     // read after any slow path above (chunk creation, a first name), as for events
     let ts = clock::now();
     if t.take_slots(1) {

@@ -1,4 +1,4 @@
-//! The recorder's clock: the invariant TSC where the CPU has one (read in user space, ~10 ns),
+//! The recorder's clock: the invariant TSC where the CPU has one (read in user space, no system call),
 //! else the vDSO CLOCK_MONOTONIC. Raw values are converted to CLOCK_MONOTONIC ns at import from
 //! calibration pairs (raw, ns) written into every chunk.
 

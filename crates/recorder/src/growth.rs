@@ -4,7 +4,7 @@
 //! short-lived worker's start) costs one small file. When the thread needs more, the same file
 //! is extended to the buffer size asked for (OSLENS_BUFFER_MB) and given its staging ring
 //! (Chunk::extend): no second file, because a new name in the directory is what a chunk costs
-//! most (0.3-1 ms on the VMs measured). Figures: docs/recorder.md, "Start-up".
+//! most. Figures: docs/recorder.md, "Start-up".
 
 use crate::config::Config;
 

@@ -1,7 +1,7 @@
 //! The recorder's helper thread, one per process ("oslens-helper"): it copies the full slots of
 //! every thread's staging ring (stage.rs) out to the trace file, so the fresh pages that takes
-//! (~1-2 µs each on a VM, more than the records in them) are prepared on its CPU rather than the
-//! program's. Writers wake it with a futex once per few slots, and only while it sleeps; when it
+//! (each costing more than the records in it: docs/recorder.md, "Cost", figures behind the code) are prepared
+//! on its CPU rather than the program's. Writers wake it with a futex once per few slots, and only while it sleeps; when it
 //! falls behind they copy a slot out themselves: recording never waits for it. Its CPU time and
 //! the slots it copied are measured (`helper_cost`) and kept in the trace.
 
@@ -9,8 +9,6 @@ use crate::space::Space;
 use crate::stage::Stage;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
-
-pub const MADV_POPULATE_WRITE: libc::c_int = 23;
 
 /// A staging ring the helper serves, from its chunk's creation until the chunk is unmapped.
 pub struct Ring {
@@ -107,7 +105,18 @@ pub fn start() {
     }
 }
 
+thread_local! {
+    /// Set on the helper thread, which never records (thread.rs asks).
+    static ON_HELPER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True on the helper thread.
+pub fn on_helper_thread() -> bool {
+    ON_HELPER.with(|h| h.get())
+}
+
 extern "C" fn helper_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    ON_HELPER.with(|h| h.set(true));
     // SAFETY: names the calling thread (at most 15 bytes and a NUL).
     unsafe { libc::pthread_setname_np(libc::pthread_self(), c"oslens-helper".as_ptr()) };
     helper_loop()
@@ -128,8 +137,6 @@ pub fn wake() {
 }
 
 fn helper_loop() -> ! {
-    // The helper's own records would be noise: it never records (its thread state stays empty).
-    crate::thread::mark_helper_thread();
     // One list reused across wakes: it grows only when the rings do, and when it cannot (out
     // of memory) this wake copies nothing and the writers copy their own slots.
     let mut work: Vec<Arc<Ring>> = Vec::new();

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::R
 pub struct Manager {
     pub id: u32,
     pub suspended: AtomicBool,
-    name: String,
 }
 
 /// Cache-line aligned: two threads' instruments never share a line.
@@ -19,7 +18,6 @@ pub struct Counter {
     next_due: AtomicU64,
     pub id: u32,
     pub manager: &'static Manager,
-    name: String,
 }
 
 /// Laid out as oslens.h's `osl__timer_layout` (the inline timer reads it): keep the order.
@@ -31,11 +29,10 @@ pub struct Timer {
     /// Its manager's suspension, mirrored here so the inline path reads one line.
     pub suspended: AtomicBool,
     pub manager: &'static Manager,
-    name: String,
 }
 
 /// The process-wide manager (id 0). Its suspension is part of the global activation word.
-pub static PROCESS_MANAGER: Manager = Manager { id: 0, suspended: AtomicBool::new(false), name: String::new() };
+pub static PROCESS_MANAGER: Manager = Manager { id: 0, suspended: AtomicBool::new(false) };
 
 /// Instrument ids are handed out in sequence, with the top bit set so they never equal a
 /// hashed region or phase id.
@@ -43,7 +40,6 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(0x8000_0001);
 
 #[derive(Clone, Copy)]
 enum Instrument {
-    Manager(&'static Manager),
     Counter(&'static Counter),
     Timer(&'static Timer),
 }
@@ -76,21 +72,9 @@ fn register(i: Instrument) {
     unlock_registry();
 }
 
-pub fn all_names() -> Vec<(u64, u32, u32, String)> {
-    registry()
-        .into_iter()
-        .map(|i| match i {
-            Instrument::Manager(m) => (kinds::NAME_MANAGER, m.id, 0, m.name.clone()),
-            Instrument::Counter(c) => (kinds::NAME_COUNTER, c.id, c.manager.id, c.name.clone()),
-            Instrument::Timer(t) => (kinds::NAME_TIMER, t.id, t.manager.id, t.name.clone()),
-        })
-        .collect()
-}
-
 pub fn new_manager(name: &str) -> &'static Manager {
-    let m: &'static Manager = Box::leak(Box::new(Manager { id: NEXT_ID.fetch_add(1, Relaxed), suspended: AtomicBool::new(false), name: name.into() }));
-    register(Instrument::Manager(m));
-    names::define(kinds::NAME_MANAGER, m.id, 0, name);
+    let m: &'static Manager = Box::leak(Box::new(Manager { id: NEXT_ID.fetch_add(1, Relaxed), suspended: AtomicBool::new(false) }));
+    names::define_kept(kinds::NAME_MANAGER, m.id, 0, name);
     m
 }
 
@@ -101,10 +85,9 @@ pub fn new_counter(name: &str, manager: &'static Manager) -> &'static Counter {
         next_due: AtomicU64::new(0),
         id: NEXT_ID.fetch_add(1, Relaxed),
         manager,
-        name: name.into(),
     }));
     register(Instrument::Counter(c));
-    names::define(kinds::NAME_COUNTER, c.id, manager.id, name);
+    names::define_kept(kinds::NAME_COUNTER, c.id, manager.id, name);
     c
 }
 
@@ -115,10 +98,9 @@ pub fn new_timer(name: &str, manager: &'static Manager) -> &'static Timer {
         id: NEXT_ID.fetch_add(1, Relaxed),
         suspended: AtomicBool::new(manager.suspended.load(Relaxed)),
         manager,
-        name: name.into(),
     }));
     register(Instrument::Timer(t));
-    names::define(kinds::NAME_TIMER, t.id, manager.id, name);
+    names::define_kept(kinds::NAME_TIMER, t.id, manager.id, name);
     t
 }
 

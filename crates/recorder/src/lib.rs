@@ -12,6 +12,7 @@ mod buffer;
 mod capi;
 mod clock;
 mod config;
+mod fork;
 mod funcs;
 mod growth;
 mod instruments;
@@ -76,6 +77,7 @@ pub(crate) fn init() {
                 // the memory budget and write-behind are decided before the first chunk
                 writeback::read_env();
                 thread::install_process_hooks();
+                fork::install_hooks();
             }
         }
         INACTIVE.store(inactive, Relaxed);

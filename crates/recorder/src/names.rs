@@ -3,7 +3,7 @@
 //! cache of ids they have seen defined so the region hot path stays lock-free.
 
 use crate::buffer::Chunk;
-use crate::{clock, config, instruments, thread};
+use crate::{clock, config};
 use oslens_format::header::offset;
 use oslens_format::kinds;
 use oslens_format::record::{Record, CONT_PAYLOAD};
@@ -19,6 +19,9 @@ struct Names {
     chunk: Option<Chunk>,
     opened: bool,
     defined: HashSet<(u64, u32)>,
+    /// (class, id, manager, name) written into every names chunk the process opens (the
+    /// instruments': one made before a fork is named in the child's chunk too).
+    kept: Vec<(u64, u32, u32, String)>,
 }
 
 static LOCK: AtomicBool = AtomicBool::new(false);
@@ -52,7 +55,7 @@ fn with_names(f: impl FnOnce(&mut Names)) {
         return;
     }
     // SAFETY: NAMES is only touched with LOCK held.
-    let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new() }) };
+    let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new(), kept: Vec::new() }) };
     f(names);
     unlock();
 }
@@ -93,10 +96,31 @@ pub fn define(class: u64, id: u32, manager: u32, name: &str) {
     });
 }
 
-/// Region names: checks the thread's cache first, so a known region costs no lock.
+/// As `define`, and written again into every names chunk the process opens later (a fork()ed
+/// child's): the names of instruments, which outlive a fork.
+pub fn define_kept(class: u64, id: u32, manager: u32, name: &str) {
+    if config().is_none() {
+        return;
+    }
+    with_names(|names| {
+        // with no memory for it the name is written once, as `define` does
+        if names.kept.try_reserve(1).is_ok() {
+            names.kept.push((class, id, manager, name.into()));
+        }
+        if !names.opened {
+            open_chunk(names);
+        }
+        if names.defined.insert((class, id)) {
+            write_name(names, class, id, manager, name);
+        }
+    });
+}
+
+/// Region names: checks the calling thread's cache of ids it saw defined (`seen`) first, so a
+/// known region costs no lock.
 #[inline(always)]
-pub fn ensure_region_name(t: &mut thread::ThreadState, id: u32, name: *const u8) {
-    let slot = &mut t.seen[(id & 255) as usize];
+pub fn ensure_region_name(seen: &mut [u32; 256], id: u32, name: *const u8) {
+    let slot = &mut seen[(id & 255) as usize];
     if *slot == id {
         return;
     }
@@ -123,8 +147,8 @@ fn write_name(names: &mut Names, class: u64, id: u32, manager: u32, name: &str) 
     chunk.push_with_payload(head, bytes);
 }
 
-/// A process's names chunk repeats the names of instruments that exist already (created
-/// before a fork, say), so every process's names are complete in its own chunk.
+/// A process's names chunk repeats the kept names (instruments created before a fork, say), so
+/// every process's names are complete in its own chunk.
 fn open_chunk(names: &mut Names) {
     names.opened = true;
     let Some(cfg) = config() else { return };
@@ -132,10 +156,12 @@ fn open_chunk(names: &mut Names) {
     let pid = unsafe { libc::getpid() } as u32;
     crate::before_first_chunk(cfg);
     names.chunk = Chunk::create_growing(cfg.raw_dir.as_str(), &format!("names-{pid}"), 0, NAMES_CAPACITY, pid, 0, "names", false, NAMES_FIRST);
-    for (class, id, manager, name) in instruments::all_names() {
-        names.defined.insert((class, id));
-        write_name(names, class, id, manager, &name);
+    let kept = std::mem::take(&mut names.kept);
+    for (class, id, manager, name) in &kept {
+        names.defined.insert((*class, *id));
+        write_name(names, *class, *id, *manager, name);
     }
+    names.kept = kept;
 }
 
 pub fn close_for_exit() {
@@ -166,15 +192,14 @@ pub fn close_for_exit() {
     });
 }
 
+/// Before fork() (fork.rs): the lock is held across it.
 pub fn lock_for_fork() {
-    instruments::lock_registry();
     // False only when fork() is called under the lock by this very thread: it holds it anyway.
     let _ = lock();
 }
 
 pub fn unlock_after_fork() {
     unlock();
-    instruments::unlock_registry();
 }
 
 pub fn forget_after_fork() {
@@ -191,7 +216,6 @@ pub fn forget_after_fork() {
         }
     }
     unlock();
-    instruments::unlock_registry();
 }
 
 /// Writes a name again even if the id was named before (a renamed thread).

@@ -1,9 +1,8 @@
 //! Chunk files taken from a pool of empty files that `oslens record` keeps ready in
 //! `TRACE/spare/` (python/oslens/capture/spares.py), so that a thread's or process's first
-//! chunk costs a rename and an open of an existing file (~15 + 3 µs) instead of a new inode:
-//! on this VM's ext4 (no journal) allocating an inode scans every inode deleted in the last
-//! 30 s of its group (`recently_deleted`), 0.1-1 ms per file on a busy machine. Figures:
-//! docs/recorder.md, "Start-up".
+//! chunk costs a rename and an open of an existing file instead of a new inode: ext4 without a
+//! journal scans every inode deleted in the last 30 s of a group (`recently_deleted`) to
+//! allocate one, which on a busy machine costs far more. Figures: docs/recorder.md, "Start-up".
 //!
 //! `TRACE/spare/next` holds one shared u64: the next spare's number. A writer takes a number
 //! with one atomic add on that (shared, mapped) word and renames `spare/<n>` to its chunk's

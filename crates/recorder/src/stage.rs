@@ -1,8 +1,7 @@
 //! A thread chunk's staging ring (LTTng's design, kept crash-safe): the writer fills a few
 //! small slots that stay in its cache, and the oslens-helper thread copies each full slot to
-//! the record positions it holds. So the recording thread never touches a fresh page: on this
-//! VM a fresh page-cache page costs ~1 µs to prepare, ~8 ns per 32-byte record, most of what a
-//! record costs. The ring lives in the chunk file after the records, and its descriptors in
+//! the record positions it holds. So the recording thread never touches a fresh page, whose
+//! preparation costs more than the records written into it (docs/recorder.md, "Cost", figures behind the code). The ring lives in the chunk file after the records, and its descriptors in
 //! the header page, so records still in a slot when the program dies are read from there
 //! (oslens_format::reader). A slot moves FREE -> WRITING -> FULL -> COPYING -> FREE; only the
 //! writer opens and fills slots, and whoever wins FULL -> COPYING copies one out.
@@ -12,11 +11,11 @@ use oslens_format::record::{Record, RECORD_SIZE};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
 /// Slots per ring and records per slot: 16 × 32 KiB, well inside a core's L2, and a slot
-/// boundary (the writer's only extra work, ~0.1 µs) once per 1024 records.
+/// boundary (the writer's only extra work) once per 1024 records.
 pub const SLOTS: u32 = 16;
 pub const SLOT_RECORDS: u64 = 1024;
-/// The writer wakes the helper once per this many finished slots (a futex wake costs the
-/// writer ~1 µs when the helper sleeps), so the helper copies several per wake.
+/// The writer wakes the helper once per this many finished slots (a futex wake is a system
+/// call on the writer's thread when the helper sleeps), so the helper copies several per wake.
 pub const WAKE_EVERY: u32 = 8;
 const SLOT_BYTES: usize = SLOT_RECORDS as usize * RECORD_SIZE;
 pub static ZEROS: [u8; SLOT_BYTES] = [0; SLOT_BYTES];
@@ -35,8 +34,8 @@ pub struct Stage {
     base: usize,
     capacity: u64,
     /// The chunk file, for copying out with pwrite: a fresh page written whole through write()
-    /// is not zero-filled first as a page faulted in through the mapping is (measured: the
-    /// zero-fill was the largest part of the copy). -1: copy through the mapping.
+    /// is not zero-filled first as a page faulted in through the mapping is (the zero-fill was
+    /// the largest part of the copy: docs/recorder.md, "Cost", figures behind the code). -1: copy through the mapping.
     fd: i32,
     /// (st_dev, st_ino) of the chunk file: `fd` is used only while it still names it, in case
     /// the program closed it and reused the number.
@@ -123,8 +122,8 @@ impl Stage {
     }
 
     /// Copies out claimed slots that hold consecutive positions, in order, with one pwritev
-    /// (larger writes cost the page cache less per page: measured 1.4 µs per 4 KiB in 32 KiB
-    /// writes, 1.0 in 1 MiB ones), then frees them.
+    /// (larger writes cost the page cache less per page: docs/recorder.md, "Cost", figures behind the code), then frees
+    /// them.
     fn copy_claimed(&self, run: &[u32]) {
         let (start, _) = self.extent(run[0]);
         let iov: Vec<libc::iovec> = run
@@ -189,7 +188,7 @@ impl Stage {
             }
         }
         // SAFETY: the slot lies inside the mapping.
-        unsafe { libc::madvise(self.slot(j) as *mut libc::c_void, SLOT_BYTES, crate::helper::MADV_POPULATE_WRITE) };
+        unsafe { libc::madvise(self.slot(j) as *mut libc::c_void, SLOT_BYTES, libc::MADV_POPULATE_WRITE) };
     }
 
     /// Copies out the full slots (the helper's work), consecutive ones together; how many it
@@ -272,8 +271,8 @@ impl Stage {
                 stage::FULL => {
                     self.try_copy(j);
                 }
-                // A copy takes ~10 µs; past that the helper was likely preempted, and spinning
-                // on would keep it off the CPU it needs.
+                // Past a copy's time the helper was likely preempted, and spinning on would
+                // keep it off the CPU it needs.
                 _ if spins < 1000 => {
                     spins += 1;
                     std::hint::spin_loop();

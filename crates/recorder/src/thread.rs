@@ -1,7 +1,8 @@
 //! Per-thread state: the thread's chunk, its share of the trigger budget and a small cache of
 //! names it has already seen defined. Created on a thread's first event; closed by a pthread
 //! key destructor at thread exit, by the atexit hook for the exiting thread, and forgotten in a
-//! fork()ed child (which starts chunks of its own).
+//! fork()ed child (fork.rs; the child starts chunks of its own). It sits on top of the chunks
+//! (buffer.rs), the names and the instruments, which know nothing of threads.
 
 use crate::buffer::{Chunk, Cursor};
 use crate::config::OnFull;
@@ -67,12 +68,10 @@ pub fn add_pause(ticks: u64) {
 
 /// Nanoseconds this thread spent in the recorder's own pauses so far.
 pub fn paused_ns() -> u64 {
+    if let Some(t) = current_if_exists() {
+        add_pause(t.chunk.take_paused());
+    }
     clock::ticks_to_ns(PAUSED.with(|p| p.get()))
-}
-
-/// The helper thread never records.
-pub fn mark_helper_thread() {
-    BUSY.with(|b| b.set(true));
 }
 
 #[inline(always)]
@@ -93,7 +92,8 @@ pub fn current_if_exists() -> Option<&'static mut ThreadState> {
 
 #[cold]
 fn create() -> Option<&'static mut ThreadState> {
-    if BUSY.with(|b| b.replace(true)) {
+    // the helper thread never records (its own records would be noise)
+    if BUSY.with(|b| b.replace(true)) || crate::helper::on_helper_thread() {
         return None;
     }
     let cfg = config()?;
@@ -158,7 +158,7 @@ fn thread_buffer(cfg: &crate::config::Config, wanted: u64) -> Option<(u64, u64)>
 fn prepare(chunk: &mut Chunk) {
     let start = clock::now();
     chunk.prepare_all();
-    chunk.record_pause(start, kinds::PAUSE_PREPARE, 0);
+    add_pause(chunk.record_pause(start, kinds::PAUSE_PREPARE, 0));
 }
 
 /// A thread's name, on the stack: read at every thread's start and exit, it takes no heap.
@@ -200,7 +200,10 @@ impl ThreadState {
 
     #[cold]
     fn take_slots_slow(&mut self, n: u64) -> bool {
-        if !self.chunk.has_room(n) && !self.chunk.grow_window(n) && !self.make_room(n) {
+        let room = self.chunk.has_room(n) || self.chunk.grow_window(n) || self.make_room(n);
+        // a slot this thread had to copy out itself (Chunk::grow_window) is its pause
+        add_pause(self.chunk.take_paused());
+        if !room {
             self.chunk.count_drop(n);
             return false;
         }
@@ -272,11 +275,12 @@ impl ThreadState {
             self.budget_end = self.budget_end.saturating_sub(old.pos()) + self.chunk.pos();
         }
         let cpu_id = old.cursor().cpu_id;
+        add_pause(old.take_paused());
         old.close();
         self.chunk.adopt_cursor(writer());
         self.chunk.cursor().cpu_id = cpu_id;
         self.fast_limit = 0;
-        self.chunk.record_pause(start, kinds::PAUSE_NEW_CHUNK, 0);
+        add_pause(self.chunk.record_pause(start, kinds::PAUSE_NEW_CHUNK, 0));
         true
     }
 }
@@ -323,38 +327,27 @@ extern "C" fn on_process_exit() {
     names::close_for_exit();
 }
 
-extern "C" fn before_fork() {
-    names::lock_for_fork();
-}
-
-extern "C" fn after_fork_parent() {
-    names::unlock_after_fork();
-}
-
-extern "C" fn after_fork_child() {
-    // The parent's chunks stay the parent's: the child opens its own on its first event, and
-    // inlined code must not write into the parent's (shared) mapping meanwhile.
+/// In a fork()ed child (fork.rs): the parent's chunks stay the parent's. The child opens its own
+/// on its first event, and inlined code must not write into the parent's (shared) mapping
+/// meanwhile.
+pub fn forget_after_fork() {
     CURRENT.with(|c| c.set(std::ptr::null_mut()));
     let w = WRITER.with(|w| w.get());
     if !w.is_null() {
         // SAFETY: this thread's cursor; the child has no other thread.
         unsafe { (*w).detach() };
     }
-    crate::NAMES_EPOCH.fetch_add(1, Relaxed);
     BUSY.with(|b| b.set(false));
     NO_CHUNK.with(|n| n.set(false));
-    crate::space::forget_after_fork();
-    crate::helper::forget_after_fork();
-    names::forget_after_fork();
 }
 
+/// The thread-exit key and the process-exit hook, once.
 pub fn install_process_hooks() {
     HOOKS.call_once(|| {
         // SAFETY: registering process-wide hooks once; the key outlives every thread.
         unsafe {
             libc::pthread_key_create(std::ptr::addr_of_mut!(EXIT_KEY), Some(on_thread_exit));
             libc::atexit(on_process_exit);
-            libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child));
         }
     });
 }

@@ -40,8 +40,8 @@ impl WriteBehind {
             libc::sync_file_range(fd, flushed as libc::off_t, (to - flushed) as libc::off_t, libc::SYNC_FILE_RANGE_WRITE);
             // The windows before, whose writeback started a round ago or more. Pages still
             // dirty or under writeback are skipped by the kernel, so the last few windows are
-            // asked again (measured: dropping each window once left 50-57 MiB of two 64 MiB
-            // buffers resident under a 128 MiB cap; see docs/recorder.md "Faults").
+            // asked again (dropping each window once left most of two buffers resident under
+            // a cap: docs/recorder.md, "Cost", figures behind the code).
             let from = flushed.saturating_sub(RETRY_WINDOWS * WINDOW).max(first);
             if flushed > from {
                 libc::posix_fadvise(fd, from as libc::off_t, (flushed - from) as libc::off_t, libc::POSIX_FADV_DONTNEED);
