@@ -237,6 +237,18 @@ def test_a_sleeper_sleeps_and_a_join_waiter_is_not_waiting_for_io(named):
         assert w["computation_ns"] > 0.5 * (w["wall_ns"] - w["preempted_ns"]), w
 
 
+def test_no_program_thread_waits_uninterruptibly_in_the_recorders_descriptor_move(named):
+    """The recorder moves each chunk file's descriptor above 511 (fcntl F_DUPFD): growing a
+    descriptor table that threads share waits an RCU grace period in D state (11-28 ms here),
+    which sysbench's threads showed as I/O wait until the table was grown at load."""
+    _trace, con, _ = named("join_waiter")
+    waits = con.execute("SELECT count(*) FROM switches s JOIN syscalls y ON y.tid = s.prev_tid "
+                        "AND s.ts BETWEEN y.start_ns AND y.end_ns JOIN threads t ON t.tid = s.prev_tid "
+                        "WHERE NOT t.is_oslens AND starts_with(CAST(s.prev_state AS VARCHAR), 'D') "
+                        "AND y.name = 'fcntl'").fetchone()[0]
+    assert waits == 0
+
+
 def test_a_signal_handlers_sigreturn_is_one_short_call(named):
     _trace, con, _ = named("signal")
     bd = _breakdown(con)

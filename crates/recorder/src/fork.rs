@@ -22,6 +22,7 @@ extern "C" fn after_fork_child() {
     thread::forget_after_fork();
     crate::NAMES_EPOCH.fetch_add(1, Relaxed);
     space::forget_after_fork();
+    space::presize_fd_table();
     helper::forget_after_fork();
     names::forget_after_fork();
     instruments::unlock_registry();

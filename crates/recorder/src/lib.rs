@@ -78,6 +78,7 @@ pub(crate) fn init() {
                 writeback::read_env();
                 thread::install_process_hooks();
                 fork::install_hooks();
+                space::presize_fd_table();
             }
         }
         INACTIVE.store(inactive, Relaxed);

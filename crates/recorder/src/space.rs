@@ -100,12 +100,32 @@ pub struct Space {
 unsafe impl Send for Space {}
 unsafe impl Sync for Space {}
 
+/// The lowest descriptor number a chunk file is moved to, out of the way of programs that
+/// expect low ones free.
+const HIGH_FD: i32 = 512;
+
+/// Grows the process's descriptor table past `HIGH_FD` while the process is single-threaded
+/// (at load, in a fork()ed child): growing a table that threads share waits for an RCU grace
+/// period in uninterruptible sleep, 11-17 ms on this VM, which the first chunk made after the
+/// program started a thread used to pay and the report showed as the program's I/O wait
+/// (docs/recorder.md, "Start-up"). A grown table is never shrunk, so later moves are free.
+pub fn presize_fd_table() {
+    // SAFETY: a descriptor of the standard three duplicated and closed at once; none open: nothing.
+    for fd in 0..3 {
+        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD) };
+        if high >= 0 {
+            unsafe { libc::close(high) };
+            return;
+        }
+    }
+}
+
 impl Space {
     /// Takes `fd` (moved to a high number, out of the way of programs that expect low ones
     /// free); `backed`: bytes already written (the header); `end`: the records' end.
     pub fn new(fd: i32, header: *mut u8, backed: u64, end: u64, ahead: u64) -> Space {
         // SAFETY: plain fcntl/close on our own descriptor.
-        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 512) };
+        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD) };
         let fd = if high >= 0 {
             unsafe { libc::close(fd) };
             high
