@@ -65,3 +65,18 @@ def test_large_tracing_cost_is_a_ranked_warning():
     order = [(r["code"], r["share"]) for r in findings.rank(rows)]
     assert order == [("lost", None), ("oslens_cost", 0.08), ("preemption", 0.06), ("io_critical", 0.02),
                      ("migrations", None), ("oslens_cost", 0.01)]
+
+
+def test_an_interferer_whose_switches_off_were_not_recorded_has_no_invented_cpu_time():
+    # python [950], in another PID namespace (pid unknown), preempts b 20 times; its switches off
+    # the CPU were never recorded (as on this VM's sandbox), so the trace cannot tell its CPU time
+    b, st = _alternating(2, 1, "b", 1, (950, -1, "python"), 0, 100 * MS, 5 * MS, 25_000)
+    a = [(1, 1, "a", 0, 0, 100 * MS)]
+    switches = [s for s in switches_from_slices(a + b, st, {}) if s[3] != 950]
+    con = make_con({
+        "threads": [(1, 1, "a", None, 0, 100 * MS, True), (1, 2, "b", 1, 0, 100 * MS, True)],
+        "cpu_slices": a + [s for s in b if s[0] != 950], "switches": switches})
+    (f,) = [x for x in findings.findings(con).to_pylist() if x["code"] == "interference"]
+    assert f["title"] == "python (pid ?, other process) preempted the program 20 times"
+    assert "CPU time the trace cannot tell (n/a: its switches off the CPU were not recorded)" in f["text"]
+    assert "counted with the tasks whose switches were not recorded" in f["text"] and " 0 ns" not in f["text"]

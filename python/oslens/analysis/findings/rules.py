@@ -70,9 +70,17 @@ def _interferers(ctx: Context) -> list[dict]:
         pid, comm = ctx.task_names.get(tid, (None, None))
         stolen = ctx.holders.get(tid, 0)
         out.append({"tid": tid, "pid": pid, "comm": comm or "?", "kind": kind, "desc": desc, "n": n,
-                    "stolen": stolen, "share": stolen / ctx.thread_ns, "cpu_ns": cpu.get(tid, 0)})
+                    "stolen": stolen, "share": stolen / ctx.thread_ns, "cpu_ns": cpu.get(tid)})
     out.sort(key=lambda c: (-c["share"], -c["n"], c["tid"]))
     return out
+
+
+def _cpu_used(c: dict) -> str:
+    """The CPU an interferer used, or why it is not known: a task whose switches off the CPU were
+    never recorded (one in another PID namespace, docs/report.md) has no slices of its own."""
+    if c["cpu_ns"] is None:
+        return "using CPU time the trace cannot tell (n/a: its switches off the CPU were not recorded)"
+    return f"using {fmt(c['cpu_ns'])} of CPU on the program's CPUs ({fmt(c['cpu_ns'] / c['n'])} per preemption)"
 
 
 def interference(ctx: Context) -> list[dict]:
@@ -88,16 +96,18 @@ def interference(ctx: Context) -> list[dict]:
             continue
         if len(out) >= SHOWN_TASKS:
             break
-        per = c["cpu_ns"] / c["n"]
         subject = f"{c['comm']} [{c['tid']}]"
+        pid = c["pid"] if c["pid"] is not None and c["pid"] >= 0 else "?"
+        unseen = c["cpu_ns"] is None
         out.append(finding(
             severity(c["share"]), "interference", subject,
-            f"{c['comm']} (pid {c['pid'] if c['pid'] is not None else '?'}, {c['kind']}) preempted the program "
-            f"{c['n']} times: {pct(c['share'])} of its thread time",
-            f"{subject} ({c['desc']}) preempted program threads {c['n']} times ({rate:.0f} per second) using "
-            f"{fmt(c['cpu_ns'])} of CPU on the program's CPUs ({fmt(per)} per preemption); each preemption also "
-            f"costs the program a context switch and its warm cache. Program threads spent {fmt(c['stolen'])} "
-            f"runnable waiting for CPUs it held ({pct(c['share'])} of their time).",
+            f"{c['comm']} (pid {pid}, {c['kind']}) preempted the program {c['n']} times"
+            + ("" if unseen else f": {pct(c['share'])} of its thread time"),
+            f"{subject} ({c['desc']}) preempted program threads {c['n']} times ({rate:.0f} per second) "
+            f"{_cpu_used(c)}; each preemption also costs the program a context switch and its warm cache. "
+            + ("The runnable time it cost them is counted with the tasks whose switches were not recorded."
+               if unseen else f"Program threads spent {fmt(c['stolen'])} runnable waiting for CPUs it held "
+               f"({pct(c['share'])} of their time)."),
             # named for its rate alone, it explains too little time to rank by: listed as a count
             c["n"], c["share"] if c["share"] >= MIN_SHARE else None))
     return out
