@@ -43,11 +43,14 @@ def wrong(value: float) -> float:
     return value * 3 + 1 if value else 100
 
 
-def assert_each_wrong_answer_fails(number: int, answers: Path, out: Path, env: dict, cwd: Path) -> None:
+def assert_each_wrong_answer_fails(number: int, answers: Path, out: Path, env: dict, cwd: Path,
+                                   variant: str | None = None) -> None:
     """Every prediction and answer of the reference file replaced by a wrong one: `lab check`
     marks each WRONG, with how far off it is and the model's one-line reason, and exits 1."""
     doc = tomllib.loads(answers.read_text())
     lines = [f"lab = {number}", f"quick = {str(doc.get('quick', False)).lower()}"]
+    if variant:
+        lines.append(f'variant = "{variant}"')
     for section in ("prediction", "answers"):
         lines.append(f"[{section}]")
         lines += [f"{key} = {wrong(value)}" for key, value in doc.get(section, {}).items()]

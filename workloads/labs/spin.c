@@ -11,22 +11,25 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#define GAP_NS 100000LL  /* a pause this long between two loop iterations: another task ran */
+
 static double cpu_s(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-/* nr_involuntary_switches from /proc/self/sched, or -1 */
-static long sched_involuntary(void) {
+/* one integer field of /proc/self/sched (nr_involuntary_switches, se.slice), or -1 */
+static long long sched_field(const char *name) {
     FILE *f = fopen("/proc/self/sched", "r");
     if (!f) return -1;
     char line[256];
-    long out = -1;
+    long long out = -1;
+    size_t n = strlen(name);
     while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "nr_involuntary_switches", 23)) {
+        if (!strncmp(line, name, n) && (line[n] == ' ' || line[n] == ':')) {
             char *colon = strchr(line, ':');
-            if (colon) out = atol(colon + 1);
+            if (colon) out = atoll(colon + 1);
         }
     fclose(f);
     return out;
@@ -43,7 +46,8 @@ int main(int argc, char **argv) {
     }
     /* --share FILE: spinners that map the same file note which of them ran last, so each counts
      * the times it got the CPU after another spinner had it (handovers), not after any task */
-    volatile int *last = NULL;
+    struct turn { int last; int clean; long long last_ns, start_ns; };
+    volatile struct turn *last = NULL;
     if (share) {
         int fd = open(share, O_RDWR | O_CREAT, 0600);
         if (fd < 0 || ftruncate(fd, 4096) != 0) { fprintf(stderr, "spin: %s: %s\n", share, strerror(errno)); return 1; }
@@ -52,7 +56,8 @@ int main(int argc, char **argv) {
         close(fd);
     }
     int me = (int)getpid();
-    long handovers = 0;
+    long handovers = 0, direct = 0, clean_turns = 0;
+    long long clean_ns = 0;
     if (end <= start) { fprintf(stderr, "usage: spin --start-ns T0 --end-ns T1\n"); return 2; }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     struct timespec ts = { start / 1000000000LL, start % 1000000000LL };
@@ -61,12 +66,26 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &r0);
     double c0 = cpu_s();
     volatile unsigned long x = 0;
-    while (lab_now_ns() < end) {
+    long long prev = lab_now_ns(), now;
+    /* a turn is clean when it began right after the other spinner's (no other task between)
+     * and nothing else ran inside it: its length is then the scheduler's own choice */
+    while ((now = lab_now_ns()) < end) {
         for (int k = 0; k < 1000; k++) x++;
-        if (last && *last != me) {
-            if (*last) handovers++;
-            *last = me;
+        if (last && last->last != me) {
+            int was_direct = last->last && now - last->last_ns < GAP_NS;
+            if (last->last) handovers++;
+            if (was_direct) {
+                direct++;
+                if (last->clean) { clean_turns++; clean_ns += last->last_ns - last->start_ns; }
+            }
+            last->last = me;
+            last->start_ns = now;
+            last->clean = was_direct;
+        } else if (last && now - prev >= GAP_NS) {
+            last->clean = 0;  /* another task ran inside this turn */
         }
+        if (last) last->last_ns = now;
+        prev = now;
     }
     double c1 = cpu_s();
     struct rusage ru;
@@ -76,9 +95,9 @@ int main(int argc, char **argv) {
     struct timespec rr = {0, 0};
     sched_rr_get_interval(0, &rr);
     printf("{\"pid\":%d,\"nice\":%d,\"policy\":%d,\"cpu_s\":%.6f,\"wall_s\":%.3f,\"nvcsw\":%ld,\"nivcsw\":%ld,"
-           "\"handovers\":%ld,\"window_nvcsw\":%ld,\"window_nivcsw\":%ld,\"sched_nivcsw\":%ld,\"rr_interval_ns\":%lld}\n",
+           "\"handovers\":%ld,\"direct\":%ld,\"clean_turns\":%ld,\"clean_ns\":%lld,\"slice_ns\":%lld,\"window_nvcsw\":%ld,\"window_nivcsw\":%ld,\"sched_nivcsw\":%lld,\"rr_interval_ns\":%lld}\n",
            (int)getpid(), nice, sched_getscheduler(0), c1 - c0, (end - start) / 1e9, ru.ru_nvcsw, ru.ru_nivcsw,
-           handovers, ru.ru_nvcsw - r0.ru_nvcsw, ru.ru_nivcsw - r0.ru_nivcsw, sched_involuntary(),
+           handovers, direct, clean_turns, clean_ns, sched_field("se.slice"), ru.ru_nvcsw - r0.ru_nvcsw, ru.ru_nivcsw - r0.ru_nivcsw, sched_field("nr_involuntary_switches"),
            (long long)rr.tv_sec * 1000000000LL + rr.tv_nsec);
     return 0;
 }

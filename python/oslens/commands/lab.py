@@ -20,8 +20,10 @@ def add_arguments(parser):
     p = sub.add_parser("show", help="a lab's sheet: goal, prediction, procedure, questions")
     p.add_argument("number")
     p.add_argument("--answers-template", action="store_true", help="print an answers.toml to fill in instead")
+    p.add_argument("--variant", help="the answers template of a variant the sheet names")
     p = sub.add_parser("preflight", help="what this machine offers the lab, and what it lacks")
     p.add_argument("number")
+    p.add_argument("--variant", help="a variant the sheet names")
     p.add_argument("-o", "--output", help="where runs keep their data (default ./traces)")
     p = sub.add_parser("run", help="run a lab's programs under its constraint, recorded, with observations")
     p.add_argument("number")
@@ -52,13 +54,22 @@ def run(args):
     lab = labs.get(args.number)
     if cmd == "show":
         from oslens.labs import sheet
-        sys.stdout.write(sheet.answers_template(lab) if args.answers_template else sheet.text(lab))
+        variant = _variant(lab, args.variant)
+        sys.stdout.write(sheet.answers_template(lab, variant) if args.answers_template else sheet.text(lab))
         return 0
     if cmd == "preflight":
-        return _preflight(lab, _base(args))
+        return _preflight(lab, _base(args), _variant(lab, args.variant))
     if cmd == "run":
         return _run(lab, args)
     return _check(lab, args)
+
+
+def _variant(lab, variant: str | None) -> str:
+    variant = variant or lab.default_variant
+    if variant not in lab.variants:
+        raise OslensError(f"lab {lab.number} has no variant '{variant}'; its variants are "
+                          f"{', '.join(lab.variants)}", 2)
+    return variant
 
 
 def _data_dir(base: Path) -> Path:
@@ -88,17 +99,18 @@ def _print_checks(checks) -> None:
         print(f"  {mark:<8}{c.name:<17}{c.detail}")
 
 
-def _preflight(lab, base: Path) -> int:
+def _preflight(lab, base: Path, variant: str) -> int:
     from oslens.labs import preflight
 
     data = _data_dir(base)
-    print(f"lab {lab.number}: {lab.title}")
+    print(f"lab {lab.number}: {lab.title}{'' if variant == lab.default_variant else ' — variant ' + variant}")
     print(f"  machine: {preflight.stamp(preflight.facts(data))}")
-    checks = preflight.preflight(lab, data)
+    checks = preflight.preflight(lab, data, variant=variant)
     _print_checks(checks)
     missing = preflight.blockers(checks)
     if missing:
-        print(f"lab {lab.number} cannot run here: " + "; ".join(c.detail for c in missing), file=sys.stderr)
+        print(f"lab {lab.number}{'' if variant == lab.default_variant else ' --variant ' + variant} cannot run here: "
+              + "; ".join(c.detail for c in missing), file=sys.stderr)
         return 1
     return 0
 
@@ -106,18 +118,15 @@ def _preflight(lab, base: Path) -> int:
 def _run(lab, args) -> int:
     from oslens.labs import preflight, runner
 
-    variant = args.variant or lab.default_variant
-    if variant not in lab.variants:
-        raise OslensError(f"lab {lab.number} has no variant '{variant}'; its variants are "
-                          f"{', '.join(lab.variants)}", 2)
+    variant = _variant(lab, args.variant)
     directory = runner.lab_dir(lab, variant, args.quick, _base(args))
     data = _data_dir(directory)
-    checks = preflight.preflight(lab, data)
+    checks = preflight.preflight(lab, data, variant=variant)
     missing = preflight.blockers(checks)
     if missing:
         for c in missing:
             print(f"oslens: lab {lab.number} needs {c.name}: {c.detail}", file=sys.stderr)
-        raise OslensError(f"lab {lab.number} cannot run on this machine (see above; nothing was changed)", 1)
+        raise OslensError(f"lab {lab.number}{'' if variant == lab.default_variant else ' --variant ' + variant} cannot run on this machine (see above; nothing was changed)", 1)
     facts = preflight.facts(data)
     print(f"lab {lab.number}: {lab.title} — variant {variant}{', quick' if args.quick else ''}")
     print(f"machine: {preflight.stamp(facts)}")
@@ -128,7 +137,7 @@ def _run(lab, args) -> int:
     runner.build_programs()
     record = not args.no_record and all(c.ok for c in checks if c.name == "collector")
     with runner.LabRun(lab, variant, args.quick, directory, record=record) as ctx:
-        results = lab.run(ctx, params)
+        results = lab.variant(variant).run(ctx, params)
         saved = ctx.save(params, results, facts)
     print(f"\nresults: {saved}")
     print(f"check your answers: oslens lab check {lab.number} --answers answers.toml"

@@ -154,6 +154,17 @@ class Journal:
             reason = (proc.stderr.strip().splitlines() or ["mount failed"])[-1]
             raise OslensError(f"cannot mount {fstype} on {target} ({reason}); run as root", 1)
 
+    def zram_device(self, sysdir: Path, node: Path, what: str) -> None:
+        """Journal a zram device about to be sized (zram.py); restored by turning off any swap on
+        it and writing its `reset`, which puts disksize back to 0."""
+        self.entries.append({"kind": "zram", "path": str(sysdir), "device": str(node), "what": what, "t": time.time()})
+        self._save()
+
+    def swap_on(self, node: Path, what: str) -> None:
+        """Journal swap about to be turned on on `node` (then swapon it); restored by swapoff."""
+        self.entries.append({"kind": "swap", "path": str(node), "what": what, "t": time.time()})
+        self._save()
+
     def _make_dir(self, path: Path, entry: dict, thing: str) -> None:
         self.entries.append({**entry, "path": str(path), "t": time.time()})
         self._save()
@@ -218,6 +229,28 @@ def mount_points() -> set[str]:
         return set()
 
 
+def _swapped_on(device: str) -> bool:
+    lines = (sysfs.read(Path("/proc/swaps")) or "").splitlines()[1:]
+    return any(line.split()[:1] == [device] for line in lines)
+
+
+def _restore_swap_device(e: dict) -> str | None:
+    """swapoff (a "swap" entry, or a "zram" device still swapped on), then a zram device's reset.
+    None when done."""
+    device = e.get("device", e["path"])
+    if _swapped_on(device):
+        proc = subprocess.run(["swapoff", device], capture_output=True, text=True)
+        if proc.returncode != 0 and _swapped_on(device):
+            return f"cannot turn off swap on {device} ({proc.stderr.strip()}); turn it off by hand: swapoff {device}"
+    if e["kind"] == "zram" and (sysfs.read_int(Path(e["path"]) / "disksize") or 0) != 0:
+        try:
+            sysfs.write(Path(e["path"]) / "reset", "1")
+        except OSError as err:
+            return (f"cannot reset the zram device {device} ({err.strerror}); reset it by hand: "
+                    f"echo 1 > {e['path']}/reset")
+    return None
+
+
 def restore_entries(entries: list[dict]) -> list[str]:
     problems = []
     for e in reversed(entries):
@@ -250,6 +283,12 @@ def restore_entries(entries: list[dict]) -> list[str]:
             else:
                 problems.append(f"cannot unmount {e['fstype']} from {e['path']} ({proc.stderr.strip()}); "
                                 f"unmount it by hand: umount {e['path']}")
+        elif e["kind"] in ("swap", "zram"):
+            msg = _restore_swap_device(e)
+            if msg:
+                problems.append(msg)
+            else:
+                e["done"] = True
         elif e["kind"] == "tracing_instance":
             try:
                 Path(e["path"]).rmdir()
@@ -305,6 +344,10 @@ def recover(directory: Path | None = None) -> tuple[list[str], list[str]]:
                     done.append(f"restored {e['what']} to {e['old']} (left changed by {tool} pid {doc.get('pid')})")
                 elif e["kind"] == "mount":
                     done.append(f"unmounted {e['fstype']} from {e['path']} (left by {tool} pid {doc.get('pid')})")
+                elif e["kind"] == "swap":
+                    done.append(f"turned off swap on {e['path']} (left by {tool} pid {doc.get('pid')})")
+                elif e["kind"] == "zram":
+                    done.append(f"reset {e['device']} to disksize 0 (left by {tool} pid {doc.get('pid')})")
                 else:
                     thing = "ftrace instance" if e["kind"] == "tracing_instance" else "cgroup"
                     done.append(f"removed {thing} {e['path']} (left by {tool} pid {doc.get('pid')})")

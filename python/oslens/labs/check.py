@@ -42,14 +42,19 @@ def load_answers(path: Path, lab) -> dict:
     if "lab" in doc and str(doc["lab"]) != str(lab.number):
         raise OslensError(f"{path}: these answers are for lab {doc['lab']}, not lab {lab.number}; "
                           f"use 'oslens lab check {doc['lab']} --answers {path}'", 2)
-    known = {q.key for q in lab.questions}
+    variant = doc.get("variant") or lab.default_variant
+    if variant not in lab.variants:
+        raise OslensError(f"{path}: lab {lab.number} has no variant '{variant}'; its variants are "
+                          f"{', '.join(lab.variants)}", 2)
+    known = {q.key for q in lab.questions_for(variant)}
     for section in ("prediction", "answers"):
         table = doc.get(section, {})
         if not isinstance(table, dict):
             raise OslensError(f"{path}: [{section}] must be a table of question = number", 2)
         for key, value in table.items():
             if key not in known:
-                raise OslensError(f"{path}: [{section}] {key}: lab {lab.number} has no such question; "
+                raise OslensError(f"{path}: [{section}] {key}: lab {lab.number}"
+                                  f"{'' if variant == lab.default_variant else ' variant ' + variant} has no such question; "
                                   f"its questions are {', '.join(sorted(known))}", 2)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise OslensError(f"{path}: [{section}] {key}: {value!r} is not a number; answer with a number", 2)
@@ -94,7 +99,7 @@ def check(lab, doc: dict, results: dict | None) -> list[Verdict]:
     if variant not in lab.variants:
         raise OslensError(f"lab {lab.number} has no variant '{variant}'; its variants are {', '.join(lab.variants)}", 2)
     params = lab.params(quick, variant)
-    expected = lab.expect(params, results)
+    expected = lab.variant(variant).expect(params, results)
     verdicts = []
     for section in ("prediction", "answers"):
         for key, given in doc.get(section, {}).items():
@@ -102,7 +107,8 @@ def check(lab, doc: dict, results: dict | None) -> list[Verdict]:
             if exp is None:
                 verdicts.append(Verdict(section, key, given, False,
                                         "this question needs a run of the lab on this machine first: "
-                                        f"oslens lab run {lab.number}{' --quick' if quick else ''}"))
+                                        f"oslens lab run {lab.number}{' --quick' if quick else ''}"
+                                        f"{'' if variant == lab.default_variant else ' --variant ' + variant}"))
                 continue
             verdicts.append(judge(section, key, float(given), exp))
     return verdicts

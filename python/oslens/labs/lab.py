@@ -4,6 +4,7 @@ and `expect` (the model's answer and band for every question)."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,6 +38,17 @@ class Expectation:
 
 
 @dataclass
+class Variant:
+    """A variant that asks its own questions, needs its own things and runs its own programs
+    (lab 1's zram swap, lab 10's fair-class slices). A module of its own exports it as VARIANT."""
+    questions: list[Question]
+    predictions: tuple[str, ...]
+    requires: tuple[str, ...]
+    run: Callable
+    expect: Callable
+
+
+@dataclass
 class Lab:
     number: int
     slug: str
@@ -52,7 +64,25 @@ class Lab:
     variants: dict[str, str] = field(default_factory=lambda: {"default": "the lab as the sheet describes it"})
     predictions: tuple[str, ...] = ()  # question keys the sheet asks to predict before running
     optional: tuple[str, ...] = ()     # requirements whose absence only narrows what the run shows
+    # variants with their own questions and programs: variant -> the module that exports its
+    # VARIANT (imported when used: that module builds on the lab's own); the others share the lab's
+    variant_modules: dict[str, str] = field(default_factory=dict)
 
     @property
     def default_variant(self) -> str:
         return next(iter(self.variants))
+
+    def variant(self, name: str | None) -> Variant:
+        module = self.variant_modules.get(name or "")
+        if module:
+            return importlib.import_module(module).VARIANT
+        return Variant(self.questions, self.predictions, self.requires, self.run, self.expect)
+
+    def questions_for(self, variant: str | None) -> list[Question]:
+        return self.variant(variant).questions
+
+    def predictions_for(self, variant: str | None) -> tuple[str, ...]:
+        return self.variant(variant).predictions
+
+    def requires_for(self, variant: str | None) -> tuple[str, ...]:
+        return self.variant(variant).requires

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oslens import paths
-from oslens.control import config, sysfs
+from oslens.control import config, sysfs, zram
 
 MEMORY_FS_TYPES = {"tmpfs", "ramfs"}  # their pages cannot be evicted without swap
 
@@ -232,6 +232,13 @@ def _readahead_cost(_m, data, root):
     return read_ahead_verdict(*costs, ra * 1024 // os.sysconf("SC_PAGE_SIZE"))
 
 
+def _zram_swap(_m, _data, root):
+    why = zram.missing(root)
+    if why:
+        return False, why + " (the variant swaps the capped program's pages to a compressed RAM disk)"
+    return True, zram.describe(root)
+
+
 def _thp(m, _data, _root):
     t = m["thp"]
     if not t.get("available"):
@@ -267,6 +274,13 @@ def _rr_timeslice(m, _data, _root):
     return True, f"sched_rr_timeslice_ms {rr['current']} ({rr['path']})"
 
 
+def _eevdf_slice(m, _data, _root):
+    sl = m["sched"].get("slice") or {}
+    if not sl.get("available"):
+        return False, f"{sl.get('reason', 'no per-task slice')}: the variant sets each spinner's slice there"
+    return True, f"per-task slices ({sl.get('how', 'sched_setattr sched_runtime')})"
+
+
 REQUIREMENTS = {
     "root": _root,
     "memory-cgroup": _controller("memory"),
@@ -282,15 +296,18 @@ REQUIREMENTS = {
     "kernel-stacks": _kernel_stacks,
     "rr-timeslice": _rr_timeslice,
     "readahead-slower": _readahead_cost,
+    "zram-swap": _zram_swap,
+    "eevdf-slice": _eevdf_slice,
 }
 
 
-def preflight(lab, data_dir: Path, root: Path | None = None, optional: bool = True) -> list[Check]:
+def preflight(lab, data_dir: Path, root: Path | None = None, optional: bool = True,
+              variant: str | None = None) -> list[Check]:
     """optional=False: only what blocks the lab (for `lab list`; some optional checks measure)."""
     root = Path(root) if root is not None else sysfs.default_root()
     m = _machine(root)
     out = []
-    for name in (*lab.requires, *(lab.optional if optional else ())):
+    for name in (*lab.requires_for(variant), *(lab.optional if optional else ())):
         ok, detail = REQUIREMENTS[name](m, Path(data_dir), root)
         out.append(Check(name, ok, detail, blocking=name not in lab.optional))
     return out

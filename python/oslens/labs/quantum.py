@@ -151,4 +151,7 @@ LAB = Lab(
     ],
     predictions=("handovers_per_s_10", "handovers_per_s_100"),
     run=run, expect=expect, params=params,
+    variants={"default": "SCHED_RR: the quantum is sched_rr_timeslice_ms",
+              "eevdf": "SCHED_OTHER: each spinner's own EEVDF slice (sched_setattr sched_runtime)"},
+    variant_modules={"eevdf": "oslens.labs.quantum_eevdf"},
 )

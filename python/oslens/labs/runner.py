@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oslens import paths
-from oslens.control import apply, journal, kernel, sysfs
+from oslens.control import apply, journal, kernel, sysfs, zram
 from oslens.control.sysfs import default_root
 from oslens.errors import OslensError
 
@@ -170,6 +170,23 @@ class LabRun:
         ...), journaled before each change and restored with the rest."""
         apply.apply_globals(settings, self.journal, default_root(), os.getpid())
 
+    def swap_on_zram(self, size_bytes: int) -> dict:
+        """Swap on a free zram device for this run (control.zram), journaled: swapoff and the
+        device's reset (disksize 0) at the end, on signals, and by the next oslens run after a
+        SIGKILL. Made before the run's cgroup, so it is undone after the cgroup is gone."""
+        return zram.swap_on_zram(self.journal, size_bytes, default_root())
+
+    def swap_peak(self) -> int | None:
+        """The most swap the run's memory cgroup used, in bytes (v1: the memory + swap peak less the
+        memory peak, a lower bound, close while the memory stays at the cap; v2: memory.swap.peak)."""
+        if not self.memory_cgroup:
+            return None
+        cg, version = self.memory_cgroup
+        if version == 2:
+            return sysfs.read_int(cg / "memory.swap.peak")
+        both, mem = sysfs.read_int(cg / "memory.memsw.max_usage_in_bytes"), sysfs.read_int(cg / "memory.max_usage_in_bytes")
+        return None if both is None or mem is None else both - mem
+
     @staticmethod
     def cpu_stat(cg: Path) -> dict:
         """cpu.stat of a cgroup: periods, throttled periods, throttled time in ns (v1 and v2)."""
@@ -307,6 +324,26 @@ def trace_faults(trace: Path, pid: int, lo: int, hi: int, buckets: int = 20) -> 
     for t in ts:
         hist[min((t - ts[0]) // width, buckets - 1)] += 1
     return {"count": len(ts), "timeline": hist, "bucket_ns": width}
+
+
+def trace_fault_counts(trace: Path | None, pid: int | None, lo: int, hi: int,
+                       windows: list[tuple[int, int]]) -> list[int] | None:
+    """User page faults of `pid` on [lo, hi) in each CLOCK_MONOTONIC window [t0, t1) of a trace
+    (a program's phases, timed by the program itself)."""
+    if trace is None or pid is None:
+        return None
+    from oslens import store
+
+    try:
+        con = store.open_trace(trace, quiet=True)
+        names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        if "faults" not in names:
+            return None
+        return [con.execute("SELECT count(*) FROM faults WHERE pid = ? AND address >= ? AND address < ? "
+                            "AND ts >= ? AND ts < ?", [pid, lo, hi, t0, t1]).fetchone()[0] for t0, t1 in windows]
+    except Exception as e:  # noqa: BLE001 - a trace that cannot be read leaves rusage's figures
+        print(f"oslens: warning: the trace {trace} could not be read ({e}); showing rusage only", file=sys.stderr)
+        return None
 
 
 def kernel_tier(trace: Path | None) -> str | None:

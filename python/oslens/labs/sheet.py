@@ -24,13 +24,18 @@ def text(lab) -> str:
                           "run oslens from its checkout", 1) from None
 
 
-def answers_template(lab) -> str:
-    """An answers.toml skeleton with every question, to fill in."""
-    lines = [f"lab = {lab.number}", "quick = true   # false for the full-size run", ""]
-    if lab.predictions:
+def answers_template(lab, variant: str | None = None) -> str:
+    """An answers.toml skeleton with every question of the variant, to fill in."""
+    variant = variant or lab.default_variant
+    questions, predictions = lab.questions_for(variant), lab.predictions_for(variant)
+    lines = [f"lab = {lab.number}", "quick = true   # false for the full-size run"]
+    if variant != lab.default_variant:
+        lines.append(f'variant = "{variant}"')
+    lines.append("")
+    if predictions:
         lines.append("[prediction]   # before you run it")
-        lines += [f"# {q.text}\n{q.key} = 0" for q in lab.questions if q.key in lab.predictions]
+        lines += [f"# {q.text}\n{q.key} = 0" for q in questions if q.key in predictions]
         lines.append("")
     lines.append("[answers]")
-    lines += [f"# {q.text}" + (f" ({q.unit})" if q.unit else "") + f"\n{q.key} = 0" for q in lab.questions]
+    lines += [f"# {q.text}" + (f" ({q.unit})" if q.unit else "") + f"\n{q.key} = 0" for q in questions]
     return "\n".join(lines) + "\n"

@@ -83,10 +83,15 @@ def test_every_lab_has_a_sheet_and_its_questions_in_the_template():
     for lab in labs.all_labs():
         text = sheet.text(lab)
         assert text.startswith(f"# Lab {lab.number} ")
-        for q in lab.questions:
-            assert f"`{q.key}`" in text, f"lab {lab.number}'s sheet does not ask {q.key}"
-        template = sheet.answers_template(lab)
-        assert all(f"{q.key} = 0" in template for q in lab.questions)
+        for variant in lab.variants:
+            questions = lab.questions_for(variant)
+            for q in questions:
+                assert f"`{q.key}`" in text, f"lab {lab.number}'s sheet does not ask {q.key} ({variant})"
+            if variant != lab.default_variant:
+                assert f"--variant {variant}" in text, f"lab {lab.number}'s sheet does not name variant {variant}"
+            template = sheet.answers_template(lab, variant)
+            assert all(f"{q.key} = 0" in template for q in questions)
+            assert (f'variant = "{variant}"' in template) == (variant != lab.default_variant)
 
 
 def test_unknown_lab_is_one_clear_error():
@@ -220,3 +225,65 @@ def test_read_ahead_verdict_compares_a_window_with_half_its_pages_read_singly():
     assert slower and "the column walk gets slower" in text
     slower, text = preflight.read_ahead_verdict(100e-6, 0.01, 2048)
     assert not slower and "10× cheaper" in text and "gets faster with read-ahead, not slower" in text
+
+
+def test_zram_variant_preflight_says_why_it_cannot_run(tmp_path):
+    """Fake machines (no real zram is touched): no zram in the kernel, every device busy, and a
+    free one. The default variant does not ask for zram at all."""
+    from oslens.control import zram
+
+    root = _machine(tmp_path)
+    assert "zram-swap" not in _checks(thrashing.LAB, root, tmp_path)
+    c = {x.name: x for x in preflight.preflight(thrashing.LAB, tmp_path, root, variant="zram")}["zram-swap"]
+    assert not c.ok and c.blocking and "no zram device (/sys/block/zram*)" in c.detail
+    assert "swaps the capped program's pages to a compressed RAM disk" in c.detail
+    dev = root / "sys/block/zram0"
+    dev.mkdir(parents=True)
+    (dev / "initstate").write_text("1\n")
+    c = {x.name: x for x in preflight.preflight(thrashing.LAB, tmp_path, root, variant="zram")}["zram-swap"]
+    assert not c.ok and "every zram device (zram0) is in use" in c.detail
+    (dev / "initstate").write_text("0\n")
+    (dev / "comp_algorithm").write_text("lzo [lz4]\n")
+    c = {x.name: x for x in preflight.preflight(thrashing.LAB, tmp_path, root, variant="zram")}["zram-swap"]
+    assert c.ok == (zram.missing(root) is None) and (not c.ok or "zram0 free (compressors lzo lz4, now lz4)" in c.detail)
+
+
+def test_zram_variant_model_figures():
+    from oslens.labs import thrashing_zram
+
+    p = thrashing.params(True, "zram")
+    e = thrashing_zram.expect(p, None)
+    assert (e["fill_swap_outs"].value, e["row_swap_ins"].value, e["col_swap_ins_per_column"].value) == (2835, 4883, 4882)
+    assert e["oom_kills"].value == 0 and not e["oom_kills"].widen
+    assert thrashing_zram.swap_bytes(p) == 52 << 20  # the matrix rounded up to MiB, plus 32 MiB
+    assert not check.judge("answers", "oom_kills", 1, e["oom_kills"]).ok  # lab 3's answer is wrong here
+
+
+def test_variant_questions_are_checked_against_the_variant(tmp_path):
+    a = tmp_path / "a.toml"
+    a.write_text('lab = 1\nvariant = "zram"\n[answers]\nrow_major_faults = 4883\n')
+    with pytest.raises(OslensError, match="row_major_faults: lab 1 variant zram has no such question"):
+        check.load_answers(a, thrashing.LAB)
+    a.write_text('lab = 1\nvariant = "swap"\n[answers]\nrow_swap_ins = 1\n')
+    with pytest.raises(OslensError, match="lab 1 has no variant 'swap'; its variants are default, zram"):
+        check.load_answers(a, thrashing.LAB)
+
+
+@pytest.mark.parametrize("slice_us,hz,bounds", [(100, 250, (4, 4)), (3000, 250, (4, 4)), (10000, 250, (4, 12)),
+                                                (4000, 250, (4, 4)), (3000, 1000, (1, 3)), (10000, 100, (10, 10))])
+def test_eevdf_turns_are_whole_ticks(slice_us, hz, bounds):
+    from oslens.labs import quantum_eevdf
+
+    assert quantum_eevdf.turn_bounds(slice_us, hz) == pytest.approx(bounds)
+
+
+def test_eevdf_variant_needs_per_task_slices(tmp_path):
+    from oslens.labs import quantum
+
+    old = _machine(tmp_path / "old", kernel="6.6.0")
+    c = {x.name: x for x in preflight.preflight(quantum.LAB, tmp_path, old, variant="eevdf")}["eevdf-slice"]
+    assert not c.ok and "kernel 6.6.0 is older than 6.12" in c.detail and "sets each spinner's slice" in c.detail
+    new = _machine(tmp_path / "new")
+    c = {x.name: x for x in preflight.preflight(quantum.LAB, tmp_path, new, variant="eevdf")}["eevdf-slice"]
+    assert c.ok and "sched_runtime" in c.detail
+    assert "rr-timeslice" not in {x.name for x in preflight.preflight(quantum.LAB, tmp_path, new, variant="eevdf")}

@@ -206,5 +206,7 @@ LAB = Lab(
     ],
     predictions=("row_major_faults", "col_major_faults_per_column"),
     run=run, expect=expect, params=params,
-    variants={"default": "MADV_RANDOM: one page read per fault"},
+    variants={"default": "MADV_RANDOM: one page read per fault",
+              "zram": "anonymous memory with swap on zram: swapped out and in instead of OOM-killed (lab 3)"},
+    variant_modules={"zram": "oslens.labs.thrashing_zram"},
 )
