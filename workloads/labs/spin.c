@@ -3,15 +3,14 @@
  * window) and reports, as one JSON line, the CPU time it got in that window (getrusage), its nice
  * value, its context switches in the window (getrusage; and the kernel's own
  * nr_involuntary_switches of /proc/self/sched over the whole run) and the round-robin quantum the
- * kernel gives it (sched_rr_get_interval: meaningful under SCHED_RR). */
+ * kernel gives it (sched_rr_get_interval: meaningful under SCHED_RR) and the fair-class slice it
+ * keeps (se.slice of /proc/self/sched: the EEVDF per-task slice, lab 10's eevdf variant). */
 #define _GNU_SOURCE
 #include "lab_common.h"
 
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-
-#define GAP_NS 100000LL  /* a pause this long between two loop iterations: another task ran */
 
 static double cpu_s(void) {
     struct rusage ru;
@@ -46,8 +45,7 @@ int main(int argc, char **argv) {
     }
     /* --share FILE: spinners that map the same file note which of them ran last, so each counts
      * the times it got the CPU after another spinner had it (handovers), not after any task */
-    struct turn { int last; int clean; long long last_ns, start_ns; };
-    volatile struct turn *last = NULL;
+    volatile int *last = NULL;
     if (share) {
         int fd = open(share, O_RDWR | O_CREAT, 0600);
         if (fd < 0 || ftruncate(fd, 4096) != 0) { fprintf(stderr, "spin: %s: %s\n", share, strerror(errno)); return 1; }
@@ -56,8 +54,7 @@ int main(int argc, char **argv) {
         close(fd);
     }
     int me = (int)getpid();
-    long handovers = 0, direct = 0, clean_turns = 0;
-    long long clean_ns = 0;
+    long handovers = 0;
     if (end <= start) { fprintf(stderr, "usage: spin --start-ns T0 --end-ns T1\n"); return 2; }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     struct timespec ts = { start / 1000000000LL, start % 1000000000LL };
@@ -66,26 +63,12 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &r0);
     double c0 = cpu_s();
     volatile unsigned long x = 0;
-    long long prev = lab_now_ns(), now;
-    /* a turn is clean when it began right after the other spinner's (no other task between)
-     * and nothing else ran inside it: its length is then the scheduler's own choice */
-    while ((now = lab_now_ns()) < end) {
+    while (lab_now_ns() < end) {
         for (int k = 0; k < 1000; k++) x++;
-        if (last && last->last != me) {
-            int was_direct = last->last && now - last->last_ns < GAP_NS;
-            if (last->last) handovers++;
-            if (was_direct) {
-                direct++;
-                if (last->clean) { clean_turns++; clean_ns += last->last_ns - last->start_ns; }
-            }
-            last->last = me;
-            last->start_ns = now;
-            last->clean = was_direct;
-        } else if (last && now - prev >= GAP_NS) {
-            last->clean = 0;  /* another task ran inside this turn */
+        if (last && *last != me) {
+            if (*last) handovers++;
+            *last = me;
         }
-        if (last) last->last_ns = now;
-        prev = now;
     }
     double c1 = cpu_s();
     struct rusage ru;
@@ -95,9 +78,9 @@ int main(int argc, char **argv) {
     struct timespec rr = {0, 0};
     sched_rr_get_interval(0, &rr);
     printf("{\"pid\":%d,\"nice\":%d,\"policy\":%d,\"cpu_s\":%.6f,\"wall_s\":%.3f,\"nvcsw\":%ld,\"nivcsw\":%ld,"
-           "\"handovers\":%ld,\"direct\":%ld,\"clean_turns\":%ld,\"clean_ns\":%lld,\"slice_ns\":%lld,\"window_nvcsw\":%ld,\"window_nivcsw\":%ld,\"sched_nivcsw\":%lld,\"rr_interval_ns\":%lld}\n",
+           "\"handovers\":%ld,\"slice_ns\":%lld,\"window_nvcsw\":%ld,\"window_nivcsw\":%ld,\"sched_nivcsw\":%lld,\"rr_interval_ns\":%lld}\n",
            (int)getpid(), nice, sched_getscheduler(0), c1 - c0, (end - start) / 1e9, ru.ru_nvcsw, ru.ru_nivcsw,
-           handovers, direct, clean_turns, clean_ns, sched_field("se.slice"), ru.ru_nvcsw - r0.ru_nvcsw, ru.ru_nivcsw - r0.ru_nivcsw, sched_field("nr_involuntary_switches"),
+           handovers, sched_field("se.slice"), ru.ru_nvcsw - r0.ru_nvcsw, ru.ru_nivcsw - r0.ru_nivcsw, sched_field("nr_involuntary_switches"),
            (long long)rr.tv_sec * 1000000000LL + rr.tv_nsec);
     return 0;
 }

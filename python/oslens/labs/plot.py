@@ -5,8 +5,8 @@ from __future__ import annotations
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
-def bars(rows: list[tuple[str, float]], width: int = 40, unit: str = "") -> list[str]:
-    """One horizontal bar per (label, value), scaled to the largest."""
+def bars(rows: list[tuple[str, float]], width: int = 40, unit: str = "", digits: int = 0) -> list[str]:
+    """One horizontal bar per (label, value), scaled to the largest, the value with `digits` decimals."""
     if not rows:
         return []
     top = max(v for _, v in rows) or 1
@@ -14,7 +14,7 @@ def bars(rows: list[tuple[str, float]], width: int = 40, unit: str = "") -> list
     out = []
     for label, v in rows:
         n = int(round(width * v / top))
-        out.append(f"  {label:<{pad}} {'█' * n}{'' if n else '▏'} {v:,.0f}{unit}")
+        out.append(f"  {label:<{pad}} {'█' * n}{'' if n else '▏'} {v:,.{digits}f}{unit}")
     return out
 
 

@@ -103,7 +103,8 @@ def _observations(ctx, hz, pairs) -> None:
     say(f"  (model: a slice ends at the first tick after it is used up, tick {1000 / (hz or 250):g} ms; a longer slice "
         "may end sooner: see docs/labs.md)")
     say("\n  turn length against the slice:")
-    for line in plot.bars([(f"{x['slice_us'] / 1000:g} ms", x["turn_ms"] or 0) for x in pairs], width=36):
+    for line in plot.bars([(f"{x['slice_us'] / 1000:g} ms", x["turn_ms"] or 0) for x in pairs], width=36,
+                          unit=" ms", digits=2):
         say(line)
 
 
