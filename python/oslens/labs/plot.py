@@ -18,6 +18,11 @@ def bars(rows: list[tuple[str, float]], width: int = 40, unit: str = "", digits:
     return out
 
 
+def count(x) -> str:
+    """A count with thousands separators, '-' where there is none."""
+    return "-" if x is None else f"{x:,.0f}"
+
+
 def sparkline(values: list[float]) -> str:
     if not values:
         return ""

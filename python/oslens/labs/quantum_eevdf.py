@@ -19,7 +19,6 @@ import os
 from oslens.control import kernel, sysfs
 from oslens.labs import plot
 from oslens.labs.lab import Expectation, Question, Variant
-from oslens.labs.quantum import config_hz
 from oslens.labs.sched_weights import spin_argv, window
 
 SLICES_US = (100, 3000, 10000)

@@ -5,6 +5,7 @@ results kept in the lab's directory for `oslens lab check`."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import signal
@@ -298,9 +299,9 @@ class LabRun:
         return path
 
 
-def trace_faults(trace: Path, pid: int, lo: int, hi: int, buckets: int = 20) -> dict | None:
-    """User page faults of `pid` on addresses [lo, hi) in a recorded trace, with how they spread
-    over the run (the paper's pfault_timeline)."""
+def _fault_times(trace: Path | None, pid: int | None, lo: int, hi: int) -> list[int] | None:
+    """The times of `pid`'s user page faults on addresses [lo, hi) in a recorded trace, in order;
+    None where the trace has no fault events or cannot be read."""
     if trace is None or pid is None:
         return None
     from oslens import store
@@ -315,7 +316,15 @@ def trace_faults(trace: Path, pid: int, lo: int, hi: int, buckets: int = 20) -> 
     except Exception as e:  # noqa: BLE001 - a trace that cannot be read leaves rusage's figures
         print(f"oslens: warning: the trace {trace} could not be read ({e}); showing rusage only", file=sys.stderr)
         return None
-    ts = [r[0] for r in rows]
+    return [r[0] for r in rows]
+
+
+def trace_faults(trace: Path, pid: int, lo: int, hi: int, buckets: int = 20) -> dict | None:
+    """User page faults of `pid` on addresses [lo, hi) in a recorded trace, with how they spread
+    over the run (the paper's pfault_timeline)."""
+    ts = _fault_times(trace, pid, lo, hi)
+    if ts is None:
+        return None
     if not ts:
         return {"count": 0, "timeline": [], "bucket_ns": 0}
     span = max(ts[-1] - ts[0], 1)
@@ -330,20 +339,10 @@ def trace_fault_counts(trace: Path | None, pid: int | None, lo: int, hi: int,
                        windows: list[tuple[int, int]]) -> list[int] | None:
     """User page faults of `pid` on [lo, hi) in each CLOCK_MONOTONIC window [t0, t1) of a trace
     (a program's phases, timed by the program itself)."""
-    if trace is None or pid is None:
+    ts = _fault_times(trace, pid, lo, hi)
+    if ts is None:
         return None
-    from oslens import store
-
-    try:
-        con = store.open_trace(trace, quiet=True)
-        names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-        if "faults" not in names:
-            return None
-        return [con.execute("SELECT count(*) FROM faults WHERE pid = ? AND address >= ? AND address < ? "
-                            "AND ts >= ? AND ts < ?", [pid, lo, hi, t0, t1]).fetchone()[0] for t0, t1 in windows]
-    except Exception as e:  # noqa: BLE001 - a trace that cannot be read leaves rusage's figures
-        print(f"oslens: warning: the trace {trace} could not be read ({e}); showing rusage only", file=sys.stderr)
-        return None
+    return [bisect.bisect_left(ts, t1) - bisect.bisect_left(ts, t0) for t0, t1 in windows]
 
 
 def kernel_tier(trace: Path | None) -> str | None:

@@ -156,25 +156,21 @@ def run(ctx, p: dict) -> dict:
     return results
 
 
-def _n(x) -> str:
-    return "-" if x is None else f"{x:,.0f}"
-
-
 def _observations(ctx, p, m, r) -> None:
     say = ctx.say
     say("\nObservations (faults during the walk only; rusage = the program's getrusage, "
         "trace = page faults oslens recorded on the matrix's addresses)")
     say(f"  {'walk':<28}{'majflt':>10}{'minflt':>8}{'trace':>10}{'seconds':>9}{'model':>10}")
-    say(f"  {'row':<28}{_n(r['row_majflt']):>10}{_n(r['row_minflt']):>8}{_n(r['row_trace_faults']):>10}"
-        f"{r['row_s']:>9.2f}{_n(m['pages']):>10}")
-    say(f"  {'column, %d columns' % p['columns']:<28}{_n(r['col_majflt']):>10}{_n(r['col_minflt']):>8}"
-        f"{_n(r['col_trace_faults']):>10}{r['col_s_per_column'] * p['columns']:>9.2f}"
-        f"{_n(m['column_pages'] * p['columns']):>10}")
-    say(f"  {'column, fits (%d×%d)' % (p['fits_rows'], p['fits_cols']):<28}{_n(r['fits_majflt']):>10}"
-        f"{_n(r['fits_minflt']):>8}{_n(r['fits_trace_faults']):>10}{r['fits_s']:>9.2f}{_n(m['fits_faults']):>10}")
+    say(f"  {'row':<28}{plot.count(r['row_majflt']):>10}{plot.count(r['row_minflt']):>8}{plot.count(r['row_trace_faults']):>10}"
+        f"{r['row_s']:>9.2f}{plot.count(m['pages']):>10}")
+    say(f"  {'column, %d columns' % p['columns']:<28}{plot.count(r['col_majflt']):>10}{plot.count(r['col_minflt']):>8}"
+        f"{plot.count(r['col_trace_faults']):>10}{r['col_s_per_column'] * p['columns']:>9.2f}"
+        f"{plot.count(m['column_pages'] * p['columns']):>10}")
+    say(f"  {'column, fits (%d×%d)' % (p['fits_rows'], p['fits_cols']):<28}{plot.count(r['fits_majflt']):>10}"
+        f"{plot.count(r['fits_minflt']):>8}{plot.count(r['fits_trace_faults']):>10}{r['fits_s']:>9.2f}{plot.count(m['fits_faults']):>10}")
     if r["kernel"] and r["col_trace_faults"] is None:
         say(f"  (the trace has no fault events: {r['kernel']})")
-    say(f"\n  per column (rusage majflt): {', '.join(_n(x) for x in r['col_per_column'])}"
+    say(f"\n  per column (rusage majflt): {', '.join(plot.count(x) for x in r['col_per_column'])}"
         f"  — model {m['column_pages']} each")
     full = r["col_s_per_column"] * p["cols"]
     say(f"  whole column walk, extrapolated: {p['cols']} × {r['col_majflt_per_column']:,.0f} = "
@@ -189,7 +185,7 @@ def _observations(ctx, p, m, r) -> None:
         say(line)
     if r.get("cap_peak_bytes"):
         say(f"\n  the cap: peak usage {r['cap_peak_bytes'] / MiB:.1f} MiB of {p['cap_bytes'] // MiB} MiB, "
-            f"limit reached {_n(r['cap_hits'])} times")
+            f"limit reached {plot.count(r['cap_hits'])} times")
 
 
 LAB = Lab(

@@ -110,25 +110,21 @@ def zram_usage(swap: dict) -> dict:
     return zram.usage(swap["device"].rsplit("/", 1)[-1])
 
 
-def _n(x) -> str:
-    return "-" if x is None else f"{x:,.0f}"
-
-
 def _observations(ctx, p, m, r) -> None:
     say = ctx.say
     say("\nObservations (swap-in / swap-out = /proc/vmstat pswpin / pswpout over the phase; rusage = the "
         "program's getrusage; trace = page faults oslens recorded on the matrix in the phase)")
     say(f"  {'phase':<22}{'swap-in':>9}{'swap-out':>10}{'majflt':>9}{'minflt':>9}{'trace':>9}{'seconds':>9}  model")
-    models = {"fill": f"{_n(m['fill_swap_outs'])} out", "row": f"{_n(m['pages'])} in, as many out",
-              "col": f"{_n(m['column_pages'] * p['columns'])} in"}
+    models = {"fill": f"{plot.count(m['fill_swap_outs'])} out", "row": f"{plot.count(m['pages'])} in, as many out",
+              "col": f"{plot.count(m['column_pages'] * p['columns'])} in"}
     labels = {"fill": "fill (writes)", "row": "row walk", "col": f"column walk, {p['columns']} col."}
     for k in ("fill", "row", "col"):
-        say(f"  {labels[k]:<22}{_n(r[k + '_pswpin']):>9}{_n(r[k + '_pswpout']):>10}{_n(r[k + '_majflt']):>9}"
-            f"{_n(r[k + '_minflt']):>9}{_n(r[k + '_trace_faults']):>9}{r[k + '_s']:>9.2f}  {models[k]}")
-    say(f"\n  per column (rusage majflt): {', '.join(_n(x) for x in r['col_per_column'])} — model {m['column_pages']} each")
-    say(f"  the cgroup (memory.stat): {_n(r['cgroup_pgmajfault'])} major faults in all; peak memory "
+        say(f"  {labels[k]:<22}{plot.count(r[k + '_pswpin']):>9}{plot.count(r[k + '_pswpout']):>10}{plot.count(r[k + '_majflt']):>9}"
+            f"{plot.count(r[k + '_minflt']):>9}{plot.count(r[k + '_trace_faults']):>9}{r[k + '_s']:>9.2f}  {models[k]}")
+    say(f"\n  per column (rusage majflt): {', '.join(plot.count(x) for x in r['col_per_column'])} — model {m['column_pages']} each")
+    say(f"  the cgroup (memory.stat): {plot.count(r['cgroup_pgmajfault'])} major faults in all; peak memory "
         f"{(r['cap_peak_bytes'] or 0) / MiB:.1f} MiB of {p['cap_bytes'] // MiB} MiB, swap at least "
-        f"{(r['swap_peak_bytes'] or 0) / MiB:.1f} MiB at its peak; oom_kill {_n(r['oom_kills'])}, exit {r['exit']} "
+        f"{(r['swap_peak_bytes'] or 0) / MiB:.1f} MiB at its peak; oom_kill {plot.count(r['oom_kills'])}, exit {r['exit']} "
         "(lab 3, without swap: 137)")
     z = r["zram"]
     if z.get("mem_used_max_bytes") is not None:
