@@ -66,9 +66,10 @@ all: $(SRC:.c=.o)
 """
 
 
-def programs(quick: bool) -> dict:
+def programs(quick: bool, keep: str | None = None) -> dict:
     """`oslens whatif --validate` on each of PROGRAMS (stress-ng with an untraced `stress-ng --cpu 1`
-    beside it); per program and run: recorded, predicted and the errors, as --validate's JSON gives."""
+    beside it); per program and run: recorded, predicted and the errors, as --validate's JSON gives,
+    and the host's load average before and after each program. keep: a folder for the traces."""
     exe = ROOT / ".venv" / "bin" / "oslens"
     out = {"host_load_1min_before": os.getloadavg()[0], "programs": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,47 +83,40 @@ def programs(quick: bool) -> dict:
             cmd = cmd + ["-C", str(src)] if name == "make" else cmd
             other = subprocess.Popen(["stress-ng", "--cpu", "1", "--timeout", "300"], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL) if name == "stress-ng" else None
+            load_before = os.getloadavg()[0]
             try:
                 res = subprocess.run([str(exe), "whatif", "--validate", *(["--quick"] if quick else []), "-o",
-                                      str(Path(tmp) / name), "--json", "-", "--", *cmd],
+                                      str(Path(keep or tmp) / name), "--json", "-", "--", *cmd],
                                      capture_output=True, text=True, check=True)
             finally:
                 if other is not None:
                     other.terminate()
                     other.wait()
             doc = json.loads(res.stdout)
-            out["programs"][name] = [{"case": r["case"], "recorded": r["recorded"], "predicted": r["predicted"],
-                                      "error": r["error"], "own_load": r.get("own_load")} for r in doc["runs"]]
+            out["programs"][name] = {
+                "load_1min": [load_before, os.getloadavg()[0]],
+                "runs": [{"case": r["case"], "recorded": r["recorded"], "predicted": r["predicted"],
+                          "error": r["error"], "own_load": r.get("own_load")} for r in doc["runs"]]}
     out["host_load_1min_after"] = os.getloadavg()[0]
     return out
 
 
-def compare_models(out_dir: str, replicates: int = 4) -> dict:
-    """Re-predicts every run of a finished `oslens whatif --validate -o DIR` from its default run's
-    trace under both models of the other tasks (K always-ready competitors only, as before; and
-    with the replayed per-CPU competitor), so the two are compared on the same recorded runs."""
-    from oslens import store
-    from oslens.whatif import background, extract, machine, predict, spec as specmod, validate as v
+def repredict(out_dir: str, replicates: int = 4) -> dict:
+    """Re-predicts every run of a finished `oslens whatif --validate -o DIR` with the current model,
+    twice: each run's clock from the process's start (the launcher's Python start-up, in the
+    default class, counted) and from the launcher's sched_setattr (what --validate reports), so
+    the two are compared on the same recorded runs (docs/whatif.md "Validation")."""
+    from oslens.whatif import validate as v
 
-    runs = [Path(out_dir) / f"run{k}" for k in range(len(v.CASES))]
-    base = extract.workload(store.open_trace(runs[0]))
-    mach = machine.defaults(base.ncpus, None)
-    models = {}
-    for name, replayed in (("always_ready_only", False), ("replayed", True)):
-        k, fit = background.fit(base, mach, replayed)
-        wl = background.competitors(base, k, replayed)
-        rows = []
-        for case, trace in zip(v.CASES, runs):
-            if not trace.exists():
-                continue
-            rec = predict.recorded(extract.workload(store.open_trace(trace)))
-            pred = predict.run_policy(wl, specmod.parse(case.predict), mach, replicates)
-            rows.append({"case": case.label, "recorded": [rec["makespan_ns"], rec["switches"]],
-                         "predicted": [pred["makespan_ns"], pred["switches"]],
-                         "error": [v._error(pred["makespan_ns"], rec["makespan_ns"]),
-                                   v._error(pred["switches"], rec["switches"])]})
-        models[name] = {"k": k, "fit": fit, "runs": rows}
-    return {"dir": out_dir, "host_load_1min": os.getloadavg()[0], "models": models}
+    runs = [(case, Path(out_dir) / f"run{k}") for k, case in enumerate(v.CASES)]
+    runs = [(c, t) for c, t in runs if t.exists()]
+    out = {"dir": out_dir, "host_load_1min": os.getloadavg()[0], "clocks": {}}
+    for name, from_policy in (("from_process_start", False), ("from_policy_call", True)):
+        _mach, fit, rows = v.evaluate(runs, None, replicates, from_policy)
+        out["clocks"][name] = {"fit": fit, "runs": [{"case": r["case"], "recorded": r["recorded"],
+                                                       "predicted": r["predicted"], "error": r["error"],
+                                                       "own_load_error": r["own_load"]["error"]} for r in rows]}
+    return out
 
 
 def main() -> int:
@@ -131,17 +125,18 @@ def main() -> int:
     ap.add_argument("--bursts", type=int, default=2000)
     ap.add_argument("--validate", action="store_true", help="also run the real-run validation (root, ~2 min)")
     ap.add_argument("--scale", default="0.5", help="whatif_mix work scale for --validate")
-    ap.add_argument("--models", metavar="DIR", help="only compare the background models on a finished "
-                    "`oslens whatif --validate -o DIR` (no new runs)")
+    ap.add_argument("--repredict", metavar="DIR", help="only re-predict a finished `oslens whatif --validate -o "
+                    "DIR` (no new runs), with and without the launcher's start-up")
     ap.add_argument("--programs", action="store_true", help="only validate on stress-ng, sysbench and a make "
                     "-j2 build (root, ~3 min; with --quick ~1 min)")
     ap.add_argument("--quick", action="store_true", help="with --programs: default and SCHED_RR 6 ms only")
+    ap.add_argument("--keep", metavar="DIR", help="with --programs: keep the traces in DIR (for --repredict DIR/NAME)")
     args = ap.parse_args()
     if args.programs:
-        print(json.dumps(programs(args.quick), indent=1))
+        print(json.dumps(programs(args.quick, args.keep), indent=1))
         return 0
-    if args.models:
-        print(json.dumps(compare_models(args.models), indent=1))
+    if args.repredict:
+        print(json.dumps(repredict(args.repredict), indent=1))
         return 0
     doc = {"bench": "whatif", "host_load_1min": os.getloadavg()[0], "threads": args.threads, "bursts": args.bursts,
            "rates": decision_rates(args.threads, args.bursts, "native"), "target_decisions_per_s": 1_000_000}

@@ -135,8 +135,10 @@ def _task_shape(tid, s, e, cpu, code, wake_ts, wake_by):
     return bursts, raw_blocks, burst_of, cum, waiting
 
 
-def workload(con, include_background: bool = True) -> Workload:
-    """The workload of the trace's program. Raises OslensError when the trace cannot give one."""
+def workload(con, include_background: bool = True, since_ns: int | None = None) -> Workload:
+    """The workload of the trace's program. Raises OslensError when the trace cannot give one.
+    since_ns: the program starts there (what its threads did before is left out: --validate's
+    launcher, which runs in the default class until it sets the policy under test)."""
     if db.row_count(con, "cpu_slices") == 0:
         raise OslensError("the trace has no scheduling records (cpu_slices is empty); record it with kernel "
                           "events: 'oslens record -- CMD' as root, without --no-kernel", 2)
@@ -149,11 +151,16 @@ def workload(con, include_background: bool = True) -> Workload:
                           "record a smaller run", 2)
     meta = db.meta(con)
     st, ss, se, scpu, scode = _slices(con, tids)
+    starts = dict(prog.start)
+    if since_ns is not None:
+        keep = se > since_ns
+        st, ss, se, scpu, scode = st[keep], np.maximum(ss[keep], since_ns), se[keep], scpu[keep], scode[keep]
+        starts = {t: max(s, since_ns) for t, s in starts.items()}
     # the origin: the first sign of the program, its start or a slice the kernel saw before it
-    origin = min([prog.start[t] for t in tids] + ([int(ss.min())] if len(ss) else []))
+    origin = min([starts[t] for t in tids] + ([int(ss.min())] if len(ss) else []))
     end = max(prog.end[t] for t in tids)
     wt, wts, wby = _arrays(con, f"""SELECT tid, ts, waker_tid FROM wakeups WHERE tid IN ({",".join(map(str, tids))})
-                                    ORDER BY tid, ts""")
+                                    AND ts >= ? ORDER BY tid, ts""", [since_ns if since_ns is not None else -1])
     syscalls = _Syscalls(con, tids)
     parents = task_kinds.task_parents(con)
     index = {tid: i for i, tid in enumerate(t for t in tids if (st == t).any())}
@@ -174,7 +181,7 @@ def workload(con, include_background: bool = True) -> Workload:
             kind, dep = _classify(tid, b_start, woke, code, waker, index, progress, syscalls)
             counts[kind] += 1
             blocks.append(Block(woke - b_start, kind, dep))
-        start = prog.start[tid] if prog.start.get(tid) is not None else int(s[0])
+        start = starts[tid] if starts.get(tid) is not None else int(s[0])
         start = min(start, int(s[0]))
         parent = parents.get(tid)
         arrival_dep = None

@@ -6,7 +6,7 @@ from oslens.analysis import synthetic
 from oslens.errors import OslensError
 from oslens.whatif import background, extract, spec
 from oslens.whatif.engine import simulate
-from oslens.whatif.workload import IO, SLEEP, SYNC, UNTIL, Task, Workload
+from oslens.whatif.workload import IO, SLEEP, SYNC, UNTIL, Dep, Task, Workload
 
 MS = 1_000_000
 
@@ -168,3 +168,17 @@ def test_without_run_to_parity_a_woken_task_preempts_within_the_slice(engine):
     assert res["eevdf"][1][1] < res["parity"][1][1]
     assert res["eevdf"][0][0] > res["parity"][0][0]
     assert res["batch"] == res["parity"]  # SCHED_BATCH: no wake-up preemption at all
+
+
+def test_since_leaves_out_what_ran_before_it():
+    # --validate's launcher runs in the default class until its sched_setattr: the program's clock
+    # starts there, so main's first burst is what it ran after 0.5 ms and every time shifts by it
+    wl = extract.workload(_trace(), since_ns=MS // 2)
+    main, worker = wl.program
+    assert wl.origin_ns == MS // 2
+    assert (main.bursts, worker.bursts) == ([int(1.5 * MS), MS], [3 * MS, 2 * MS])
+    assert main.recorded["completion_ns"] == int(9.5 * MS) and worker.arrival == MS // 2
+    assert worker.arrival_dep == Dep(0, 0, MS // 2)  # created 0.5 ms into main's first (clipped) burst
+    assert wl.recorded["makespan_ns"] == int(9.5 * MS) and wl.recorded["switches"] == 4
+    # a clock starting after main's first slice drops it
+    assert extract.workload(_trace(), since_ns=int(2.5 * MS)).program[0].bursts == [MS]

@@ -39,3 +39,18 @@ def test_a_missing_program_is_one_line():
     proc = subprocess.run([sys.executable, "-I", "-S", LAUNCH, "other", "0", "0", "0", "-", "--", "/nonexistent/x"],
                           capture_output=True, text=True)
     assert proc.returncode == 127 and proc.stderr.count("\n") == 1 and "cannot run /nonexistent/x" in proc.stderr
+
+
+def test_the_policy_starts_at_the_launchers_sched_setattr():
+    from oslens.analysis import synthetic
+    from oslens.whatif import validate
+
+    def con(syscalls):
+        return synthetic.make_con({"meta": [("pid", "100")], "syscalls": syscalls})
+
+    calls = [(100, 100, 1, "execve", 5, 9, 0), (100, 101, 314, "sched_setattr", 20, 21, 0),
+             (100, 100, 314, "sched_setattr", 40, 41, 0), (100, 100, 314, "sched_setattr", 70, 71, 0)]
+    # the launched process's first call, not another thread's nor the program's own later one
+    assert validate.policy_start(con(calls)) == 40
+    assert validate.policy_start(con(calls[:2])) is None  # the launcher never set a policy
+    assert validate.policy_start(con([])) is None  # no system-call records: the process's start
