@@ -113,7 +113,8 @@ def repredict(out_dir: str, replicates: int = 4) -> dict:
     out = {"dir": out_dir, "host_load_1min": os.getloadavg()[0], "clocks": {}}
     for name, from_policy in (("from_process_start", False), ("from_policy_call", True)):
         _mach, fit, rows = v.evaluate(runs, None, replicates, from_policy)
-        out["clocks"][name] = {"fit": fit, "runs": [{"case": r["case"], "recorded": r["recorded"],
+        out["clocks"][name] = {"fit": fit, "runs": [{"case": r["case"], "launcher_ns": r["launcher_ns"],
+                                                       "recorded": r["recorded"],
                                                        "predicted": r["predicted"], "error": r["error"],
                                                        "own_load_error": r["own_load"]["error"]} for r in rows]}
     return out

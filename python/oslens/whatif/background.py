@@ -20,6 +20,7 @@ from oslens.whatif.engine import simulate
 from oslens.whatif.workload import UNTIL, Block, Task, Workload
 
 K_MAX = 32
+FIT_TOL = 0.1
 
 
 def competitors(wl: Workload, k: int, replayed: bool = True) -> Workload:
@@ -79,6 +80,9 @@ def fit(wl: Workload, machine: dict, replayed: bool = True) -> tuple[int, dict]:
     # every K: waiting is not monotone in K everywhere (competitors that run out of work stop
     # competing), and 33 replays of the Rust core take about a second
     waits = {k: _waiting(wl, k, machine, replayed) for k in range(K_MAX + 1)}
-    best_k = min(waits, key=lambda k: (abs(waits[k] - target), k))
+    # the fewest competitors that give the waiting within FIT_TOL: where several K give it about
+    # equally (sysbench: K=1 and K=14 within 6%), more unseen demand is a guess the trace does not make
+    near = [k for k in waits if abs(waits[k] - target) <= FIT_TOL * target]
+    best_k = min(near) if near else min(waits, key=lambda k: (abs(waits[k] - target), k))
     best_err = (abs(waits[best_k] - target), waits[best_k])
     return best_k, {"k": best_k, "recorded_waiting_ns": target, "fitted_waiting_ns": best_err[1]}

@@ -13,8 +13,12 @@ import numpy as np
 
 from oslens.errors import OslensError
 
-DEFAULT_SWITCH_NS = 3_000  # a thread switch on one CPU, typical of a VM (docs/whatif.md)
-DEFAULT_MIGRATE_NS = 10_000  # the extra cost of a wake-up on another CPU, typical of a VM
+# Without --bench a switch costs nothing extra: a trace's slices tile each CPU from one switch
+# record to the next, so the bursts already hold the switches they had; charging 3 us again made
+# sysbench's real-time runs (8,000 switches in 25-40 ms) come out 40-80 points too long
+# (docs/whatif.md "Switch costs"). --bench FILE charges this machine's measured cost per switch.
+DEFAULT_SWITCH_NS = 0
+DEFAULT_MIGRATE_NS = 0
 DEFAULT_HZ = 250
 
 
@@ -56,7 +60,8 @@ def switch_costs(bench_json: str | None) -> dict:
     """(switch_ns, migrate_ns) with their sources, from an `oslens bench --json` file if given."""
     if not bench_json:
         return {"switch_ns": DEFAULT_SWITCH_NS, "migrate_ns": DEFAULT_MIGRATE_NS,
-                "source": "defaults (give --bench FILE from 'oslens bench --json FILE' for this machine's)"}
+                "source": "none beyond the recorded bursts, which hold their switches' cost (give --bench FILE "
+                          "from 'oslens bench --json FILE' to charge this machine's per switch)"}
     from oslens.osbench import results
 
     doc = results.load(bench_json)

@@ -177,14 +177,17 @@ def evaluate(runs: list[tuple[Case, Path]], bench: str | None = None, replicates
     and predicted figures and the errors. from_policy: each run's clock starts at the launcher's
     sched_setattr (policy_start), else at the process's start."""
     from oslens import store
+    from oslens.analysis import program
     from oslens.whatif import background, extract, machine, predict, spec as specmod
 
     rows = []
     wl = mach = first = fit = k = None
     for n, (case, trace) in enumerate(runs):
         con = store.open_trace(trace)
-        got = extract.workload(con, since_ns=policy_start(con) if from_policy else None)
+        since = policy_start(con) if from_policy else None
+        got = extract.workload(con, since_ns=since)
         rec = predict.recorded(got)
+        started = min(program.program(con).start.values())
         if wl is None:  # the default run: every prediction starts from it
             mach = machine.observed_tick(machine.defaults(got.ncpus, bench), got.preempted_ends)
             k, fit = background.fit(got, mach)
@@ -197,6 +200,8 @@ def evaluate(runs: list[tuple[Case, Path]], bench: str | None = None, replicates
         own = pred if n == 0 else predict.run_policy(background.competitors(own_wl, k), specmod.parse(case.predict),
                                                      mach, 0)
         rows.append({"case": case.label, "policy": case.predict, "trace": str(trace),
+                     # the launcher's time before the policy took effect, left out of every figure
+                     "launcher_ns": since - started if since is not None else None,
                      "recorded": {"makespan_ns": rec["makespan_ns"], "switches": rec["switches"]},
                      "predicted": {"makespan_ns": pred["makespan_ns"], "makespan_bounds": pred["makespan_bounds"],
                                    "switches": pred["switches"], "switches_bounds": pred["switches_bounds"]},
@@ -220,16 +225,21 @@ def _pct(x) -> str:
     return "-" if x is None else f"{x * 100:+.0f}%"
 
 
+def _ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.0f}"
+
+
 def _text(doc: dict) -> str:
     lines = [f"whatif validation: {' '.join(doc['command'])}  (each run predicted from the default run's trace; "
-             "makespan in ms)",
+             "makespan in ms, from the launcher's sched_setattr: its start-up before it, 'launcher', is left out)",
              f"  {'run':<36} {'policy':<20} {'makespan rec/pred':>22} {'err':>6} {'switches rec/pred':>20} {'err':>6}"
-             "   own load: err makespan, switches"]
+             "   own load: err makespan, switches   launcher ms"]
     for r in doc["runs"]:
         rec, pred, err = r["recorded"], r["predicted"], r["error"]
         own = (r.get("own_load") or {}).get("error") or {}
         lines.append(f"  {r['case']:<36} {r['policy']:<20} "
                      f"{rec['makespan_ns'] / 1e6:>10.1f} / {pred['makespan_ns'] / 1e6:<9.1f} {_pct(err['makespan']):>6} "
                      f"{rec['switches']:>9} / {pred['switches']:<8} {_pct(err['switches']):>6}"
-                     f"   {_pct(own.get('makespan')):>6} {_pct(own.get('switches')):>6}")
+                     f"   {_pct(own.get('makespan')):>6} {_pct(own.get('switches')):>6}"
+                     f"   {_ms(r.get('launcher_ns')):>6}")
     return "\n".join(lines)
