@@ -36,8 +36,8 @@ Linux carries across the child's exec).
 --records): the importer holds a bounded share of the records at once (oslens.store.held), so it
 grows with the largest thread's rows, not with the trace.
 
-Usage: python bench/import/run.py [--records N] [--keep] [--repeat N] [--reference] [--processes N]
-                                  [--rss-at N ...]
+Usage: python bench/import/run.py [--records N] [--threads N] [--keep] [--repeat N] [--reference]
+                                  [--processes N] [--rss-at N ...]
 """
 
 from __future__ import annotations
@@ -149,14 +149,20 @@ def main() -> int:
     ap.add_argument("--rss-at", type=int, nargs="*", default=None,
                     help="traces (records) whose import's peak RSS is reported beside --records' "
                          "(default: a tenth of --records; e.g. --rss-at 2000000 200000000)")
+    ap.add_argument("--threads", type=int, default=8,
+                    help="threads of the synthetic trace (the import's memory grows with its largest thread's "
+                         "open rows, not its records: 1 puts every record in one thread)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the import with extensions on the in-memory path (a tenth of the records)")
     args = ap.parse_args()
     base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import"
-    big = base / f"trace-{args.records}"
-    small = base / f"trace-{args.records // 10}"
+    def trace_dir(records: int) -> Path:
+        return base / (f"trace-{records}" if args.threads == 8 else f"trace-{records}-t{args.threads}")
+
+    big = trace_dir(args.records)
+    small = trace_dir(args.records // 10)
     w = time.perf_counter()
-    spec = make_trace(big, args.records)
+    spec = make_trace(big, args.records, args.threads)
     gen_s = time.perf_counter() - w
     import oslens.store.compensation  # noqa: F401  (the extensions' modules loaded outside the timing)
     import oslens.store.symbols  # noqa: F401
@@ -166,7 +172,7 @@ def main() -> int:
         cal.write_text(json.dumps(CALIBRATION))
         os.environ["OSLENS_CALIBRATION"] = str(cal)
     if args.reference:
-        make_trace(small, args.records // 10)
+        make_trace(small, args.records // 10, args.threads)
     if args.only:
         if args.only == "reference":
             got = import_once(small, extensions=True, stream=False)
@@ -182,7 +188,8 @@ def main() -> int:
     def fresh(which: str, records: int = args.records) -> dict:
         import subprocess
 
-        cmd = [sys.executable, __file__, "--records", str(records), "--keep", "--only", which]
+        cmd = [sys.executable, __file__, "--records", str(records), "--threads", str(args.threads), "--keep",
+               "--only", which]
         return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
     # Alternated, so a change in how fast the host lets this VM run hits both alike (it moved the
@@ -210,8 +217,7 @@ def main() -> int:
     memory = [{"records": args.records, "max_rss_mib": full["max_rss_mib"], "core_max_rss_mib": core["max_rss_mib"],
                "chunks_let_go": full["phases"]["read_chunks"].get("chunks_let_go")}]
     for n in (args.rss_at if args.rss_at is not None else [args.records // 10]):
-        at = base / f"trace-{n}"
-        make_trace(at, n)
+        make_trace(trace_dir(n), n, args.threads)
         got = fresh("import", n)
         memory.append({"records": got["records"], "max_rss_mib": got["max_rss_mib"], "cpu_s": got["cpu_s"],
                        "chunks_let_go": got["phases"]["read_chunks"].get("chunks_let_go")})

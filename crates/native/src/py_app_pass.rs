@@ -86,8 +86,8 @@ pub fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>
 ///
 /// streams: {table: path} of the derived tables written while the pass runs, a page at a time
 /// (regions, counters, timers, pauses, adapt, sync; their columns are then not returned, and
-/// "sync.rows" says how many rows sync got, "sync.peak" the most it held at once); with every
-/// chunk's sync keys sync's rows are written as threads end whatever the objects' names;
+/// "sync.rows" says how many rows sync got, "sync.peak" and "regions.peak" the most rows each
+/// held at once); with every chunk's sync keys sync's rows are written as threads end whatever the objects' names;
 /// "passes": the times the pass ran (more than once where a column's nullability or sync's
 /// dictionary was not what its first page decided); reasons:
 /// ((codes, count, PLAIN labels) of counters' reasons, the same of pauses'), the sorted codes
@@ -227,6 +227,7 @@ fn derived_dict(py: Python<'_>, d: app_rows::Derived, passes: usize) -> PyResult
     out.set_item("rows", d.rows)?;
     out.set_item("sync.rows", d.sync_rows)?;
     out.set_item("sync.peak", d.sync_peak)?;
+    out.set_item("regions.peak", d.regions_peak)?;
     out.set_item("passes", passes)?;
     put("extent.min", Col::I64(d.extent_min))?;
     put("extent.max", Col::I64(d.extent_max))?;

@@ -764,8 +764,9 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     _chunk_extent(threads, extent_start, extent_end, meta)
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
-    out.update({table: WrittenTable(p, rows[table]) if table != "sync" else
-                WrittenTable(p, got["sync.rows"], got["sync.peak"]) for table, p in streams.items()})
+    peaks = {"regions": got["regions.peak"], "sync": got["sync.peak"]}  # the most rows held at once
+    out.update({table: WrittenTable(p, got["sync.rows"] if table == "sync" else rows[table], peaks.get(table))
+                for table, p in streams.items()})
     out["passes"] = int(got["passes"])
     if costs is not None:
         # the compensated times of the tables built here, keyed by the time they compensate

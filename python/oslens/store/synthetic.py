@@ -43,14 +43,15 @@ def tsc(ns):
     return (np.asarray(ns, dtype=np.float64) - NS0) * TSC_PER_NS + TSC0
 
 
-def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool = False) -> np.ndarray:
-    """The records of thread number t as a structured array (ts, id, cpu, kind, a, b).
+def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool = False, first: int = 0) -> np.ndarray:
+    """The records of thread number t's iterations first..first+iterations as a structured array
+    (ts, id, cpu, kind, a, b).
     `unnamed_locks`: the lock records as the preload library's pthread wrappers write them:
     id 0 (no name), each thread taking one of three locks (LOCK_ADDR + 0x40 * (t % 3))."""
     k = len(PATTERN)
     n = iterations * k
     rec = np.zeros(n, dtype=[("ts", "<u8"), ("id", "<u4"), ("cpu", "<u2"), ("kind", "u1"), ("a", "<u8"), ("b", "<u8")])
-    it = np.repeat(np.arange(iterations, dtype=np.int64), k)
+    it = np.repeat(np.arange(first, first + iterations, dtype=np.int64), k)
     off = np.tile(np.array([p[0] for p in PATTERN], dtype=np.int64), iterations)
     ns = start_ns + it * PERIOD_NS + off
     rec["ts"] = np.rint(tsc(ns)).astype(np.uint64)
@@ -59,7 +60,7 @@ def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool =
     rec["kind"] = np.tile(np.array([p[1] for p in PATTERN], dtype=np.uint8), iterations)
     a = np.tile(np.array([0 if p[3] is None else p[3] for p in PATTERN], dtype=np.uint64), iterations)
     counter_pos = [i for i, p in enumerate(PATTERN) if p[3] is None][0]
-    a[counter_pos::k] = np.arange(iterations, dtype=np.uint64)
+    a[counter_pos::k] = np.arange(first, first + iterations, dtype=np.uint64)
     rec["a"] = a
     rec["b"] = np.tile(np.array([p[4] for p in PATTERN], dtype=np.uint64), iterations)
     if unnamed_locks:
@@ -88,10 +89,11 @@ def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int
         tid = pid + t
         start_ns = NS0 + 1000 + t * 7
         starts[tid] = start_ns
-        rec = thread_records(t, iterations, start_ns, unnamed_locks)
-        seq = 0
-        for s in range(0, max(len(rec), 1), chunk_records):
-            part = rec[s:s + chunk_records]
+        seq, k = 0, len(PATTERN)
+        # a chunk's records at a time: a thread of 200 M records is never laid out whole
+        for s in range(0, max(iterations * k, 1), chunk_records):
+            lo, hi = s // k, min(iterations, -(-(s + chunk_records) // k))
+            part = thread_records(t, hi - lo, start_ns, unnamed_locks, first=lo)[s - lo * k:s - lo * k + chunk_records]
             name = f"app-{pid}-{tid}-{seq}.osl"
             first_ns, last_ns = (ns_of(t, 0, 0, start_ns), ns_of(t, iterations - 1, PERIOD_NS - 1, start_ns))
             header = {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": pid, "tid": tid,

@@ -3,8 +3,10 @@ the tables are the same, byte for byte, as when every chunk's records are held."
 
 from __future__ import annotations
 
+import json
 import shutil
 
+import numpy as np
 import pytest
 
 from oslens.errors import OslensError
@@ -53,3 +55,92 @@ def test_a_chunk_that_shrank_before_the_pass_is_one_clear_error(tmp_path, monkey
         importer.import_trace(trace, quiet=True)
     assert not (trace / "tables").exists()
     assert not list(trace.glob(".*.tmp-*"))
+
+
+def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
+    """Two threads of many chunks each whose rows the pass writes as their records go by: nested
+    regions, locks (some requested first), counters, timers of long and negative elapsed times
+    and pauses, at times that tie and step back; regions left open when each thread ends, and
+    in the second thread, late, an end that closes another region (its pairing done again from
+    its records after most of its rows were written)."""
+    from oslens import _native
+    from oslens.capture import raw
+    from oslens.store.test_app_tables import ACQ, REL, REQ
+
+    rng = np.random.default_rng(11)
+    (path / "raw").mkdir(parents=True)
+    for t in range(2):
+        recs, stack, timers = [], [], []
+        for i in range(per_thread):
+            ts = 10 * i + int(rng.integers(-25, 3))  # steps back up to 2.5 records
+            if t == 1 and i == per_thread * 9 // 10:
+                recs.append((ts, 9, 0, raw.REGION_END, 0, 0))  # closes another region
+                continue
+            roll = rng.random()
+            if i > per_thread - 20:  # the thread ends inside nested regions
+                recs.append((ts, 1 + i % 2, 0, raw.REGION_BEGIN, 0, 0))
+            elif stack and roll < 0.3:
+                kind, ident, addr = stack.pop()
+                recs.append((ts, ident, 0, raw.REGION_END if kind == raw.REGION_BEGIN else REL, addr, 0))
+            elif roll < 0.55 and len(stack) < 6:
+                kind = raw.REGION_BEGIN if rng.random() < 0.7 else ACQ
+                ident, addr = int(rng.integers(1, 3)), 0x40 + 0x10 * int(rng.integers(0, 3))
+                if kind == ACQ and rng.random() < 0.5:
+                    recs.append((ts - 1, ident, 0, REQ, addr, 0))
+                stack.append((kind, ident, addr))
+                recs.append((ts, ident, 0, kind, addr, 0))
+            elif roll < 0.7:
+                recs.append((ts, 3, 0, raw.COUNTER, i, 1))
+            elif roll < 0.85:  # elapsed back to the thread's start, or negative (a start after the stop)
+                elapsed = int(rng.integers(0, 10 * i + 1)) if rng.random() < 0.8 else (1 << 64) - 7
+                recs.append((ts, 4, 0, raw.TIMER_STOP, elapsed, 0))
+            else:
+                recs.append((ts, 0, 0, raw.PAUSE, int(rng.integers(0, 40)), 0))
+        for seq, lo in enumerate(range(0, len(recs), chunk)):
+            _native.write_chunk(str(path / "raw" / f"app-60-{61 + t}-{seq}.osl"),
+                                {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 60, "tid": 61 + t, "seq": seq},
+                                [(max(r[0], 0), *r[1:]) for r in recs[lo:lo + chunk]])
+    _native.write_chunk(str(path / "raw" / "names-60-0.osl"), {"pid": 60, "tid": 0}, [],
+                        names=[(1, 5, 0, "r1"), (2, 5, 0, "r2"), (3, 3, 0, "c3"), (4, 4, 0, "t4"), (1, 8, 0, "lock1"),
+                               (2, 8, 0, "lock2")])
+    (path / "meta.json").write_text(json.dumps({"pid": 60, "end_ns": 10**6}))
+
+
+def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_path, monkeypatch):
+    """With every chunk let go, compensation's breakpoints kept for the latest two only (older
+    times' costs added up again from the records) and pages of 64 rows, the pass writes regions
+    and sync a page at a time while each thread's records go by, and its tables are those the
+    in-memory build makes, byte for byte."""
+    import pyarrow.parquet as pq
+
+    from oslens.store import app_tables
+    from oslens.store.test_app_tables import CALIBRATION
+
+    trace = tmp_path / "t"
+    _long_thread_trace(trace)
+    cal = tmp_path / "calibration.json"
+    cal.write_text(json.dumps(CALIBRATION))
+    monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
+    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
+    monkeypatch.setenv("OSLENS_IMPORT_COMP_WINDOW", "2")
+    out = {}
+    for stream in (False, True):
+        tables = importer.build_tables(trace, salvage.Losses(), stream=stream)
+        if stream:
+            regions, sync = tables["regions"], tables["sync"]
+            assert isinstance(regions, app_tables.WrittenTable) and isinstance(sync, app_tables.WrittenTable)
+            # held: a chunk's rows and less than a page before them, not a thread's (the second
+            # thread's rows after its late bad end are held to its end)
+            assert regions.num_rows > 1000 and regions.peak_rows < regions.num_rows // 6
+            assert sync.num_rows > 300 and sync.peak_rows < sync.num_rows // 3
+        importer.write_tables(trace, tables)
+        out[stream] = tmp_path / f"tables-{stream}"
+        shutil.copytree(trace / "tables", out[stream])
+    names = sorted(p.name for p in out[False].glob("*.parquet"))
+    assert names == sorted(p.name for p in out[True].glob("*.parquet"))
+    regions = pq.read_table(out[True] / "regions.parquet").to_pydict()
+    assert regions["complete"].count(False) >= 19  # left open when the threads ended
+    for name in names:
+        if name != "meta.parquet":  # meta holds the import's time
+            assert (out[False] / name).read_bytes() == (out[True] / name).read_bytes(), name

@@ -75,6 +75,8 @@ pub struct Derived {
     pub sync_rows: usize,
     /// the most sync rows held at once where sync is streamed
     pub sync_peak: usize,
+    /// the most regions rows held at once where regions is streamed
+    pub regions_peak: usize,
     pub comp: Option<Comp>,
 }
 
@@ -356,10 +358,11 @@ pub fn page(table: usize, d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: 
     Ok(done?)
 }
 
-/// Streamed rows lo.. of a derived table written a page at a time while a whole page is there
+/// Streamed rows ..upto of a derived table written a page at a time while a whole page is there
 /// (all of them with `last`); returns the rows written.
-pub fn drain_pages(table: usize, d: &Derived, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, sc: &mut PageScratch) -> Result<usize, PassErr> {
-    let len = d.len(table);
+#[allow(clippy::too_many_arguments)]
+pub fn drain_pages(table: usize, d: &Derived, upto: usize, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, sc: &mut PageScratch) -> Result<usize, PassErr> {
+    let len = upto;
     let mut lo = 0;
     while let Some(c) = st.cap(table) {
         let n = c.min(len - lo);
@@ -375,7 +378,7 @@ pub fn drain_pages(table: usize, d: &Derived, last: bool, dicts: &Dicts, st: &mu
 /// A streamed table's rows written a page at a time while a whole page is there (all of them
 /// with `last`), and taken away.
 pub fn write_pages(table: usize, d: &mut Derived, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, sc: &mut PageScratch) -> Result<(), PassErr> {
-    let done = drain_pages(table, d, last, dicts, st, flags, sc)?;
+    let done = drain_pages(table, d, d.len(table), last, dicts, st, flags, sc)?;
     d.drain_front(table, done);
     Ok(())
 }

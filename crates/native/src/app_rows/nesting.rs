@@ -88,8 +88,10 @@ pub struct Tracker {
     /// the open begins: (row, key)
     open: Vec<(usize, u64)>,
     pub bad: bool,
-    /// the thread's first row
+    /// the thread's first row not yet written
     pub base: usize,
+    /// the thread's rows written while its records went by (finished, shift)
+    pub written: usize,
     /// whether the rows keep the records' `b` word (functions: the call site)
     keep_b: bool,
     /// whether rows get compensated times as they are written
@@ -106,7 +108,26 @@ impl Tracker {
         self.open.clear();
         self.bad = false;
         self.base = base;
+        self.written = 0;
         self.comp = comp;
+    }
+
+    /// The rows of `out` (`len` of them) that can no longer change: those before the oldest
+    /// begin still open. None once the thread must be paired again: its rows not yet written may
+    /// all change. (The general pairing pairs the ends of a well-nested stretch as the tracker
+    /// does, so the rows it closed are final: pair_again keeps the rows written.)
+    pub fn finished(&self, len: usize) -> Option<usize> {
+        if self.bad {
+            return None;
+        }
+        Some(self.open.first().map_or(len, |&(row, _)| row))
+    }
+
+    /// The first n rows of `out` were written and taken away.
+    pub fn shift(&mut self, n: usize) {
+        self.open.iter_mut().for_each(|o| o.0 -= n);
+        self.written += n.saturating_sub(self.base);
+        self.base = self.base.saturating_sub(n);
     }
 
     #[inline(always)]
@@ -153,7 +174,8 @@ impl Tracker {
         }
     }
 
-    /// The thread's rows paired again from its events (the rows the tracker wrote taken back).
+    /// The thread's rows paired again from its events (the rows the tracker wrote taken back,
+    /// but for those already written: the same rows, see `finished`).
     pub fn pair_again(&self, out: &mut Nested, g: i32, evs: &[PairEv], keys: &mut Vec<(bool, u64)>, scratch: &mut PairScratch) {
         out.truncate(self.base);
         if evs.is_empty() {
@@ -162,7 +184,12 @@ impl Tracker {
         keys.clear();
         keys.extend(evs.iter().map(|e| (e.begin, e.key)));
         let keep_b = self.keep_b;
+        let mut skip = self.written;
         out.unmatched += pair_thread(keys, scratch, |b, e, depth| {
+            if skip > 0 {
+                skip -= 1;
+                return;
+            }
             let (eb, complete) = (&evs[b], e >= 0);
             let end = if complete { evs[e as usize].ts } else { eb.ts };
             out.g.push(g);

@@ -4,7 +4,7 @@
 
 use super::clock::Clock;
 use super::columns::Dicts;
-use super::compensation::{Comp, Step};
+use super::compensation::{Comp, Far, Step};
 use super::derived::{self, Derived, PageScratch, Streams};
 use super::events::Events;
 use super::flags::{Flags, PassErr, N_ADAPT, N_COUNTERS, N_PAUSES, N_REGIONS, N_TIMERS};
@@ -12,7 +12,7 @@ use super::nesting::{self, PairEv};
 use crate::pairing::PairScratch;
 use super::scan::{count_kinds, name_key};
 use super::source::Chunk;
-use super::sync::{self, SyncEv};
+use super::sync::{self, SyncEv, ACQUIRED};
 use super::sync_table::SyncWriter;
 use oslens_format::kinds;
 use oslens_format::record::Record;
@@ -52,6 +52,8 @@ struct Pass<'a> {
     gathered: Gathered,
     pages: PageScratch,
     sync_writer: SyncWriter,
+    /// where compensation's lookups of old times read the thread's records again
+    far: Far<'a>,
 }
 
 /// The records per kind of every chunk and their largest CPU number (from the scans where known).
@@ -103,7 +105,7 @@ pub fn pass(
         sync: Default::default(),
         timers_pending: Vec::new(),
     };
-    let mut p = Pass { chunks, clock, dicts, st, flags, d, live, gathered: Default::default(), pages: Default::default(), sync_writer };
+    let mut p = Pass { chunks, clock, dicts, st, flags, d, live, gathered: Default::default(), pages: Default::default(), sync_writer, far: Far::new(chunks, clock) };
     let mut rows = 0usize;
     for (ci, c) in chunks.iter().enumerate() {
         if c.g as i32 != p.live.g {
@@ -112,7 +114,7 @@ pub fn pass(
             }
             p.thread_start(c.g as i32, ci);
         }
-        rows += p.chunk(c, &mut events)?;
+        rows += p.chunk(ci, c, &mut events)?;
     }
     if p.live.g >= 0 {
         p.thread_done(chunks.len())?;
@@ -135,10 +137,11 @@ impl Pass<'_> {
         if let Some(cp) = self.d.comp.as_mut() {
             cp.reset();
         }
+        self.far.forget();
     }
 
     /// One chunk's records; returns the rows of app_events they made.
-    fn chunk(&mut self, c: &Chunk, events: &mut Events) -> Result<usize, PassErr> {
+    fn chunk(&mut self, ci: usize, c: &Chunk, events: &mut Events) -> Result<usize, PassErr> {
         let g = c.g as i32;
         let (mut lo, mut hi) = (self.d.extent_min[c.g], self.d.extent_max[c.g]);
         let records = c.records()?; // let go at the end of the chunk (Source::Reload)
@@ -154,7 +157,7 @@ impl Pass<'_> {
             let name = if c.has_names { c.names.get(name_key(&r)) } else { -1 };
             let timer_start = ts.wrapping_sub(value);
             let step = match self.d.comp.as_mut() {
-                Some(cp) => cp.track(c.g, r.kind, ts, value, timer_start),
+                Some(cp) => cp.track(c.g, r.kind, ts, value, timer_start, (ci, i), &self.far),
                 None => Step { ts_comp: 0, at: 0, timer_start: Some(0) },
             };
             events.push(&r, (ts, step.ts_comp), value, g, name, (c.payloads, i), self.flags)?;
@@ -163,7 +166,28 @@ impl Pass<'_> {
         }
         self.d.extent_min[c.g] = lo;
         self.d.extent_max[c.g] = hi;
+        drop(records);
+        self.write_finished()?;
         Ok(rows)
+    }
+
+    /// The whole pages of the current thread's rows that can no longer change written as its
+    /// records go by, not held to its end: regions before the oldest one still open, mutex
+    /// acquisitions before the oldest lock still held (docs/trace-schema.md, "Import memory").
+    fn write_finished(&mut self) -> Result<(), PassErr> {
+        if self.st.regions.is_some() {
+            self.d.regions_peak = self.d.regions_peak.max(self.d.regions.g.len());
+            if let Some(upto) = self.live.regions.finished(self.d.regions.g.len()) {
+                let done = derived::drain_pages(N_REGIONS, &self.d, upto, false, self.dicts, self.st, self.flags, &mut self.pages)?;
+                self.d.drain_front(N_REGIONS, done);
+                self.live.regions.shift(done);
+            }
+        }
+        if let Some(upto) = self.live.sync.mutex.finished(self.d.sync[ACQUIRED].g.len()) {
+            let done = self.sync_writer.write_finished(&mut self.d, upto, self.dicts, self.st, self.flags)?;
+            self.live.sync.mutex.shift(done);
+        }
+        Ok(())
     }
 
     /// A record's rows in the derived tables (`at`: its time and compensated time; `start`: a
@@ -266,6 +290,7 @@ impl Pass<'_> {
             derived::write_pages(N_TIMERS, &mut self.d, false, self.dicts, self.st, self.flags, &mut self.pages)?;
         }
         if self.st.regions.is_some() {
+            self.d.regions_peak = self.d.regions_peak.max(self.d.regions.g.len());
             derived::write_pages(N_REGIONS, &mut self.d, false, self.dicts, self.st, self.flags, &mut self.pages)?;
         }
         self.sync_writer.thread_done(&mut self.d, self.live.sync.unnamed, self.dicts, self.st, self.flags)
@@ -301,19 +326,19 @@ impl Pass<'_> {
     /// rows paired again, the ends of regions and functions left open (the thread's end), and
     /// timers whose start lay after every record before their stop.
     fn compensate_thread(&mut self) {
-        let (d, live) = (&mut self.d, &mut self.live);
+        let (d, live, far) = (&mut self.d, &mut self.live, &self.far);
         let Some(cp) = d.comp.as_ref() else { return };
         for (n, base) in [(&mut d.regions, live.regions.base), (&mut d.functions, live.functions.base)] {
             let (len, from) = (n.g.len(), n.comp[0].len());
             for r in base.min(from)..from {
                 if n.complete[r] == 0 {
-                    let e = cp.comp(n.end[r]);
+                    let e = cp.comp(n.end[r], far);
                     n.comp[1][r] = e;
                     n.comp[2][r] = e.wrapping_sub(n.comp[0][r]);
                 }
             }
             for r in from..len {
-                let (b, e) = (cp.comp(n.begin[r]), cp.comp(n.end[r]));
+                let (b, e) = (cp.comp(n.begin[r], far), cp.comp(n.end[r], far));
                 n.comp[0].push(b);
                 n.comp[1].push(e);
                 n.comp[2].push(e.wrapping_sub(b));
@@ -321,14 +346,14 @@ impl Pass<'_> {
         }
         for part in &mut d.sync {
             for r in part.comp[0].len()..part.g.len() {
-                let acquire = if part.acquire_ok[r] != 0 { cp.comp(part.acquire[r]) } else { 0 };
-                let release = if part.release_ok[r] != 0 { cp.comp(part.release[r]) } else { 0 };
-                part.push_comp(cp.comp(part.request[r]), acquire, release);
+                let acquire = if part.acquire_ok[r] != 0 { cp.comp(part.acquire[r], far) } else { 0 };
+                let release = if part.release_ok[r] != 0 { cp.comp(part.release[r], far) } else { 0 };
+                part.push_comp(cp.comp(part.request[r], far), acquire, release);
             }
         }
         let t = &mut d.timers;
         for r in live.timers_pending.drain(..) {
-            t.comp[0][r] = cp.comp(t.start[r]);
+            t.comp[0][r] = cp.comp(t.start[r], far);
             t.comp[2][r] = t.comp[1][r].wrapping_sub(t.comp[0][r]);
         }
     }

@@ -135,8 +135,28 @@ pub struct Open {
     open: Vec<(usize, u64)>,
     /// a release closed nothing or another object: paired again when the thread is done
     pub bad: bool,
-    /// the thread's first row in its part
+    /// the thread's first row in its part not yet written
     pub base: usize,
+    /// the thread's rows written while its records went by (nesting::Tracker::finished)
+    pub written: usize,
+}
+
+impl Open {
+    /// The rows of the part (`len` of them) that can no longer change: those before the oldest
+    /// still held (None once the pairing must be done again).
+    pub fn finished(&self, len: usize) -> Option<usize> {
+        if self.bad {
+            return None;
+        }
+        Some(self.open.first().map_or(len, |&(row, _)| row))
+    }
+
+    /// The first n rows of the part were written and taken away.
+    pub fn shift(&mut self, n: usize) {
+        self.open.iter_mut().for_each(|o| o.0 -= n);
+        self.written += n.saturating_sub(self.base);
+        self.base = self.base.saturating_sub(n);
+    }
 }
 
 /// The current thread's sync rows as its records go by.
@@ -163,6 +183,7 @@ impl Tracker {
             o.open.clear();
             o.bad = false;
             o.base = parts[p].g.len();
+            o.written = 0;
         }
         self.comp = comp;
     }
@@ -275,10 +296,13 @@ impl Tracker {
             last = Some(i);
         }
         let g = self.g;
+        let opens = [&self.mutex, &self.barrier, &self.cond];
         for (t, &(begin, end, part)) in SYNC_PAIRS.iter().enumerate() {
             if !redo[t] {
                 continue;
             }
+            // the rows written while the records went by are the same rows (Open::finished)
+            let mut skip = opens[t].written;
             scratch.sel.clear();
             scratch.sel.extend((0..ev.len()).filter(|&i| ev[i].kind == begin || ev[i].kind == end));
             scratch.keys.clear();
@@ -286,6 +310,11 @@ impl Tracker {
             let (sel, request, out) = (&scratch.sel, &scratch.request, &mut parts[part]);
             let mut nth = 0usize;
             pair_thread(&scratch.keys, &mut scratch.pairs, |b, e, _depth| {
+                if skip > 0 {
+                    skip -= 1;
+                    nth += 1;
+                    return;
+                }
                 let eb = &ev[sel[b]];
                 let left = (e >= 0).then(|| ev[sel[e as usize]].ts);
                 match part {

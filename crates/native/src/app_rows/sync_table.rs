@@ -307,6 +307,21 @@ impl SyncWriter {
         Ok(())
     }
 
+    /// While a thread's records go by: the whole pages of its first `upto` mutex acquisitions
+    /// (those that can no longer change) written and taken away where the object dictionary came
+    /// from the scans (else they wait for the thread's end, as thread_done decides); returns the
+    /// rows taken away.
+    pub fn write_finished(&mut self, d: &mut Derived, upto: usize, dicts: &Dicts, st: &mut Streams, flags: &mut Flags) -> Result<usize, PassErr> {
+        if st.sync.is_none() || !self.known {
+            return Ok(0);
+        }
+        d.sync_peak = d.sync_peak.max(part_starts(&d.sync)[4]);
+        let Some(sd) = self.dicts.as_ref() else { return Ok(0) };
+        let done = sync_pages(d, sd, upto, false, dicts, st, flags, &mut self.page)?;
+        d.sync[ACQUIRED].drain_front(done);
+        Ok(done)
+    }
+
     /// The sync rows still held (the mutex acquisitions not yet written, then the requests never
     /// acquired, the barrier and the condition waits), and the file's footer, where sync is
     /// streamed: when the pass is done, every object is known (the scans' dictionary, where it
