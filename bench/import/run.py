@@ -33,8 +33,9 @@ of the fresh process that imported; its ru_maxrss would include this process's s
 Linux carries across the child's exec).
 
 "peak_rss_by_records" is the import's peak RSS at other trace sizes (--rss-at; default a tenth of
---records): the importer holds a bounded share of the records at once (oslens.store.held), so it
-grows with the largest thread's rows, not with the trace.
+--records): the importer holds a bounded share of the records at once (oslens.store.held) and a
+thread's rows only until they are written (docs/trace-schema.md, "Import memory"), so it grows
+with neither the trace nor its largest thread: --threads 1 puts every record in one thread.
 
 Usage: python bench/import/run.py [--records N] [--threads N] [--keep] [--repeat N] [--reference]
                                   [--processes N] [--rss-at N ...]
@@ -212,8 +213,8 @@ def main() -> int:
         ref = fresh("reference")
         reference = {k: ref[k] for k in ("records", "wall_s", "cpu_s", "user_s", "sys_s", "records_per_s",
                                           "records_per_cpu_s", "extensions_s", "one_pass", "max_rss_mib")}
-    # peak RSS against the trace's size: bounded by the records held (store.held) and the
-    # largest thread's rows, not the trace's records
+    # peak RSS against the trace's size: bounded by the records held (store.held), not the
+    # trace's records nor its largest thread's
     memory = [{"records": args.records, "max_rss_mib": full["max_rss_mib"], "core_max_rss_mib": core["max_rss_mib"],
                "chunks_let_go": full["phases"]["read_chunks"].get("chunks_let_go")}]
     for n in (args.rss_at if args.rss_at is not None else [args.records // 10]):
