@@ -85,17 +85,54 @@ impl Nested {
 /// nothing or another key (`bad`: the thread is paired again when its records are all seen).
 #[derive(Default)]
 pub struct Tracker {
+    /// the open begins and the thread's rows
+    pub o: Open,
+    /// whether the rows keep the records' `b` word (functions: the call site)
+    keep_b: bool,
+    /// whether rows get compensated times as they are written
+    comp: bool,
+}
+
+/// One pairing's open begins and rows of the current thread (regions, functions, each sync pair).
+#[derive(Default)]
+pub struct Open {
     /// the open begins: (row, key)
-    open: Vec<(usize, u64)>,
+    pub open: Vec<(usize, u64)>,
+    /// an end closed nothing or another key: the thread is paired again when its records are all
+    /// seen
     pub bad: bool,
     /// the thread's first row not yet written
     pub base: usize,
     /// the thread's rows written while its records went by (finished, shift)
     pub written: usize,
-    /// whether the rows keep the records' `b` word (functions: the call site)
-    keep_b: bool,
-    /// whether rows get compensated times as they are written
-    comp: bool,
+}
+
+impl Open {
+    /// A new thread, whose rows start at `base`.
+    pub fn start(&mut self, base: usize) {
+        self.open.clear();
+        self.bad = false;
+        self.base = base;
+        self.written = 0;
+    }
+
+    /// The rows (`len` of them) that can no longer change: those before the oldest begin still
+    /// open. None once the thread must be paired again: its rows not yet written may all change.
+    /// (The general pairing pairs the ends of a well-nested stretch as the live one does, so the
+    /// rows it closed are final: pair_again keeps the rows written.)
+    pub fn finished(&self, len: usize) -> Option<usize> {
+        if self.bad {
+            return None;
+        }
+        Some(self.open.first().map_or(len, |&(row, _)| row))
+    }
+
+    /// The first n rows were written and taken away.
+    pub fn shift(&mut self, n: usize) {
+        self.open.iter_mut().for_each(|o| o.0 -= n);
+        self.written += n.saturating_sub(self.base);
+        self.base = self.base.saturating_sub(n);
+    }
 }
 
 impl Tracker {
@@ -105,34 +142,13 @@ impl Tracker {
 
     /// A new thread, whose rows start at `base`.
     pub fn start(&mut self, base: usize, comp: bool) {
-        self.open.clear();
-        self.bad = false;
-        self.base = base;
-        self.written = 0;
+        self.o.start(base);
         self.comp = comp;
-    }
-
-    /// The rows of `out` (`len` of them) that can no longer change: those before the oldest
-    /// begin still open. None once the thread must be paired again: its rows not yet written may
-    /// all change. (The general pairing pairs the ends of a well-nested stretch as the tracker
-    /// does, so the rows it closed are final: pair_again keeps the rows written.)
-    pub fn finished(&self, len: usize) -> Option<usize> {
-        if self.bad {
-            return None;
-        }
-        Some(self.open.first().map_or(len, |&(row, _)| row))
-    }
-
-    /// The first n rows of `out` were written and taken away.
-    pub fn shift(&mut self, n: usize) {
-        self.open.iter_mut().for_each(|o| o.0 -= n);
-        self.written += n.saturating_sub(self.base);
-        self.base = self.base.saturating_sub(n);
     }
 
     #[inline(always)]
     pub fn begin(&mut self, out: &mut Nested, g: i32, (ts, comp): (i64, i64), key: u64, name: i32, b: u64) {
-        if self.bad {
+        if self.o.bad {
             return;
         }
         if self.comp {
@@ -150,17 +166,17 @@ impl Tracker {
         out.begin.push(ts);
         out.end.push(ts);
         out.duration.push(0);
-        out.depth.push(self.open.len() as i64);
+        out.depth.push(self.o.open.len() as i64);
         out.complete.push(0);
-        self.open.push((row, key));
+        self.o.open.push((row, key));
     }
 
     #[inline(always)]
     pub fn end(&mut self, out: &mut Nested, (ts, comp): (i64, i64), key: u64) {
-        if self.bad {
+        if self.o.bad {
             return;
         }
-        match self.open.pop() {
+        match self.o.open.pop() {
             Some((row, k)) if k == key => {
                 out.end[row] = ts;
                 out.duration[row] = ts.wrapping_sub(out.begin[row]);
@@ -170,21 +186,21 @@ impl Tracker {
                     out.comp[2][row] = comp.wrapping_sub(out.comp[0][row]);
                 }
             }
-            _ => self.bad = true,
+            _ => self.o.bad = true,
         }
     }
 
     /// The thread's rows paired again from its events (the rows the tracker wrote taken back,
     /// but for those already written: the same rows, see `finished`).
     pub fn pair_again(&self, out: &mut Nested, g: i32, evs: &[PairEv], keys: &mut Vec<(bool, u64)>, scratch: &mut PairScratch) {
-        out.truncate(self.base);
+        out.truncate(self.o.base);
         if evs.is_empty() {
             return;
         }
         keys.clear();
         keys.extend(evs.iter().map(|e| (e.begin, e.key)));
         let keep_b = self.keep_b;
-        let mut skip = self.written;
+        let mut skip = self.o.written;
         out.unmatched += pair_thread(keys, scratch, |b, e, depth| {
             if skip > 0 {
                 skip -= 1;
@@ -208,7 +224,7 @@ impl Tracker {
 
     /// The thread's rows left open ended when the thread ended (app_tables._chunk_extent).
     pub fn close_open(&self, out: &mut Nested, end: i64) {
-        for r in self.base..out.g.len() {
+        for r in self.o.base..out.g.len() {
             if out.complete[r] == 0 {
                 out.end[r] = end.max(out.begin[r]);
                 out.duration[r] = out.end[r].wrapping_sub(out.begin[r]);

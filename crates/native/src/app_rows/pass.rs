@@ -177,10 +177,10 @@ impl Pass<'_> {
     fn write_finished(&mut self) -> Result<(), PassErr> {
         if self.st.regions.is_some() {
             self.d.regions_peak = self.d.regions_peak.max(self.d.regions.g.len());
-            if let Some(upto) = self.live.regions.finished(self.d.regions.g.len()) {
+            if let Some(upto) = self.live.regions.o.finished(self.d.regions.g.len()) {
                 let done = derived::drain_pages(N_REGIONS, &self.d, upto, false, self.dicts, self.st, self.flags, &mut self.pages)?;
                 self.d.drain_front(N_REGIONS, done);
-                self.live.regions.shift(done);
+                self.live.regions.o.shift(done);
             }
         }
         if let Some(upto) = self.live.sync.mutex.finished(self.d.sync[ACQUIRED].g.len()) {
@@ -299,7 +299,7 @@ impl Pass<'_> {
     /// The pairings the live trackers gave up on done again from the thread's records read again.
     fn pair_again(&mut self, upto: usize) -> Result<(), PassErr> {
         let live = &self.live;
-        let want = [live.regions.bad, live.functions.bad, live.sync.bad().iter().any(|&b| b)];
+        let want = [live.regions.o.bad, live.functions.o.bad, live.sync.bad().iter().any(|&b| b)];
         if !want.iter().any(|&b| b) {
             return Ok(());
         }
@@ -328,7 +328,7 @@ impl Pass<'_> {
     fn compensate_thread(&mut self) {
         let (d, live, far) = (&mut self.d, &mut self.live, &self.far);
         let Some(cp) = d.comp.as_ref() else { return };
-        for (n, base) in [(&mut d.regions, live.regions.base), (&mut d.functions, live.functions.base)] {
+        for (n, base) in [(&mut d.regions, live.regions.o.base), (&mut d.functions, live.functions.o.base)] {
             let (len, from) = (n.g.len(), n.comp[0].len());
             for r in base.min(from)..from {
                 if n.complete[r] == 0 {

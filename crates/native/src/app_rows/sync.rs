@@ -3,6 +3,7 @@
 //! acquisition of the same object, pairing.lock_requests), as the records go by; a pairing
 //! where a release closes nothing or another object is done again when the thread is done.
 
+use super::nesting::Open;
 use crate::pairing::{pair_thread, PairScratch};
 use oslens_format::kinds;
 
@@ -128,37 +129,6 @@ const SYNC_PAIRS: [(u8, u8, usize); 3] = [
     (kinds::COND_WAIT_ENTER, kinds::COND_WAIT_EXIT, COND),
 ];
 
-/// One pairing's open rows of the current thread.
-#[derive(Default)]
-pub struct Open {
-    /// the open begins: (row, address)
-    open: Vec<(usize, u64)>,
-    /// a release closed nothing or another object: paired again when the thread is done
-    pub bad: bool,
-    /// the thread's first row in its part not yet written
-    pub base: usize,
-    /// the thread's rows written while its records went by (nesting::Tracker::finished)
-    pub written: usize,
-}
-
-impl Open {
-    /// The rows of the part (`len` of them) that can no longer change: those before the oldest
-    /// still held (None once the pairing must be done again).
-    pub fn finished(&self, len: usize) -> Option<usize> {
-        if self.bad {
-            return None;
-        }
-        Some(self.open.first().map_or(len, |&(row, _)| row))
-    }
-
-    /// The first n rows of the part were written and taken away.
-    pub fn shift(&mut self, n: usize) {
-        self.open.iter_mut().for_each(|o| o.0 -= n);
-        self.written += n.saturating_sub(self.base);
-        self.base = self.base.saturating_sub(n);
-    }
-}
-
 /// The current thread's sync rows as its records go by.
 #[derive(Default)]
 pub struct Tracker {
@@ -180,10 +150,7 @@ impl Tracker {
         self.g = g;
         self.last = None;
         for (o, p) in [(&mut self.mutex, ACQUIRED), (&mut self.barrier, BARRIER), (&mut self.cond, COND)] {
-            o.open.clear();
-            o.bad = false;
-            o.base = parts[p].g.len();
-            o.written = 0;
+            o.start(parts[p].g.len());
         }
         self.comp = comp;
     }
