@@ -41,11 +41,19 @@ pub struct Far<'a> {
     pub chunks: &'a [Chunk<'a>],
     pub clock: Clock,
     cache: RefCell<Option<(usize, Records<'a>)>>,
+    /// a chunk that could not be read again (the pass stops with it: `failed`)
+    error: RefCell<Option<std::io::Error>>,
 }
 
 impl<'a> Far<'a> {
     pub fn new(chunks: &'a [Chunk<'a>], clock: Clock) -> Far<'a> {
-        Far { chunks, clock, cache: RefCell::new(None) }
+        Far { chunks, clock, cache: RefCell::new(None), error: RefCell::new(None) }
+    }
+
+    /// The error of a chunk that could not be read again, where one could not: the lookups that
+    /// needed it were answered wrong, so the pass must stop.
+    pub fn failed(&self) -> Option<std::io::Error> {
+        self.error.borrow_mut().take()
     }
 
     /// The chunk read again let go (a new thread).
@@ -141,7 +149,10 @@ impl Comp {
                 *cache = None; // the one read before let go first
                 match c.records() {
                     Ok(r) => *cache = Some((ci, r)),
-                    Err(_) => return run, // unreachable: the pass read this chunk already
+                    Err(e) => {
+                        far.error.borrow_mut().get_or_insert(e);
+                        return run;
+                    }
                 }
             }
             let recs = &cache.as_ref().unwrap().1;

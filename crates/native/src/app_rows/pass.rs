@@ -167,6 +167,9 @@ impl Pass<'_> {
         self.d.extent_min[c.g] = lo;
         self.d.extent_max[c.g] = hi;
         drop(records);
+        if let Some(e) = self.far.failed() {
+            return Err(PassErr::Io(e));
+        }
         self.write_finished()?;
         Ok(rows)
     }
@@ -286,6 +289,9 @@ impl Pass<'_> {
         self.live.functions.close_open(&mut self.d.functions, end);
         let timers_held = !self.live.timers_pending.is_empty();
         self.compensate_thread();
+        if let Some(e) = self.far.failed() {
+            return Err(PassErr::Io(e));
+        }
         if timers_held && self.st.timers.is_some() {
             derived::write_pages(N_TIMERS, &mut self.d, false, self.dicts, self.st, self.flags, &mut self.pages)?;
         }
