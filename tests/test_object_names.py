@@ -80,13 +80,13 @@ def test_the_report_names_them(recorded):
 
 
 def test_the_in_memory_build_names_them_alike(recorded):
-    """The tables built in memory (a trace folder that cannot be written) name the objects as the
-    one pass does."""
+    """The tables built in memory (the numpy build the one pass is tested against) name the objects
+    as the one pass does."""
     import pyarrow.parquet as pq
 
-    from oslens.store import importer, salvage
+    from oslens.store import app_tables_oracle, salvage
 
-    tables = importer.build_tables(recorded, salvage.Losses(), stream=False)
+    tables = app_tables_oracle.build_tables(recorded, salvage.Losses())
     in_memory = tables["sync"].column("object").to_pylist()
     assert in_memory == pq.read_table(recorded / "tables" / "sync.parquet").column("object").to_pylist()
     assert "counter_lock" in in_memory

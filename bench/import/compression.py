@@ -70,7 +70,7 @@ def write_all(tables: dict, folder: Path, codec: str, level: int | None, writer:
 
 def main() -> int:
     import crate_writer
-    from oslens.store import importer, salvage
+    from oslens.store import app_tables, importer, salvage
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20_000_000)
@@ -81,9 +81,9 @@ def main() -> int:
     if not (trace / "raw").is_dir():
         print(f"no trace at {trace}: run bench/import/run.py --keep first", file=sys.stderr)
         return 2
-    # in memory (stream=False): every writer writes the same Arrow tables
-    built = importer.build_tables(trace, salvage.Losses(), extensions=False, stream=False)
-    tables = {k: v for k, v in built.items() if not k.startswith("_")}
+    # in memory: every writer writes the same Arrow tables
+    built = importer.build_tables(trace, salvage.Losses(), extensions=False)
+    tables = {k: v.read() if isinstance(v, app_tables.WrittenTable) else v for k, v in built.items() if not k.startswith("_")}
     result = {"records": built["_records"], "repeat": args.repeat, "codecs": {}}
     with tempfile.TemporaryDirectory(dir=trace) as tmp:
         for codec, level, writer in CODECS:

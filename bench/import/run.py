@@ -12,7 +12,7 @@ compares Parquet codecs on it.
 The headline figure ("import") is the import as `oslens import` runs it: with the importer's
 extensions (compensation, symbol names) and a calibration (a fixed one written next to the
 trace unless $OSLENS_CALIBRATION names one), which is the one native pass
-(oslens.store.importer.one_pass): app_events, regions, counters, timers, pauses, adapt and sync,
+(oslens.store.importer._build_app): app_events, regions, counters, timers, pauses, adapt and sync,
 with compensation's columns, written to Parquet a page at a time by the pass, never held whole
 in memory (sync's rows as their threads end: the bench's lock is named, so its object dictionary
 is known before the first page); functions built from the rows the pass gathered, their
@@ -23,7 +23,8 @@ write_parquet writes the rest and moves the files in place.
 "core" is the same trace imported without the extensions (the one pass writing the same
 tables, without compensation's columns). With --reference the import with extensions is also
 timed on the in-memory path (every table laid out whole first, compensation over app_events in memory: what
-`oslens import` did before the pass computed the compensation), on a tenth of the records.
+`oslens import` did before the pass computed the compensation; now only the tests' oracle,
+oslens.store.app_tables_oracle), on a tenth of the records.
 
 "many_processes" is a real trace of --processes short processes (default 1,000: `oslens record`
 of /bin/true in a loop, one mostly unwritten 64 MiB chunk per process), imported in a fresh
@@ -96,15 +97,14 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "bench/import (f
                                          ("raw", 19.6), ("preload_sync", 41.5))}}
 
 
-def import_once(path: Path, extensions: bool, stream: bool | None = None) -> dict:
-    from oslens.store import importer, salvage
+def import_once(path: Path, extensions: bool, reference: bool = False) -> dict:
+    from oslens.store import app_tables_oracle, importer, salvage
 
-    if stream is None:
-        stream = importer.one_pass(extensions)  # as import_trace builds them
+    build_app = app_tables_oracle.build_app if reference else None  # None: the pass, as import_trace builds them
     shutil.rmtree(path / "tables", ignore_errors=True)
     losses = salvage.Losses()
     w0, c0, r0 = time.perf_counter(), cpu_s(), resource.getrusage(resource.RUSAGE_SELF)
-    tables, build_w, build_c = phase(lambda: importer.build_tables(path, losses, extensions=extensions, stream=stream))
+    tables, build_w, build_c = phase(lambda: importer.build_tables(path, losses, extensions=extensions, build_app=build_app))
     _, write_w, write_c = phase(lambda: importer.write_tables(path, tables))
     total_w, total_c = time.perf_counter() - w0, cpu_s() - c0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -114,7 +114,7 @@ def import_once(path: Path, extensions: bool, stream: bool | None = None) -> dic
     meta = dict(zip(tables["meta"].column("key").to_pylist(), tables["meta"].column("value").to_pylist()))
     return {
         "extensions": extensions,
-        "one_pass": stream,
+        "one_pass": not reference,
         "extension_errors": {k: v for k, v in meta.items() if k.startswith("store.extension_error")},
         "calibration": meta.get("compensation.calibration"),
         "records": n,
@@ -176,7 +176,7 @@ def main() -> int:
         make_trace(small, args.records // 10, args.threads)
     if args.only:
         if args.only == "reference":
-            got = import_once(small, extensions=True, stream=False)
+            got = import_once(small, extensions=True, reference=True)
         else:
             got = import_once(big, extensions=args.only == "import")
         sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,6 +1,6 @@
 """Instrumentation cost and perturbation compensation (Kohr et al. 1994, section 5): the measuring
 side. The calibration file's model lives in the store (oslens.store.calibration), as does the
-compensation arithmetic (oslens.store.compensate) applied at import (oslens.store.compensation).
+compensation applied at import (the importer's native pass, completed by oslens.store.compensation).
 
     measure(quick=False) -> calibration      in vitro, on this machine (oslens.calibrate.invitro)
 

@@ -35,7 +35,7 @@ def open_trace(trace, quiet: bool = False):
 
     from oslens.capture import raw
     from oslens.errors import OslensError
-    from oslens.store import importer, salvage
+    from oslens.store import app_tables, importer, salvage
 
     trace = raw.require_trace_dir(trace)
     con = duckdb.connect(":memory:")
@@ -53,6 +53,9 @@ def open_trace(trace, quiet: bool = False):
                 salvage.warn(trace, losses)
                 for name, table in tables.items():
                     if not name.startswith("_"):
+                        # a table the import's pass wrote (in $TMPDIR here) is read and its file removed
+                        if isinstance(table, app_tables.WrittenTable):
+                            table = table.read()
                         con.register(f"_arrow_{name}", table)
                         con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "_arrow_{name}"')
                 _derived_views(con)

@@ -7,13 +7,14 @@ Adds, at the end of existing tables (no schema version change):
     sync: request_comp_ns, acquire_comp_ns, release_comp_ns
 and a table `compensation`: per thread and record kind, how many records, what each cost
 (in-vitro figure and its 95% interval) and in total; `pause` rows carry the recorder's own
-measured pauses. The model is in oslens.store.compensate; the calibration is the one stored
+measured pauses. The model is in docs/calibration.md; the calibration is the one stored
 for the trace's machine (oslens.store.calibration.load, $OSLENS_CALIBRATION). Without one, only pauses
 are removed, and the `compensation` table says so.
 
-The importer's one native pass computes the same columns while it splits the records
-(app_tables.build_streamed with costs: cost_table), and extend then only completes the tables
-kept in memory from its figures; build over tables in memory is the reference it is tested against.
+Compensation is computed in one place, the importer's native pass, while it splits the records
+(app_tables.build_streamed with costs: cost_table; crates/native/src/app_rows/compensation.rs);
+extend only completes the tables kept in memory from its figures. The numpy arithmetic it is
+tested against is oslens.store.compensation_oracle (tests only).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import pyarrow.compute as pc
 
 from oslens.errors import OslensError
 from oslens.store import calibration
-from oslens.store import compensate as comp
 
 TABLE = "compensation"
 COLUMNS = {
@@ -42,14 +42,6 @@ def _np(col, dtype=np.int64) -> np.ndarray:
         idx = col.indices.to_numpy(zero_copy_only=False)
         return values[idx].astype(dtype) if len(idx) else np.zeros(0, dtype)
     return col.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-
-
-def _kind_codes(col) -> tuple[np.ndarray, list[str]]:
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if not pa.types.is_dictionary(col.type):
-        col = pc.dictionary_encode(col)
-    return col.indices.to_numpy(zero_copy_only=False).astype(np.int64), col.dictionary.to_pylist()
 
 
 def _hostname(meta: dict) -> str | None:
@@ -77,52 +69,19 @@ def cost_table(cal: dict | None, labels: list[str]) -> list[float]:
     return [float(per_kind[name][0]) if name in per_kind else 0.0 for name in labels]
 
 
-def build(tables: dict, cal: dict | None, why: str = "", done: dict | None = None) -> dict:
+def build(tables: dict, cal: dict | None, why: str, done: dict) -> dict:
     """Returns {table name: amended or new table}; the caller stores them. `done`: what the
-    importer's one pass computed (app_tables.build_streamed with costs): app_events then
-    already carries ts_comp_ns, and the rest is looked up from the pass's per-thread costs."""
-    ev = tables.get("app_events")
+    importer's one pass computed (app_tables.build_streamed with costs): app_events already
+    carries ts_comp_ns, the tables written in the pass theirs, and the rest is looked up from
+    the pass's figures (compensated times of the tables in memory, per-thread counts)."""
     out: dict = {}
-    if ev is None:
+    if tables.get("app_events") is None:
         return out
-    if done is not None:
-        per_kind = calibration.record_costs(cal) if cal else {}
-        cols = done["columns"]
-        _amend(tables, out, lambda name, c, p, q, raw: cols[name][c])
-        out[TABLE] = summary_of_counts(done["pid"], done["tid"], done["kinds"], done["pause_ns"], done["labels"],
-                                       per_kind, cal, why)
-        return out
-    pid, tid = _np(ev.column("pid")), _np(ev.column("tid"))
-    ts = _np(ev.column("ts"))
-    value = _np(ev.column("value"))
-    codes, labels = _kind_codes(ev.column("kind"))
     per_kind = calibration.record_costs(cal) if cal else {}
-    lut = np.zeros(max(len(labels), 1), dtype=np.float64)
-    for i, name in enumerate(labels):
-        if name in per_kind:
-            lut[i] = per_kind[name][0]
-    is_pause = np.zeros(max(len(labels), 1), dtype=bool)
-    if "pause" in labels:
-        is_pause[labels.index("pause")] = True
-    cost = lut[codes] if len(codes) else np.zeros(0)
-    pauses = is_pause[codes] if len(codes) else np.zeros(0, bool)
-    cost[pauses] = np.maximum(value[pauses], 0)
-
-    order = comp.thread_order(pid, tid)
-    if order is not None:  # not expected from the importer; keep the thread's recorded order
-        pid_o, tid_o, ts_o, cost_o = pid[order], tid[order], ts[order], cost[order]
-    else:
-        pid_o, tid_o, ts_o, cost_o = pid, tid, ts, cost
-    costs = comp.cumulative(pid_o, tid_o, ts_o, cost_o)
-    ts_comp_o = comp.record_ts_comp(ts_o, costs)
-    if order is not None:
-        ts_comp = np.empty_like(ts_comp_o)
-        ts_comp[order] = ts_comp_o
-    else:
-        ts_comp = ts_comp_o
-    out["app_events"] = ev.append_column("ts_comp_ns", pa.array(ts_comp, pa.int64()))
-    _amend(tables, out, lambda name, c, p, q, raw: costs.compensate(p, q, raw))
-    out[TABLE] = summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why)
+    cols = done["columns"]
+    _amend(tables, out, lambda name, c, p, q, raw: cols[name][c])
+    out[TABLE] = summary_of_counts(done["pid"], done["tid"], done["kinds"], done["pause_ns"], done["labels"],
+                                   per_kind, cal, why)
     return out
 
 
@@ -176,26 +135,6 @@ def _amend(tables: dict, out: dict, compensated) -> None:
         out["sync"] = t.rename_columns([c.replace("_ns_comp_ns", "_comp_ns") for c in t.column_names])
 
 
-def summary(pid, tid, codes, labels, cost, pauses, per_kind, cal, why) -> pa.Table:
-    rows = {k: [] for k in COLUMNS}
-    if len(codes):
-        # (run of one thread's records, kind) -> one bin; runs of the same thread are merged below
-        starts = np.concatenate([[0], np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1])
-        run = np.repeat(np.arange(len(starts)), np.diff(np.concatenate([starts, [len(pid)]])))
-        width = len(labels)
-        bins = run * width + codes
-        counts_all = np.bincount(bins, minlength=len(starts) * width)
-        totals_all = np.bincount(bins, weights=cost, minlength=len(starts) * width)
-        merged: dict = {}
-        for b in np.flatnonzero(counts_all).tolist():
-            r, c = divmod(b, width)
-            k = (int(pid[starts[r]]), int(tid[starts[r]]), c)
-            n0, c0 = merged.get(k, (0, 0.0))
-            merged[k] = (n0 + int(counts_all[b]), c0 + float(totals_all[b]))
-        return _summary_rows(merged, labels, per_kind, cal, why)
-    return pa.table({k: pa.array(v, COLUMNS[k]) for k, v in rows.items()})
-
-
 def summary_of_counts(pid, tid, kinds, pause_ns, labels, per_kind, cal, why) -> pa.Table:
     """summary from each thread's records per kind (kinds: threads x 256) and pauses' sum (ns)."""
     pause = labels.index("pause") if "pause" in labels else -1
@@ -243,15 +182,12 @@ def _summary_rows(merged: dict, labels, per_kind, cal, why) -> pa.Table:
 
 
 def extend(tables: dict, context: dict) -> None:
-    """The importer's extension hook (oslens.store.importer.EXTENSIONS). Where the importer's
-    one pass did the work (context["compensation"]: the calibration it charged and the pass's
-    per-thread figures), the tables are completed from those."""
+    """The importer's extension hook (oslens.store.importer.EXTENSIONS): the tables are completed
+    from what the importer's one pass computed (context["compensation"]: the calibration it
+    charged and the pass's per-thread figures)."""
     meta = context.get("meta") or {}
-    done = context.get("compensation")
-    if done is not None:
-        cal, why = done["cal"], done["why"]
-    else:
-        cal, why = find_calibration(meta)
+    done = context["compensation"]
+    cal, why = done["cal"], done["why"]
     tables.update(build(tables, cal, why, done))
     info = {"calibration": cal.get("path") if cal else None, "measured_at": cal.get("measured_at") if cal else None,
             "model": "ts - cost of the thread's earlier records (in vitro) - the recorder's pauses"}

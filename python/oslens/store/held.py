@@ -77,7 +77,7 @@ def pass_input(records):
 
 
 def read_all(chunks: list[raw.ChunkData]) -> None:
-    """Every chunk's records in memory again (the in-memory build: app_tables.build)."""
+    """Every chunk's records in memory again (the numpy build the pass is tested against: app_tables_oracle)."""
     for c in chunks:
         if isinstance(c.records, LetGo):
             c.records = c.records.read()

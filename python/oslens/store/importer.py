@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,11 +37,10 @@ TABLES_DIR = "tables"
 MANIFEST = "manifest.json"
 PROGRESS_BYTES = 256 << 20  # show a progress bar when the raw records exceed this
 # Modules that may add to or amend the tables after they are built (compensation, symbol
-# names): each exposes extend(tables: dict[str, pa.Table], context: dict) -> None.
+# names): each exposes extend(tables: dict[str, pa.Table], context: dict) -> None. The tables
+# written in the native pass are not in memory: compensation's columns are computed in it, and
+# symbols only names the functions table, which is built in memory.
 EXTENSIONS = ("oslens.store.compensation", "oslens.store.symbols")
-# Extensions the one native pass serves: compensation's columns are computed in it, and symbols
-# only names the functions table, which is built in memory either way.
-ONE_PASS_EXTENSIONS = {"oslens.store.compensation", "oslens.store.symbols"}
 
 
 def tables_dir(trace: Path) -> Path:
@@ -361,24 +361,14 @@ def release_freed_memory() -> None:
 
 
 def build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None = None,
-                 extensions: bool = True, stream: bool | None = None) -> dict[str, pa.Table]:
-    """The tables of a trace, in memory (pyarrow tables). With `stream` (default: when no
-    extension runs; import_trace also where only those the pass serves run: one_pass) app_events
-    is written to Parquet
-    while it is built, in one native pass over the records, and stands in the result as an
-    app_tables.WrittenTable that write_tables moves into place: the table is never laid out
-    whole in memory."""
-    if stream is None:
-        stream = not extensions
+                 extensions: bool = True, build_app=None) -> dict[str, pa.Table]:
+    """The tables of a trace. The application tables are built in one native pass over the
+    records (_build_app) that writes app_events and the large derived tables to Parquet while it
+    builds them: each stands in the result as an app_tables.WrittenTable that write_tables moves
+    into place (never laid out whole in memory). `build_app`: what builds them instead (the tests
+    give app_tables_oracle.build_app, the numpy build the pass is compared with)."""
     with no_hugepage_advice(), keep_freed_memory(), no_cyclic_gc():
-        return _build_tables(trace, losses, progress, extensions, stream)
-
-
-def one_pass(extensions: bool = True) -> bool:
-    """Whether the tables are built in the one native pass when they are to be written (as
-    import_trace does): with no extension, or only those the pass serves (ONE_PASS_EXTENSIONS;
-    another may need every table in memory)."""
-    return not extensions or set(EXTENSIONS) <= ONE_PASS_EXTENSIONS
+        return _build_tables(trace, losses, progress, extensions, build_app or _build_app)
 
 
 def _compensation_costs(meta: dict) -> tuple | None:
@@ -408,31 +398,34 @@ def sync_object_names(trace: Path, chunks: list, scans: dict) -> dict[int, str]:
     return symbols.name_objects(trace, by_pid)
 
 
-def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, stream: bool, scans: dict,
+def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, scans: dict,
                extensions: bool = False) -> dict:
     objects = sync_object_names(trace, chunks, scans)
-    if stream:
-        path = trace / f".app_events.tmp-{os.getpid()}.parquet"
-        comp = _compensation_costs(meta) if extensions else None
+    comp = _compensation_costs(meta) if extensions else None
+    scanned = {p: s for p, s in scans.items() if s[0] is not None}
+    # the pass's files go beside the tables, so that write_tables only renames them; a trace
+    # folder that cannot be written gets them in the temporary folder ($TMPDIR)
+    for folder in (trace, Path(tempfile.gettempdir())):
+        path = folder / f".app_events.tmp-{os.getpid()}.parquet"
         try:
-            out = app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP,
-                                            {p: s for p, s in scans.items() if s[0] is not None},
+            out = app_tables.build_streamed(chunks, meta, clock, names, path, ROW_GROUP, scanned,
                                             costs=comp[2] if comp else None, object_names=objects)
-            if comp:  # what the compensation extension takes from the pass
-                out["compensation"].update({"cal": comp[0], "why": comp[1]})
-            return out
-        except OSError:  # a folder that cannot be written: the tables are built in memory
+            break
+        except OSError as err:
             with contextlib.suppress(OSError):
                 path.unlink()
-    try:
-        held.read_all(chunks)
-    except OSError as err:
-        raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err}); "
-                          "is a recording still writing to it?", 1) from err
-    return app_tables.build(chunks, meta, clock, names, objects)
+            if "reading a chunk again" in str(err):  # held.LetGo's read failed (py_app_pass.rs says so)
+                raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err}); "
+                                  "is a recording still writing to it?", 1) from err
+            if folder != trace:
+                raise OslensError(f"{trace}: cannot import it: neither the trace folder nor {folder} "
+                                  f"can be written ({err.strerror or err})", 1) from err
+    if comp:  # what the compensation extension takes from the pass
+        out["compensation"].update({"cal": comp[0], "why": comp[1]})
+    return out
 
 
-def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None, extensions: bool, stream: bool):
+def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | None, extensions: bool, build_app):
     progress = progress or _Progress(0, False)
     t0 = time.perf_counter()
     try:
@@ -444,7 +437,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     chunks, scans = [], {}
     read_w, read_c = time.perf_counter(), time.process_time()
     # records held past the read only up to a budget where the pass can read them again
-    holder = held.Holder() if stream else held.Holder(budget=1 << 62)
+    holder = held.Holder()
     for i, (p, got, scan) in enumerate(_read_in_order(paths)):
         if isinstance(got, OSError):
             losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
@@ -461,7 +454,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     clock = clock_for(chunks, meta, scans)
     names = raw.name_table(chunks)
     progress.step("building application tables", 45)
-    app = _build_app(trace, chunks, meta, clock, names, stream, scans, extensions)
+    app = build_app(trace, chunks, meta, clock, names, scans, extensions)
     progress.step("building kernel tables", 65)
     kernel = kernel_tables([c for c in chunks if is_kernel_chunk(c)], meta, losses)
     for t in app["threads"]:
@@ -672,7 +665,7 @@ def import_trace(trace, force: bool = False, quiet: bool = False, damaged: dict 
     progress = _Progress(_committed_bytes(paths), enabled=not quiet and sys.stderr.isatty())
     losses = salvage.Losses()
     try:
-        tables = build_tables(trace, losses, progress, stream=one_pass())
+        tables = build_tables(trace, losses, progress)
         try:
             manifest = write_tables(trace, tables, progress)
         except OSError as err:

@@ -8,7 +8,7 @@ import pytest
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import app_tables, open_trace
+from oslens.store import app_tables, app_tables_oracle, open_trace
 
 REQ, ACQ, REL, BENTER, BEXIT, CENTER, CEXIT, SIGNAL = 32, 33, 34, 35, 36, 37, 38, 39
 FENTRY, FEXIT = 40, 41
@@ -147,7 +147,7 @@ def test_cpu_numbers_are_kept_as_a_dictionary_of_int64_values():
     import numpy as np
     import pyarrow as pa
 
-    from oslens.store.app_tables import _small_ints
+    from oslens.store.app_tables_oracle import _small_ints
 
     small = _small_ints(np.array([3, 0, 3, 7], np.uint16))
     assert pa.types.is_dictionary(small.type) and small.type.value_type == pa.int64()
@@ -160,14 +160,12 @@ def test_cpu_numbers_are_kept_as_a_dictionary_of_int64_values():
 def test_payload_offsets_native_and_numpy_agree():
     import numpy as np
 
-    from oslens.store import app_tables
-
     rng = np.random.default_rng(5)
     kind = rng.choice(np.array([raw.EVENT, raw.COUNTER, raw.REGION_BEGIN], np.uint8), 1003)
     is_ev = kind == raw.EVENT
     ev = np.flatnonzero(is_ev)
     lens = rng.integers(0, 9, len(ev)).astype(np.int64)
-    offsets, validity = app_tables._event_offsets(kind, is_ev, ev, lens)
+    offsets, validity = app_tables_oracle._event_offsets(kind, is_ev, ev, lens)
     want = np.zeros(len(kind) + 1, np.int64)
     want[1:][ev] = lens
     assert offsets.tolist() == np.cumsum(want).tolist()
@@ -177,9 +175,9 @@ def test_payload_offsets_native_and_numpy_agree():
 def test_gathers_into_populated_memory_give_what_numpy_gives():
     values = np.arange(1 << 20, dtype=np.int64) * 3  # 8 MiB: populated
     rows = np.sort(np.random.default_rng(1).integers(0, len(values), 300_000))
-    assert np.array_equal(app_tables.take(values, rows), np.take(values, rows))
+    assert np.array_equal(app_tables_oracle.take(values, rows), np.take(values, rows))
     kept = values.copy()
-    app_tables._populate(values)  # backing the pages leaves the contents as they were
+    app_tables_oracle._populate(values)  # backing the pages leaves the contents as they were
     assert np.array_equal(values, kept)
 
 
@@ -293,15 +291,15 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test", "machine
 @pytest.mark.parametrize("row_group", [1 << 22, 64])
 @pytest.mark.parametrize("compensation", ["off", "uncalibrated", "calibrated"])
 def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group, compensation):
-    """build_tables(stream=True) (app_events written in one native pass, the other tables from
-    the rows it gathered) gives the same Parquet tables as the tables built in memory: without
+    """build_tables (app_events written in one native pass, the other tables from the rows it
+    gathered) gives the same Parquet tables as the tables built in memory (app_tables_oracle): without
     the importer's extensions, and with them (compensation computed in the pass) with and
     without a calibration."""
     import shutil
 
     import pyarrow.parquet as pq
 
-    from oslens.store import importer, salvage, synthetic
+    from oslens.store import app_tables_oracle, importer, salvage, synthetic
 
     monkeypatch.setattr(importer, "ROW_GROUP", row_group)
     trace = tmp_path / "t"
@@ -330,7 +328,8 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
         monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
     out = {}
     for stream in (False, True):
-        tables = importer.build_tables(trace, salvage.Losses(), extensions=compensation != "off", stream=stream)
+        build_app = None if stream else app_tables_oracle.build_app
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=compensation != "off", build_app=build_app)
         assert isinstance(tables["app_events"], app_tables.WrittenTable) == stream
         if case != "odd":  # sync too, where it has rows
             assert isinstance(tables["sync"], app_tables.WrittenTable) == stream

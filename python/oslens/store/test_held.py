@@ -15,7 +15,7 @@ from oslens.store.test_app_tables import _nested_trace, _random_trace
 
 
 def _import(trace, tables_copy):
-    tables = importer.build_tables(trace, salvage.Losses(), stream=importer.one_pass())
+    tables = importer.build_tables(trace, salvage.Losses())
     let_go = tables["_read"]["chunks_let_go"]
     importer.write_tables(trace, tables)
     shutil.copytree(trace / "tables", tables_copy)
