@@ -1,8 +1,9 @@
 //! The raw format's constants as attributes of `oslens._native`, so that Python names them from
 //! crates/format instead of copying the numbers (docs/architecture.md).
 
-use oslens_format::header::{offset, CLOCK_MONOTONIC_NS, CLOCK_TSC, SOURCE_APP_THREAD, SOURCE_KERNEL_CPU};
-use oslens_format::{kernel, kinds};
+use oslens_format::header::{offset, CLOCK_MONOTONIC_NS, CLOCK_TSC, HEADER_SIZE, SOURCE_APP_THREAD, SOURCE_KERNEL_CPU};
+use oslens_format::record::CONT_PAYLOAD;
+use oslens_format::{kernel, kinds, Record, RECORD_SIZE};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::BTreeMap;
@@ -13,8 +14,35 @@ fn named_kinds() -> Vec<(&'static str, u8)> {
     (1..=255u8).map(|k| (kinds::kind_name(k), k)).filter(|(n, _)| *n != unassigned).collect()
 }
 
+/// The numpy type of an unsigned little-endian field of `size` bytes.
+fn unsigned(size: usize) -> &'static str {
+    match size {
+        1 => "u1",
+        2 => "<u2",
+        4 => "<u4",
+        _ => "<u8",
+    }
+}
+
+/// A record's fields as (name, byte offset, numpy type), from the `Record` struct itself, so that
+/// `capture/raw.py`'s RECORD_DTYPE is the layout the recorder writes.
+fn record_fields() -> Vec<(&'static str, usize, &'static str)> {
+    let r = Record::default();
+    macro_rules! field {
+        ($f:ident) => {
+            (stringify!($f), std::mem::offset_of!(Record, $f), unsigned(std::mem::size_of_val(&r.$f)))
+        };
+    }
+    vec![field!(ts), field!(id), field!(cpu), field!(kind), field!(check), field!(a), field!(b)]
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add("RECORD_FIELDS", record_fields())?;
+    m.add("RECORD_SIZE", RECORD_SIZE)?;
+    m.add("HEADER_SIZE", HEADER_SIZE)?;
+    m.add("FORMAT_VERSION", oslens_format::VERSION)?;
+    m.add("CONT_PAYLOAD", CONT_PAYLOAD)?;
     let kinds_by_name = PyDict::new(py);
     for (name, k) in named_kinds() {
         kinds_by_name.set_item(name, k)?;
@@ -48,6 +76,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_record_fields_tile_the_record() {
+        let fields = record_fields();
+        let sizes = |t: &str| t.trim_start_matches(['<', 'u']).parse::<usize>().unwrap();
+        let mut end = 0;
+        for (_, off, typ) in &fields {
+            assert_eq!(*off, end);
+            end += sizes(typ);
+        }
+        assert_eq!(end, RECORD_SIZE);
+        assert_eq!(fields[3], ("kind", 14, "u1"));
+    }
 
     #[test]
     fn every_application_kind_is_named_once() {

@@ -18,8 +18,6 @@ mod crate_writer;
 mod recorder_api;
 mod whatif;
 
-use oslens_format::header::HEADER_SIZE;
-use oslens_format::record::CONT_PAYLOAD;
 use oslens_format::kinds;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
@@ -106,10 +104,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     recorder_api::register(m)?;
     constants::register(m)?;
     whatif::register(m)?;
-    m.add("HEADER_SIZE", HEADER_SIZE)?;
-    m.add("FORMAT_VERSION", oslens_format::VERSION)?;
-    m.add("RECORD_SIZE", 32)?;
-    m.add("CONT_PAYLOAD", CONT_PAYLOAD)?;
     Ok(())
 }
 

@@ -13,9 +13,9 @@ import numpy as np
 from oslens import _native
 from oslens.errors import OslensError
 
-RECORD_DTYPE = np.dtype(
-    [("ts", "<u8"), ("id", "<u4"), ("cpu", "<u2"), ("kind", "u1"), ("check", "u1"), ("a", "<u8"), ("b", "<u8")]
-)
+# A record's layout (crates/format/src/record.rs, through the extension): ts, id, cpu, kind, check, a, b.
+RECORD_DTYPE = np.dtype({"names": [f[0] for f in _native.RECORD_FIELDS], "offsets": [f[1] for f in _native.RECORD_FIELDS],
+                         "formats": [f[2] for f in _native.RECORD_FIELDS], "itemsize": _native.RECORD_SIZE})
 CLOCK_TSC = _native.CLOCK_TSC
 CLOCK_MONOTONIC_NS = _native.CLOCK_MONOTONIC_NS
 SOURCE_APP_THREAD = _native.SOURCE_APP_THREAD
@@ -126,7 +126,7 @@ def recorder_cost(path: Path) -> dict:
     copied. Zeros when absent (a killed process writes no helper figures)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096)
+            head = f.read(_native.HEADER_SIZE)
     except OSError:
         head = b""
     field = lambda off: int.from_bytes(head[off:off + 8], "little") if len(head) >= off + 8 else 0

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from oslens import _native
 from oslens.capture import raw
@@ -98,7 +97,6 @@ def app_threads(chunks: list[raw.ChunkData]) -> list[AppThread]:
     return threads
 
 
-KIND_ID_MASK = np.uint64(0x00FF_0000_FFFF_FFFF)  # kind << 48 | id, out of a record's second word
 KINDS_OF_CLASS: dict[int, list[int]] = {}
 for _k in range(256):
     if CLASS_OF_KIND[_k] != NO_NAME:
@@ -106,8 +104,8 @@ for _k in range(256):
 
 
 class NameLookup:
-    """Resolves each record's (kind, id) to an index into one dictionary of names, per process,
-    with one hash lookup per record (pyarrow's index_in)."""
+    """Each record's (kind, id) -> an index into one dictionary of names, per process: the
+    tables (keys kind << 48 | id, sorted) the native pass looks the records' names up in."""
 
     def __init__(self, names: dict[int, dict[tuple[int, int], str]]):
         self.values: list[str] = []
@@ -136,14 +134,6 @@ class NameLookup:
         keys, vals = self.per_pid[pid]
         return (np.ascontiguousarray(keys.to_numpy(zero_copy_only=False), dtype=np.uint64),
                 np.ascontiguousarray(vals.to_numpy(zero_copy_only=False), dtype=np.int32))
-
-    def lookup(self, pid: int, w1: np.ndarray) -> pa.Array:
-        """Int32 dictionary indices (null where the program named nothing) for records' word 1."""
-        if pid not in self.per_pid or len(w1) == 0:
-            return pa.nulls(len(w1), pa.int32())
-        keys, vals = self.per_pid[pid]
-        pos = pc.index_in(pa.array(w1 & KIND_ID_MASK), value_set=keys)
-        return pc.take(vals, pos)
 
     def dictionary(self) -> pa.Array:
         return pa.array(self.values, type=pa.string())
