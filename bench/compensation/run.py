@@ -173,6 +173,50 @@ def _ns_per_event(c: dict, events: int) -> dict:
     return {"ns": _r(1e9 * c["estimate"] / events), "ci": [_r(1e9 * x / events) for x in c["ci"]]}
 
 
+def _split(runs: dict, cal: dict, vitro_m: dict, extra: dict, d_events: int) -> dict:
+    """The marginal in-vivo CPU per event by where it was spent (one-thread programs)."""
+    for v in runs.values():
+        for x in v:
+            x["other_s"] = x["process_s"] - x["thread_s"]
+            x["exit_s"] = x["cpu_s"] - x["process_s"]
+    parts = {k: _ns_per_event(_contrast(runs, k), d_events) for k in ("thread_s", "other_s", "exit_s")}
+    faults = {k: _contrast(runs, k)["estimate"] for k in ("thread_minflt", "process_minflt")}
+    _, _, outside = calibration.outside_costs(cal)
+    return {
+        "what": "the marginal in-vivo CPU per event, by where it was spent: the recording thread (its calls, in "
+                "the program's context), the other threads (the helper thread) and exit; in vitro beside each",
+        "recording_thread": {**parts["thread_s"], "in_vitro_calls": _r(vitro_m["ns_per_event"]),
+                             "in_vitro_calls_in_context": _r(vitro_m["paced_cost_ns"] / d_events)
+                             if vitro_m.get("paced_cost_ns") is not None else None,
+                             "minor_faults_per_1000_events": _r(1000 * faults["thread_minflt"] / d_events, 3)},
+        "process_minor_faults_per_1000_events": _r(1000 * faults["process_minflt"] / d_events, 3),
+        "other_threads": parts["other_s"],
+        "exit": parts["exit_s"],
+        "in_vitro_outside_per_event": _r(outside * sum(extra.values()) / d_events),
+        "in_vitro_paced_outside_per_event": _r(vitro_m["paced_outside_ns"] / d_events)
+        if vitro_m.get("paced_outside_ns") is not None else None,
+    }
+
+
+def _in_trace(runs: dict, full: dict) -> dict:
+    """The loop's CPU time less what the importer removed from the loop region, against the
+    loop without instrumentation."""
+    loops = runs[("full", True)]
+    q = (lambda v: float(np.quantile(list(v), in_vivo.QUARTILE))) if ESTIMATOR == "lower_quartile" else statistics.median
+    t0 = q(x["loop_cpu_ns"] for x in runs[("full", False)])
+    tr = q(x["loop_cpu_ns"] for x in loops)
+    tc = q(x["loop_comp_ns"] for x in loops)
+    loop_records = sum(n for k, n in full["counts"].items() if k in ("region_begin", "region_end", "event"))
+    return {
+        "what": "the loop's thread CPU time (the program's own figure) less what the importer removed "
+                "from the loop region, against the loop without instrumentation",
+        "uninstrumented_loop_ms": _r(t0 / 1e6, 3), "instrumented_loop_ms": _r(tr / 1e6, 3),
+        "compensated_loop_ms": _r(tc / 1e6, 3),
+        "measured_ns_per_record": _r((tr - t0) / max(1, loop_records)),
+        "raw_overhead_pct": _r(100 * (tr - t0) / t0), "compensated_error_pct": _r(100 * (tc - t0) / t0),
+    }
+
+
 def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> dict:
     full = in_vivo.trace_profile(workdir / f"trace-{p.name}-full", metas["full"])
     empty = in_vivo.trace_profile(workdir / f"trace-{p.name}-empty", metas["empty"])
@@ -257,42 +301,10 @@ def analyse(p: Program, runs: dict, cal: dict, workdir: Path, metas: dict) -> di
                                                  "compensated_error_pct")},
     }
     if p.threads == 1 and all("thread_s" in x for v in runs.values() for x in v):
-        for v in runs.values():
-            for x in v:
-                x["other_s"] = x["process_s"] - x["thread_s"]
-                x["exit_s"] = x["cpu_s"] - x["process_s"]
-        parts = {k: _ns_per_event(_contrast(runs, k), d_events) for k in ("thread_s", "other_s", "exit_s")}
-        faults = {k: _contrast(runs, k)["estimate"] for k in ("thread_minflt", "process_minflt")}
-        _, _, outside = calibration.outside_costs(cal)
-        result["split"] = {
-            "what": "the marginal in-vivo CPU per event, by where it was spent: the recording thread (its calls, in "
-                    "the program's context), the other threads (the helper thread) and exit; in vitro beside each",
-            "recording_thread": {**parts["thread_s"], "in_vitro_calls": _r(vitro_m["ns_per_event"]),
-                                 "in_vitro_calls_in_context": _r(vitro_m["paced_cost_ns"] / d_events)
-                                 if vitro_m.get("paced_cost_ns") is not None else None,
-                                 "minor_faults_per_1000_events": _r(1000 * faults["thread_minflt"] / d_events, 3)},
-            "process_minor_faults_per_1000_events": _r(1000 * faults["process_minflt"] / d_events, 3),
-            "other_threads": parts["other_s"],
-            "exit": parts["exit_s"],
-            "in_vitro_outside_per_event": _r(outside * sum(extra.values()) / d_events),
-            "in_vitro_paced_outside_per_event": _r(vitro_m["paced_outside_ns"] / d_events)
-            if vitro_m.get("paced_outside_ns") is not None else None,
-        }
+        result["split"] = _split(runs, cal, vitro_m, extra, d_events)
     loops = runs[("full", True)]
     if p.in_trace and all("loop_comp_ns" in x for x in loops):
-        q = (lambda v: float(np.quantile(list(v), in_vivo.QUARTILE))) if ESTIMATOR == "lower_quartile" else statistics.median
-        t0 = q(x["loop_cpu_ns"] for x in runs[("full", False)])
-        tr = q(x["loop_cpu_ns"] for x in loops)
-        tc = q(x["loop_comp_ns"] for x in loops)
-        loop_records = sum(n for k, n in full["counts"].items() if k in ("region_begin", "region_end", "event"))
-        result["in_trace"] = {
-            "what": "the loop's thread CPU time (the program's own figure) less what the importer removed "
-                    "from the loop region, against the loop without instrumentation",
-            "uninstrumented_loop_ms": _r(t0 / 1e6, 3), "instrumented_loop_ms": _r(tr / 1e6, 3),
-            "compensated_loop_ms": _r(tc / 1e6, 3),
-            "measured_ns_per_record": _r((tr - t0) / max(1, loop_records)),
-            "raw_overhead_pct": _r(100 * (tr - t0) / t0), "compensated_error_pct": _r(100 * (tc - t0) / t0),
-        }
+        result["in_trace"] = _in_trace(runs, full)
     return result
 
 

@@ -316,53 +316,9 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     t_pid = np.array([t.pid for t in threads], dtype=np.int64)
     t_tid = np.array([t.tid for t in threads], dtype=np.int64)
     dictionary = lookup.dictionary()
-    tables: dict[int, tuple] = {}
-    ins = []
-    for i, t in enumerate(threads):
-        if t.pid not in tables:
-            tables[t.pid] = tuple(x.view(np.uint8) for x in lookup.native_table(t.pid))
-        for c in t.chunks:
-            if len(c.records) == 0:
-                continue
-            tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
-            scan = (scans or {}).get(c.path)
-            ins.append((held.pass_input(c.records), i, bool(tsc), *tables[t.pid],
-                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], _sync_keys(scan))))
-    # the derived tables written in the pass: those with rows, where every chunk was scanned
-    # (their row counts and reasons are known before it)
-    streams, reasons, rows = {}, None, {}
-    app = [c for t in threads for c in t.chunks if len(c.records)]
-    if scans is not None and all(c.path in scans for c in app):
-        total = np.zeros(256, np.int64)
-        counter_codes, pause_codes = set(), set()
-        for c in app:
-            sc = scans[c.path]
-            total += np.array(sc[0], dtype=np.int64)
-            for codes, seen in zip(sc[3], (counter_codes, pause_codes)):
-                if codes is None or seen is None:
-                    continue
-                seen.update(codes)
-            if sc[3][0] is None:
-                counter_codes = None
-            if sc[3][1] is None:
-                pause_codes = None
-        def beside(table):  # the table's file next to app_events'
-            return str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
-
-        for table, kind in STREAMED:
-            if total[kind] and not (table == "counters" and counter_codes is None) \
-                    and not (table == "pauses" and pause_codes is None):
-                streams[table] = beside(table)
-                rows[table] = int(total[kind])
-        if total[[LOCK_REQUEST, LOCK_ACQUIRE, BARRIER_ENTER, COND_WAIT_ENTER]].any():  # sync has rows
-            streams["sync"] = beside("sync")
-        reasons = (_reasons(sorted(counter_codes or ()), COUNTER_REASONS), _reasons(sorted(pause_codes or ()), PAUSE_REASONS))
-    end_ns = meta.get("end_ns")
-    low = int(np.iinfo(np.int64).min)
-    thread_end = []
-    for t in threads:
-        closing = [int(c.header["calib"][1][1]) for c in t.chunks if c.header and c.header["calib"][1][1]]
-        thread_end.append((max(closing) if closing else low, int(end_ns) if (not t.closed and end_ns) else low))
+    ins = _pass_inputs(threads, lookup, scans, app_tsc)
+    streams, reasons, rows = _streamed_tables(threads, scans, events_path)
+    thread_end = _thread_ends(threads, meta)
     from oslens.store import native_parquet
 
     def plain(arr: pa.Array) -> tuple:
@@ -390,20 +346,97 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                 for table, p in streams.items()})
     out["passes"] = int(got["passes"])
     if costs is not None:
-        # the compensated times of the tables built here, keyed by the time they compensate
-        done = {table: dict(zip(times, (_buf(got, f"{table}.comp{i}", np.int64) for i in range(len(times)))))
-                for table, times in (("regions", ("begin_ns", "end_ns")), ("functions", ("begin_ns", "end_ns")),
-                                     ("counters", ("ts",)), ("timers", ("start_ns", "stop_ns")))
-                if table not in streams}
-        if "sync" not in streams:
-            sync = [i for i in range(4) if len(_buf(got, f"sync{i}.g", np.int32))]
-            done["sync"] = {c: np.concatenate([_buf(got, f"sync{i}.comp{j}", np.int64) for i in sync] or [np.zeros(0, np.int64)])
-                            for j, c in enumerate(("request_ns", "acquire_ns", "release_ns"))}
-        out["compensation"] = {
-            "columns": done, "pid": t_pid, "tid": t_tid,
-            "kinds": _buf(got, "comp.kinds", np.uint64).reshape(len(threads), 256),
-            "pause_ns": _buf(got, "comp.pause_ns", np.int64), "labels": KIND_LABELS.to_pylist(),
-        }
+        out["compensation"] = _compensation_figures(got, streams, t_pid, t_tid)
+    _derived_tables(out, got, streams, counts, t_pid, t_tid, dictionary, extent_end, last_record, object_names)
+    return out
+
+
+def _pass_inputs(threads: list[AppThread], lookup: NameLookup, scans: dict | None, app_tsc: bool) -> list:
+    """The pass's input per chunk with records: (its records, thread index, TSC clock or not, the
+    process's name table, payloads, what the reader's scan found)."""
+    tables: dict[int, tuple] = {}
+    ins = []
+    for i, t in enumerate(threads):
+        if t.pid not in tables:
+            tables[t.pid] = tuple(x.view(np.uint8) for x in lookup.native_table(t.pid))
+        for c in t.chunks:
+            if len(c.records) == 0:
+                continue
+            tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
+            scan = (scans or {}).get(c.path)
+            ins.append((held.pass_input(c.records), i, bool(tsc), *tables[t.pid],
+                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], _sync_keys(scan))))
+    return ins
+
+
+def _streamed_tables(threads: list[AppThread], scans: dict | None, events_path) -> tuple[dict, tuple | None, dict]:
+    """(table -> its file, beside events_path; the counters' and pauses' reasons; table -> rows)
+    of the derived tables written in the pass: those with rows, where every chunk was scanned
+    (their row counts and reasons are known before it)."""
+    streams, reasons, rows = {}, None, {}
+    app = [c for t in threads for c in t.chunks if len(c.records)]
+    if scans is not None and all(c.path in scans for c in app):
+        total = np.zeros(256, np.int64)
+        counter_codes, pause_codes = set(), set()
+        for c in app:
+            sc = scans[c.path]
+            total += np.array(sc[0], dtype=np.int64)
+            for codes, seen in zip(sc[3], (counter_codes, pause_codes)):
+                if codes is None or seen is None:
+                    continue
+                seen.update(codes)
+            if sc[3][0] is None:
+                counter_codes = None
+            if sc[3][1] is None:
+                pause_codes = None
+
+        def beside(table):  # the table's file next to app_events'
+            return str(Path(events_path).with_name(Path(events_path).name.replace("app_events", table)))
+
+        for table, kind in STREAMED:
+            if total[kind] and not (table == "counters" and counter_codes is None) \
+                    and not (table == "pauses" and pause_codes is None):
+                streams[table] = beside(table)
+                rows[table] = int(total[kind])
+        if total[[LOCK_REQUEST, LOCK_ACQUIRE, BARRIER_ENTER, COND_WAIT_ENTER]].any():  # sync has rows
+            streams["sync"] = beside("sync")
+        reasons = (_reasons(sorted(counter_codes or ()), COUNTER_REASONS), _reasons(sorted(pause_codes or ()), PAUSE_REASONS))
+    return streams, reasons, rows
+
+
+def _thread_ends(threads: list[AppThread], meta: dict) -> list[tuple[int, int]]:
+    """Per thread: (its chunks' latest closing time, the program's exit where the thread's chunk
+    was never closed), the lowest int64 where unknown."""
+    end_ns = meta.get("end_ns")
+    low = int(np.iinfo(np.int64).min)
+    thread_end = []
+    for t in threads:
+        closing = [int(c.header["calib"][1][1]) for c in t.chunks if c.header and c.header["calib"][1][1]]
+        thread_end.append((max(closing) if closing else low, int(end_ns) if (not t.closed and end_ns) else low))
+    return thread_end
+
+
+def _compensation_figures(got: dict, streams: dict, t_pid: np.ndarray, t_tid: np.ndarray) -> dict:
+    """What the compensation extension needs from the pass: the compensated times of the tables
+    built here, keyed by the time they compensate, each thread's records per kind and pauses' sum."""
+    done = {table: dict(zip(times, (_buf(got, f"{table}.comp{i}", np.int64) for i in range(len(times)))))
+            for table, times in (("regions", ("begin_ns", "end_ns")), ("functions", ("begin_ns", "end_ns")),
+                                 ("counters", ("ts",)), ("timers", ("start_ns", "stop_ns")))
+            if table not in streams}
+    if "sync" not in streams:
+        sync = [i for i in range(4) if len(_buf(got, f"sync{i}.g", np.int32))]
+        done["sync"] = {c: np.concatenate([_buf(got, f"sync{i}.comp{j}", np.int64) for i in sync] or [np.zeros(0, np.int64)])
+                        for j, c in enumerate(("request_ns", "acquire_ns", "release_ns"))}
+    return {
+        "columns": done, "pid": t_pid, "tid": t_tid,
+        "kinds": _buf(got, "comp.kinds", np.uint64).reshape(len(t_pid), 256),
+        "pause_ns": _buf(got, "comp.pause_ns", np.int64), "labels": KIND_LABELS.to_pylist(),
+    }
+
+
+def _derived_tables(out: dict, got: dict, streams: dict, counts: np.ndarray, t_pid, t_tid, dictionary: pa.Array,
+                    extent_end: np.ndarray, last_record: np.ndarray, object_names: dict | None) -> None:
+    """The derived tables not written in the pass, into `out`, from the rows it gathered."""
 
     def who(g):
         return {"pid": _indexed(g, t_pid), "tid": _indexed(g, t_tid)}
@@ -464,4 +497,3 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                                     col(f"sync{i}", "acquire_ns"), col(f"sync{i}", "acquire_ok", np.uint8).view(bool),
                                     col(f"sync{i}", "release_ns"), col(f"sync{i}", "release_ok", np.uint8).view(bool))
                                    for i in range(4)], t_pid, t_tid, dictionary, last_record, object_names)
-    return out
