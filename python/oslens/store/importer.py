@@ -414,8 +414,9 @@ def _build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, scans:
         except OSError as err:
             with contextlib.suppress(OSError):
                 path.unlink()
-            if "reading a chunk again" in str(err):  # held.LetGo's read failed (py_app_pass.rs says so)
-                raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err}); "
+            if "reading a chunk again: " in str(err):  # held.LetGo's read failed (py_app_pass.rs says so)
+                why = str(err).split("reading a chunk again: ", 1)[1].removeprefix("OSError: ")
+                raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({why}); "
                                   "is a recording still writing to it?", 1) from err
             if folder != trace:
                 raise OslensError(f"{trace}: cannot import it: neither the trace folder nor {folder} "
