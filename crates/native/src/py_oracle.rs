@@ -1,10 +1,10 @@
-//! The numpy table builders' native helpers (oslens.store.app_tables, the test oracle of the
-//! native pass): records split into columns, begin/end pairing, lock requests, event offsets.
+//! The numpy table builders' native helpers (oslens.store.app_tables_oracle, the test oracle of
+//! the native pass): records split into columns, begin/end pairing, lock requests, event offsets.
 
 use crate::names::NameMap;
 use crate::pairing::{pair_thread, PairScratch};
 use crate::py_buffers::buffer_ptr;
-use oslens_format::kinds;
+use oslens_format::{kinds, Record, RECORD_SIZE};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -34,12 +34,12 @@ pub fn split_records(
     name_values: PyBuffer<u8>,
     clock: Option<(i64, i64, f64, f64)>,
 ) -> PyResult<Vec<u64>> {
-    if records.len_bytes() % 32 != 0 {
+    if records.len_bytes() % RECORD_SIZE != 0 {
         return Err(PyValueError::new_err("split_records: records must be a whole number of 32-byte records"));
     }
-    let n = records.len_bytes() / 32;
+    let n = records.len_bytes() / RECORD_SIZE;
     let names = name_values.len_bytes() / 4;
-    let rp = buffer_ptr(&records, n * 32, "records", false)?;
+    let rp = buffer_ptr(&records, n * RECORD_SIZE, "records", false)?;
     let tp = buffer_ptr(&ts, n * 8, "ts", true)?;
     let kp = buffer_ptr(&kind, n, "kind", true)?;
     let ip = buffer_ptr(&ident, n * 4, "ident", true)?;
@@ -54,7 +54,7 @@ pub fn split_records(
     Ok(py.allow_threads(move || {
         // SAFETY: every buffer was checked to be contiguous and of the size used here, and the
         // outputs writable; all access is byte-wise (no alignment assumed).
-        let rec = unsafe { std::slice::from_raw_parts(rp as *const u8, n * 32) };
+        let rec = unsafe { std::slice::from_raw_parts(rp as *const u8, n * RECORD_SIZE) };
         let map = unsafe {
             NameMap::new(std::slice::from_raw_parts(nkp as *const u8, names * 8), std::slice::from_raw_parts(nvp as *const u8, names * 4))
         };
@@ -70,26 +70,24 @@ pub fn split_records(
             )
         };
         let mut counts = vec![0u64; 256];
-        let word = |r: &[u8], o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
         let (tsc, (r0, n0, slope, intercept)) = match clock {
             Some(c) => (true, c),
             None => (false, (0, 0, 1.0, 0.0)),
         };
-        for (i, r) in rec.chunks_exact(32).enumerate() {
-            let w1 = word(r, 8);
-            let k = r[14];
-            let a = word(r, 16) as i64;
+        for (i, raw) in rec.chunks_exact(RECORD_SIZE).enumerate() {
+            let r = Record::from_bytes(raw);
+            let (k, a) = (r.kind, r.a as i64);
             counts[k as usize] += 1;
             kind[i] = k;
-            ident[i] = w1 as u32;
-            cpu[i] = (w1 >> 32) as u16;
-            name[i] = if names == 0 { -1 } else { map.get(w1 & 0x00FF_0000_FFFF_FFFF) };
+            ident[i] = r.id;
+            cpu[i] = r.cpu;
+            name[i] = if names == 0 { -1 } else { map.get((k as u64) << 48 | r.id as u64) };
             if tsc {
-                let d = (word(r, 0) as i64).wrapping_sub(r0) as f64;
+                let d = (r.ts as i64).wrapping_sub(r0) as f64;
                 ts[i] = ((d * slope + intercept).round_ties_even() as i64).wrapping_add(n0);
                 value[i] = if k == kinds::TIMER_STOP || k == kinds::PAUSE { (a as f64 * slope).round_ties_even() as i64 } else { a };
             } else {
-                ts[i] = word(r, 0) as i64;
+                ts[i] = r.ts as i64;
                 value[i] = a;
             }
         }
