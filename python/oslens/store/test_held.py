@@ -113,7 +113,7 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     in-memory build makes, byte for byte."""
     import pyarrow.parquet as pq
 
-    from oslens.store import app_tables
+    from oslens.store import app_tables, app_tables_oracle
     from oslens.store.test_app_tables import CALIBRATION
 
     trace = tmp_path / "t"
@@ -126,7 +126,8 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     monkeypatch.setenv("OSLENS_IMPORT_COMP_WINDOW", "2")
     out = {}
     for stream in (False, True):
-        tables = importer.build_tables(trace, salvage.Losses(), stream=stream)
+        build_app = None if stream else app_tables_oracle.build_app
+        tables = importer.build_tables(trace, salvage.Losses(), build_app=build_app)
         if stream:
             regions, sync = tables["regions"], tables["sync"]
             assert isinstance(regions, app_tables.WrittenTable) and isinstance(sync, app_tables.WrittenTable)
