@@ -182,3 +182,16 @@ def test_since_leaves_out_what_ran_before_it():
     assert wl.recorded["makespan_ns"] == int(9.5 * MS) and wl.recorded["switches"] == 4
     # a clock starting after main's first slice drops it
     assert extract.workload(_trace(), since_ns=int(2.5 * MS)).program[0].bursts == [MS]
+
+
+@pytest.mark.parametrize("waits,chosen", [
+    ({0: 70, 1: 108, 14: 101}, 1),  # K=1 and K=14 both within 10% of 102: the fewer competitors
+    ({0: 50, 3: 80, 9: 120}, 9),  # none within 10%: the closest (|120 - 102| < |80 - 102|)
+    ({0: 100, 5: 102}, 0),
+])
+def test_k_fit_takes_the_fewest_competitors_that_give_the_waiting(monkeypatch, waits, chosen):
+    wl = _spinner_among_wakers()
+    wl.tasks[0].recorded["waiting_ns"] = 102
+    monkeypatch.setattr(background, "_waiting", lambda _wl, k, _m, _r: waits.get(k, 10_000))
+    k, fit = background.fit(wl, {})
+    assert k == chosen and fit == {"k": chosen, "recorded_waiting_ns": 102, "fitted_waiting_ns": waits[chosen]}

@@ -18,3 +18,10 @@ def test_preemptions_on_the_tick_or_too_few_keep_config_hz():
     assert machine.observed_tick(MACH, on_tick)["tick_ns"] == 4 * MS
     few = [k * 4 * MS for k in range(20)] + [k * 4 * MS + 2 * MS for k in range(20)]
     assert machine.observed_tick(MACH, few)["tick_ns"] == 4 * MS
+
+
+def test_no_switch_cost_beyond_the_recorded_bursts_without_bench():
+    # the recorded slices tile each CPU, so their bursts already hold their switches' cost
+    costs = machine.switch_costs(None)
+    assert (costs["switch_ns"], costs["migrate_ns"]) == (0, 0)
+    assert "hold their switches' cost" in costs["source"] and "--bench FILE" in costs["source"]
