@@ -12,6 +12,7 @@ own bare time (<= 2x bare), a thread that records nothing <= 20 us, <= 64 KiB of
 process.
 
 usage: run.py [--rounds 3] [--procs 1000] [--threads 1000] [--events sched,syscalls] [--quick]
+              [--cases process,thread]
 """
 
 import argparse
@@ -125,6 +126,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1000)
     ap.add_argument("--events", default="sched,syscalls")
     ap.add_argument("--quick", action="store_true", help="1 round of 200 processes and 200 threads")
+    ap.add_argument("--cases", default="process,thread", help="which cases: process, thread (comma-separated)")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.procs, args.threads = 1, 200, 200
@@ -136,6 +138,8 @@ def main() -> int:
         cases = {"process_fork_exec_true": (["fork", args.procs], args.procs),
                  "thread_records_nothing": (["thread", args.threads], args.threads),
                  "thread_records_one_event": (["thread1", args.threads], args.threads)}
+        wanted = set(args.cases.split(","))
+        cases = {c: v for c, v in cases.items() if c.split("_")[0] in wanted}
         runs = {c: [] for c in cases}
         for r in range(args.rounds):
             for case, (argv, _) in cases.items():

@@ -44,6 +44,8 @@ pub const FUNC_EXIT: u8 = 41;
 /// THREAD_CREATE (creator): a = pthread_t of the new thread, b = 0 or the error number.
 pub const THREAD_CREATE: u8 = 42;
 /// THREAD_START (first record of the new thread): a = creator's tid, b = its own pthread_t.
+/// Also in a process's names chunk (its thread ledger), for a thread that had no chunk of its
+/// own yet: id = the thread's tid, the rest as above (docs/recorder.md, "Start-up").
 pub const THREAD_START: u8 = 43;
 /// THREAD_JOIN_ENTER / EXIT: a = pthread_t joined; on exit b = 0 or the error number.
 pub const THREAD_JOIN_ENTER: u8 = 44;
@@ -60,6 +62,17 @@ pub const PROCESS_FORK: u8 = 49;
 pub const PROCESS_EXEC: u8 = 50;
 /// exit / _exit: a = exit status.
 pub const PROCESS_EXIT: u8 = 51;
+/// Only in a names chunk's thread ledger: the end of the ledger's open entry of thread id (its
+/// tid). ts = raw clock, a = CLOCK_MONOTONIC ns read with it (a calibration pair), b =
+/// `THREAD_END_*`. A NAME (class thread, id = tid) written just before it holds the thread's
+/// name at its end.
+pub const THREAD_END: u8 = 52;
+
+/// THREAD_END b: the thread ended having recorded nothing of its own (no chunk).
+pub const THREAD_END_NOTHING: u64 = 0;
+/// THREAD_END b: the thread recorded: its start and everything after are in its own chunk from
+/// here, and this ledger entry is void.
+pub const THREAD_END_OWN_CHUNK: u64 = 1;
 
 /// First kernel kind; the collector defines the rest in this range.
 pub const KERNEL_FIRST: u8 = 64;
@@ -178,6 +191,7 @@ pub fn kind_name(kind: u8) -> &'static str {
         PROCESS_FORK => "process_fork",
         PROCESS_EXEC => "process_exec",
         PROCESS_EXIT => "process_exit",
+        THREAD_END => "thread_end",
         _ => crate::kinds::kernel_kind_name(kind),
     }
 }

@@ -56,6 +56,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NAME_CLASS_OF_KIND", kinds::NAME_CLASS_OF_KIND.into_iter().collect::<BTreeMap<u8, u64>>())?;
     m.add("COUNTER_REASONS", kinds::COUNTER_REASONS.into_iter().collect::<BTreeMap<u64, &str>>())?;
     m.add("PAUSE_REASONS", kinds::PAUSE_REASONS.into_iter().collect::<BTreeMap<u64, &str>>())?;
+    m.add("THREAD_END_OWN_CHUNK", kinds::THREAD_END_OWN_CHUNK)?;
     let kernel_classes = PyDict::new(py);
     kernel_classes.set_item("task", kernel::NAME_TASK)?;
     kernel_classes.set_item("exec", kernel::NAME_EXEC)?;

@@ -44,11 +44,14 @@ mod counts;
 type RecordFn = unsafe extern "C" fn(u8, u32, u64, u64);
 type DefineFn = unsafe extern "C" fn(u64, *const c_char) -> u32;
 type PairFn = unsafe extern "C" fn(u8, u8, u32, u64, u64);
+type StartedFn = unsafe extern "C" fn(u64, u64);
 
 /// 0 = not looked up yet, 1 = no recorder in the process, else the function.
 static RECORD: AtomicUsize = AtomicUsize::new(0);
 static DEFINE: AtomicUsize = AtomicUsize::new(0);
 static PAIR: AtomicUsize = AtomicUsize::new(0);
+/// osl_thread_started, or 0 (a recorder without it: THREAD_START is then recorded as any record).
+static STARTED: AtomicUsize = AtomicUsize::new(0);
 /// Load address of liboslens.so: threads it starts itself (helpers) are not the program's.
 static RECORDER_BASE: AtomicUsize = AtomicUsize::new(0);
 
@@ -82,6 +85,8 @@ fn resolve_recorder() -> usize {
     // SAFETY: a plain dlsym lookup.
     let pair = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"osl_record_pair".as_ptr()) };
     PAIR.store(pair as usize, Relaxed);
+    // SAFETY: a plain dlsym lookup.
+    STARTED.store(unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"osl_thread_started".as_ptr()) } as usize, Relaxed);
     SYNC_ALL.store(getenv(c"OSLENS_SYNC").is_some_and(|v| v.to_bytes() == b"all"), Relaxed);
     DEFINE.store(if def.is_null() { 1 } else { def as usize }, Relaxed);
     let r = if rec.is_null() { 1 } else { rec as usize };
@@ -101,12 +106,18 @@ pub(crate) fn rec(kind: u8, id: u32, a: u64, b: u64) {
     if f == 1 {
         return;
     }
+    // SAFETY: f is osl_record_raw from liboslens.
+    in_recorder(|| unsafe { std::mem::transmute::<usize, RecordFn>(f)(kind, id, a, b) });
+}
+
+/// Runs a call into the recorder unless this thread is already inside it.
+#[inline(always)]
+fn in_recorder(call: impl FnOnce()) {
     let _ = IN_RECORDER.try_with(|busy| {
         if busy.replace(true) {
             return;
         }
-        // SAFETY: f is osl_record_raw from liboslens.
-        unsafe { std::mem::transmute::<usize, RecordFn>(f)(kind, id, a, b) };
+        call();
         busy.set(false);
     });
 }
@@ -451,7 +462,13 @@ extern "C" fn thread_start(p: P) -> P {
     // SAFETY: boxed by pthread_create below, handed to exactly one thread.
     let start = unsafe { Box::from_raw(p as *mut Start) };
     // SAFETY: no preconditions.
-    rec(kinds::THREAD_START, 0, start.creator_tid, unsafe { libc::pthread_self() } as u64);
+    let me = unsafe { libc::pthread_self() } as u64;
+    match STARTED.load(Relaxed) {
+        0 => rec(kinds::THREAD_START, 0, start.creator_tid, me),
+        // a thread that records nothing of its own then gets no chunk (the recorder's ledger)
+        // SAFETY: f is osl_thread_started from liboslens.
+        f => in_recorder(|| unsafe { std::mem::transmute::<usize, StartedFn>(f)(start.creator_tid, me) }),
+    }
     (start.f)(start.arg)
 }
 

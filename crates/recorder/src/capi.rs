@@ -319,6 +319,13 @@ pub extern "C" fn osl_adapt(phase: *const c_char) -> c_int {
     crate::adapt::adapt(&str_arg(phase))
 }
 
+/// The preload's THREAD_START of the calling thread (a = creator's tid, b = its pthread_t): kept
+/// in the process's thread ledger until the thread records something of its own (thread.rs).
+#[no_mangle]
+pub extern "C" fn osl_thread_started(creator: u64, pthread: u64) {
+    thread::started(creator, pthread);
+}
+
 #[no_mangle]
 pub extern "C" fn osl_record_raw(kind: u8, id: u32, a: u64, b: u64) {
     crate::funcs::sync_map_once(kind);

@@ -1,6 +1,10 @@
 //! Names of threads, instruments, regions, events and phases. They are written once per
 //! process into its own chunk (`raw/names-<pid>-<seq>.osl`) under a small lock; threads keep a
 //! cache of ids they have seen defined so the region hot path stays lock-free.
+//!
+//! The names chunk is also the process's thread ledger: the start and end of each thread that
+//! has no chunk of its own (THREAD_START, and NAME + THREAD_END), so a thread that records
+//! nothing costs a few stores here instead of a file (docs/recorder.md, "Start-up").
 
 use crate::buffer::Chunk;
 use crate::{clock, config};
@@ -10,7 +14,14 @@ use oslens_format::record::{Record, CONT_PAYLOAD};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-const NAMES_CAPACITY: u64 = 1 << 16;
+/// Record slots a names chunk may grow to (32 MiB, sparse: the mapping is virtual until
+/// written): names, and four slots per thread the ledger holds (about 260,000 threads).
+const NAMES_CAPACITY: u64 = 1 << 20;
+/// Slots a ledger entry's end takes (NAME, its CONT, THREAD_END), held from the entry's start
+/// so that every entry started can be ended.
+const LEDGER_END_SLOTS: u64 = 3;
+/// Bytes of a thread's name the ledger keeps (one CONT record; the kernel's are 15).
+const LEDGER_NAME_MAX: usize = oslens_format::record::CONT_PAYLOAD;
 /// Record slots the names file holds at first (8 KiB: most processes name a few threads and
 /// instruments); it is extended to NAMES_CAPACITY when needed (Chunk::create_growing).
 const NAMES_FIRST: u64 = 1 << 8;
@@ -22,6 +33,8 @@ struct Names {
     /// (class, id, manager, name) written into every names chunk the process opens (the
     /// instruments': one made before a fork is named in the child's chunk too).
     kept: Vec<(u64, u32, u32, String)>,
+    /// Slots held for the ends of the ledger's open entries (LEDGER_END_SLOTS each).
+    ends_held: u64,
 }
 
 static LOCK: AtomicBool = AtomicBool::new(false);
@@ -55,7 +68,7 @@ fn with_names(f: impl FnOnce(&mut Names)) {
         return;
     }
     // SAFETY: NAMES is only touched with LOCK held.
-    let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new(), kept: Vec::new() }) };
+    let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new(), kept: Vec::new(), ends_held: 0 }) };
     f(names);
     unlock();
 }
@@ -135,16 +148,76 @@ fn define_region_slow(id: u32, name: *const u8) {
     define(kinds::NAME_REGION, id, 0, &name);
 }
 
+/// Whether the names chunk has room for `slots` more records besides those held for the
+/// ledger's open entries (growing it if needed).
+fn room(names: &mut Names, slots: u64) -> bool {
+    let want = slots + names.ends_held;
+    names.chunk.as_mut().is_some_and(|c| c.has_room(want) || c.grow_window(want))
+}
+
 fn write_name(names: &mut Names, class: u64, id: u32, manager: u32, name: &str) {
-    let Some(chunk) = names.chunk.as_mut() else { return };
     let bytes = name.as_bytes();
     let slots = 1 + bytes.len().div_ceil(CONT_PAYLOAD) as u64;
-    if !chunk.has_room(slots) && !chunk.grow_window(slots) {
-        chunk.count_drop(slots);
+    if !room(names, slots) {
+        if let Some(chunk) = names.chunk.as_ref() {
+            chunk.count_drop(slots);
+        }
         return;
     }
+    let Some(chunk) = names.chunk.as_mut() else { return };
     let head = Record::new(clock::now(), id, clock::cpu(), kinds::NAME, class | (manager as u64) << 32, bytes.len() as u64);
     chunk.push_with_payload(head, bytes);
+}
+
+/// Opens a ledger entry for thread `tid`, which has no chunk of its own: its THREAD_START (taken
+/// at `ts` on `cpu`; a = creator's tid, b = pthread_t), with room held for the entry's end.
+/// False when the names chunk cannot take it (no chunk, full, a fault): the thread then
+/// records its start in a chunk of its own.
+pub fn ledger_start(tid: u32, ts: u64, cpu: u16, creator: u64, pthread: u64) -> bool {
+    if config().is_none() {
+        return false;
+    }
+    let mut done = false;
+    with_names(|names| {
+        if !names.opened {
+            open_chunk(names);
+        }
+        if !room(names, 1 + LEDGER_END_SLOTS) {
+            return;
+        }
+        names.ends_held += LEDGER_END_SLOTS;
+        if let Some(chunk) = names.chunk.as_mut() {
+            chunk.push(Record::new(ts, tid, cpu, kinds::THREAD_START, creator, pthread));
+            done = true;
+        }
+    });
+    done
+}
+
+/// Ends thread `tid`'s ledger entry: `how` is THREAD_END_NOTHING (the thread ends; `name` is its
+/// name then) or THREAD_END_OWN_CHUNK (it has a chunk now, which holds its start). A
+/// calibration pair is read for the end record.
+pub fn ledger_end(tid: u32, how: u64, name: &str) {
+    let (raw, ns) = clock::pair();
+    with_names(|names| {
+        names.ends_held = names.ends_held.saturating_sub(LEDGER_END_SLOTS);
+        let mut cut = name.len().min(LEDGER_NAME_MAX);
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let name = &name[..cut];
+        let with_name = how == kinds::THREAD_END_NOTHING;
+        let slots = 1 + if with_name { 1 + name.len().div_ceil(CONT_PAYLOAD) as u64 } else { 0 };
+        if !room(names, slots) {
+            return;
+        }
+        let Some(chunk) = names.chunk.as_mut() else { return };
+        if with_name {
+            let head = Record::new(raw, tid, clock::cpu(), kinds::NAME, kinds::NAME_THREAD, name.len() as u64);
+            chunk.push_with_payload(head, name.as_bytes());
+        }
+        chunk.push(Record::new(raw, tid, clock::cpu(), kinds::THREAD_END, ns, how));
+    });
 }
 
 /// A process's names chunk repeats the kept names (instruments created before a fork, say), so
@@ -213,6 +286,7 @@ pub fn forget_after_fork() {
             }
             names.opened = false;
             names.defined.clear();
+            names.ends_held = 0;
         }
     }
     unlock();

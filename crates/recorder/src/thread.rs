@@ -3,6 +3,11 @@
 //! key destructor at thread exit, by the atexit hook for the exiting thread, and forgotten in a
 //! fork()ed child (fork.rs; the child starts chunks of its own). It sits on top of the chunks
 //! (buffer.rs), the names and the instruments, which know nothing of threads.
+//!
+//! A thread's start (the preload's THREAD_START) makes no chunk: it goes to the process's thread
+//! ledger (names.rs) and is kept here; the thread's first record of its own makes its chunk,
+//! which then starts with that THREAD_START, and a thread that records nothing ends in the
+//! ledger (docs/recorder.md, "Start-up").
 
 use crate::buffer::{Chunk, Cursor};
 use crate::config::OnFull;
@@ -46,7 +51,25 @@ thread_local! {
     static NO_CHUNK: Cell<bool> = const { Cell::new(false) };
     /// Set when this thread's exit was put off to the next round of key destructors.
     static EXIT_DEFERRED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's start while it is in the ledger (no chunk of its own yet).
+    static PENDING: Cell<Option<Started>> = const { Cell::new(None) };
 }
+
+/// A thread's start kept until it has a chunk or ends: its THREAD_START's fields and the
+/// calibration pair read with it (the chunk it may get later opens at that pair, so its first
+/// record lies inside the chunk's time range however long the thread waited).
+#[derive(Clone, Copy)]
+struct Started {
+    tid: u32,
+    cpu: u16,
+    pair: (u64, u64),
+    creator: u64,
+    pthread: u64,
+}
+
+/// The exit key's value for a thread that has no state, only a ledger entry: its destructor
+/// must still run.
+const LEDGER_ONLY: *const libc::c_void = 1 as *const libc::c_void;
 
 static mut EXIT_KEY: libc::pthread_key_t = 0;
 static HOOKS: Once = Once::new();
@@ -137,7 +160,11 @@ fn create() -> Option<&'static mut ThreadState> {
         unsafe { libc::pthread_setspecific(EXIT_KEY, state as *const libc::c_void) };
         names::define(kinds::NAME_THREAD, tid, 0, &name);
         // SAFETY: just created, owned by this thread.
-        unsafe { &mut *state }
+        let state = unsafe { &mut *state };
+        if let Some(s) = PENDING.take() {
+            state.begin_with(s);
+        }
+        state
     });
     if result.is_none() {
         NO_CHUNK.with(|n| n.set(true));
@@ -145,6 +172,35 @@ fn create() -> Option<&'static mut ThreadState> {
     }
     BUSY.with(|b| b.set(false));
     result
+}
+
+/// A thread's start (the preload's THREAD_START: a = creator's tid, b = its pthread_t): into the
+/// process's ledger, not a chunk, when the thread has none yet; else recorded as any record.
+pub fn started(creator: u64, pthread: u64) {
+    if !crate::active() {
+        return;
+    }
+    let ledger = current_if_exists().is_none()
+        && !BUSY.with(|b| b.get())
+        && !NO_CHUNK.with(|n| n.get())
+        && !crate::helper::on_helper_thread()
+        && PENDING.with(|p| p.get().is_none());
+    if ledger {
+        let pair = clock::pair();
+        // SAFETY: no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        let cpu = clock::cpu();
+        BUSY.with(|b| b.set(true));
+        let kept = names::ledger_start(tid, pair.0, cpu, creator, pthread);
+        BUSY.with(|b| b.set(false));
+        if kept {
+            PENDING.with(|p| p.set(Some(Started { tid, cpu, pair, creator, pthread })));
+            // SAFETY: the key was created in install_process_hooks; its destructor ends the entry.
+            unsafe { libc::pthread_setspecific(EXIT_KEY, LEDGER_ONLY) };
+            return;
+        }
+    }
+    crate::record_raw(kinds::THREAD_START, 0, creator, pthread);
 }
 
 /// (records, resident bytes taken from the budget) of a new thread's buffer.
@@ -188,6 +244,17 @@ fn thread_name() -> ThreadName {
 }
 
 impl ThreadState {
+    /// The first records of a thread whose start was in the ledger: the chunk opens at the
+    /// start's calibration pair and holds its THREAD_START, and the ledger entry is voided.
+    fn begin_with(&mut self, s: Started) {
+        self.chunk.set_header_u64(oslens_format::header::offset::CALIB0_TSC, s.pair.0);
+        self.chunk.set_header_u64(oslens_format::header::offset::CALIB0_NS, s.pair.1);
+        if self.take_slots(1) {
+            self.chunk.push(oslens_format::record::Record::new(s.pair.0, 0, s.cpu, kinds::THREAD_START, s.creator, s.pthread));
+        }
+        names::ledger_end(s.tid, kinds::THREAD_END_OWN_CHUNK, "");
+    }
+
     /// Reserves `n` slots for one event: false when the event must be dropped (buffer full)
     /// or suppressed (trigger reached). Both are counted.
     #[inline(always)]
@@ -294,6 +361,9 @@ fn close_current() {
         let state = unsafe { Box::from_raw(p) };
         state.chunk.set_name(&thread_name());
         state.chunk.close();
+    } else if let Some(s) = PENDING.take() {
+        // recorded nothing of its own: its end goes to the ledger too
+        names::ledger_end(s.tid, kinds::THREAD_END_NOTHING, &thread_name());
     }
 }
 
@@ -339,6 +409,8 @@ pub fn forget_after_fork() {
     }
     BUSY.with(|b| b.set(false));
     NO_CHUNK.with(|n| n.set(false));
+    // the thread's ledger entry is the parent's
+    PENDING.with(|p| p.set(None));
 }
 
 /// The thread-exit key and the process-exit hook, once.

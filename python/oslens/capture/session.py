@@ -15,7 +15,7 @@ from pathlib import Path
 
 from oslens import _native
 from oslens.version import __version__
-from oslens.capture import kernel, memory, preload, raw
+from oslens.capture import kernel, ledger, memory, preload, raw
 from oslens.capture.child import Child
 from oslens.capture.spares import SparePool
 from oslens.capture.steal import sched_tick_ns
@@ -202,6 +202,7 @@ class Session:
             self.meta["kernel"] = self.collector.stop()
         self.meta["clock_pairs"] = [list(p) for p in self.clock_pairs]
         threads, damage, helpers, tsc = [], [], [], False
+        names_chunks, chunked = [], set()  # for the threads in the names chunks' ledgers
         # one chunk in memory at a time: the trace may hold far more records than memory
         for path in raw.chunk_paths(self.trace):
             c = raw.read_chunk(path)
@@ -213,7 +214,9 @@ class Session:
             cost = raw.recorder_cost(c.path)
             if h["tid"] == 0:  # the process's names chunk: its helper's figures (zero if it never ran)
                 helpers.append({"pid": h["pid"], "cpu_ns": cost["helper_cpu_ns"], "ring_slots_copied": cost["helper_copies"]})
+                names_chunks.append(c)
                 continue
+            chunked.add((h["pid"], h["tid"]))
             threads.append(
                 {
                     "pid": h["pid"],
@@ -229,6 +232,11 @@ class Session:
                     "ring_slots_self_copied": cost["ring_self_copies"],
                 }
             )
+        for c in ledger.from_names(names_chunks, chunked):  # threads that recorded nothing of their own
+            h = c.header
+            threads.append({"pid": h["pid"], "tid": h["tid"], "name": h["name"], "chunk": c.path.name.split("#")[0],
+                            "records": int(len(c.records)), "recorder_pauses": 0, "dropped_events": 0,
+                            "dropped_bytes": 0, "suppressed_events": 0, "ring_slots_self_copied": 0, "ledger": True})
         self.meta["clock"] = "tsc" if tsc else "monotonic"
         self.meta["threads"] = threads
         # the recorder's helper threads (one per process), measured: CPU outside the program's threads

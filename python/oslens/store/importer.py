@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from oslens import _native
 from oslens.version import __version__
-from oslens.capture import raw
+from oslens.capture import ledger, raw
 from oslens.errors import OslensError
 from oslens.store import (app_tables, compensation, faults, held, kernel_tables as kernel_module, native_parquet, salvage,
                           schema, threads)
@@ -448,6 +448,9 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
                 scans[got.path] = scan or (None, [], 0, (None, None))
             holder.take(got, functools.partial(_read_again, p), is_kernel_chunk(got))
         progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
+    for c in ledger.thread_chunks(chunks):  # threads that recorded nothing of their own
+        chunks.append(c)
+        scans[c.path] = _native.scan_records(c.records.view(np.uint8))
     read_w, read_c = time.perf_counter() - read_w, time.process_time() - read_c
     salvage.missing_chunks(losses, trace, [p.name for p in paths], meta)
     for c in chunks:

@@ -1,0 +1,116 @@
+"""The thread ledger: threads that never had a chunk of their own, read back as chunks.
+
+Under the preload every thread records its start, but a thread gets its chunk file only at its
+first record of its own; until then its start, and its end if it records nothing, are records
+in its process's names chunk (docs/recorder.md, "Start-up"): THREAD_START (id = tid, a =
+creator's tid, b = pthread_t), then a NAME of class thread (its name at the end) and THREAD_END
+(id = tid, a = CLOCK_MONOTONIC ns read with its timestamp, b = how it ended). Each entry becomes
+one chunk here, as the thread's own chunk would have been: a THREAD_START record and, when the
+entry ended, a clock pair, with the end's calibration pair and name in its header (a thread still
+running at the end is named as its creator, whose name it inherited). Entries whose
+thread went on to record (THREAD_END_OWN_CHUNK) are left out: their chunk holds their start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from oslens import _native
+from oslens.capture import raw
+
+THREAD_START = raw.KINDS["thread_start"]
+THREAD_END = raw.KINDS["thread_end"]
+THREAD_END_OWN_CHUNK = _native.THREAD_END_OWN_CHUNK
+_NAME_THREAD = raw.CLASS_ID["thread"]
+
+
+def is_names_chunk(c: raw.ChunkData) -> bool:
+    if c.header is not None:
+        return c.header["source"] == raw.SOURCE_APP_THREAD and c.header["tid"] == 0
+    return c.path.name.startswith("names-")
+
+
+def _records(rows: list[tuple]) -> np.ndarray:
+    """(ts, id, cpu, kind, a, b) rows as raw records, each with its check byte."""
+    out = np.zeros(len(rows), raw.RECORD_DTYPE)
+    for i, (ts, ident, cpu, kind, a, b) in enumerate(rows):
+        out[i] = (ts, ident, cpu, kind, 0, a, b)
+    body = out.view(np.uint8).reshape(len(rows), raw.RECORD_DTYPE.itemsize)
+    out["check"] = np.bitwise_xor.reduce(body, axis=1) ^ 0xA5
+    return out
+
+
+def entries(names_chunk: raw.ChunkData) -> list[dict]:
+    """The ledger entries of one names chunk, in the order they started: {tid, start (the
+    THREAD_START record), end (the THREAD_END record or None: the thread was still running when
+    the process ended or was killed), name (at its end, or None)}; without the void ones."""
+    recs = names_chunk.records
+    if not isinstance(recs, np.ndarray):  # records the import let go (store/held.py): read again
+        recs = recs.read()
+    if not len(recs):
+        return []
+    kinds = recs["kind"]
+    wanted = np.flatnonzero((kinds == THREAD_START) | (kinds == THREAD_END) | (kinds == raw.NAME))
+    if not (kinds[wanted] == THREAD_START).any():
+        return []
+    name_at = np.cumsum(kinds == raw.NAME) - 1  # index into names_chunk.names of each NAME record
+    open_: dict[int, dict] = {}
+    last_name: dict[int, str] = {}
+    out: list[dict] = []
+    for i in wanted.tolist():
+        k, tid = int(kinds[i]), int(recs["id"][i])
+        if k == raw.NAME:
+            ident, cls, _manager, name = names_chunk.names[name_at[i]]
+            if cls == _NAME_THREAD:
+                last_name[ident] = name
+        elif k == THREAD_START:
+            open_[tid] = {"tid": tid, "start": recs[i], "end": None, "name": None}
+            out.append(open_[tid])
+        else:
+            e = open_.pop(tid, None)
+            if e is None:
+                continue
+            if int(recs["b"][i]) == THREAD_END_OWN_CHUNK:
+                e["void"] = True
+            else:
+                e["end"], e["name"] = recs[i], last_name.pop(tid, None)
+    return [e for e in out if not e.get("void")]
+
+
+def thread_chunks(chunks: list[raw.ChunkData]) -> list[raw.ChunkData]:
+    """One chunk per ledger entry of the trace's names chunks. An entry that never ended whose
+    thread has a chunk of its own is left out (the process was killed after that chunk was made
+    and before the entry was voided)."""
+    names = [c for c in chunks if is_names_chunk(c)]
+    if not names:
+        return []
+    return from_names(names, {(c.pid, c.tid) for c in chunks if not is_names_chunk(c)})
+
+
+def from_names(names: list[raw.ChunkData], have: set) -> list[raw.ChunkData]:
+    """thread_chunks of these names chunks, given the (pid, tid) of every other chunk."""
+    out = []
+    for nc in names:
+        # a thread still running at the end has the name it was started with: its creator's
+        thread_names = {ident: name for ident, cls, _manager, name in nc.names if cls == _NAME_THREAD}
+        seq: dict[int, int] = {}
+        for e in entries(nc):
+            tid, start, end = e["tid"], e["start"], e["end"]
+            if end is None and (nc.pid, tid) in have:
+                continue
+            rows = [(int(start["ts"]), 0, int(start["cpu"]), THREAD_START, int(start["a"]), int(start["b"]))]
+            calib_end = (0, 0)
+            if end is not None:
+                calib_end = (int(end["ts"]), int(end["a"]))
+                rows.append((calib_end[0], 0, int(end["cpu"]), raw.CLOCK_PAIR, calib_end[1], 0))
+            header = dict(nc.header or {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "ppid": 0, "cpu": 0})
+            k = seq[tid] = seq.get(tid, -1) + 1
+            name = e["name"] if end is not None else thread_names.get(int(start["a"]))
+            header.update(pid=nc.pid, tid=tid, name=name or "", calib=[(0, 0), calib_end], closed=end is not None,
+                          seq=k, capacity=len(rows), committed=len(rows), dropped_events=0, dropped_bytes=0,
+                          suppressed_events=0, fault_errno=0, fault_ns=0, fault_dropped=0, fault_reason="no fault")
+            # named after the names chunk it comes from, which is the file it is read from
+            out.append(raw.ChunkData(path=Path(f"{nc.path}#thread-{tid}-{k}"), header=header, records=_records(rows),
+                                     names=[], payloads={}))
+    return out
