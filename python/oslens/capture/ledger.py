@@ -22,6 +22,7 @@ from oslens.capture import raw
 THREAD_START = raw.KINDS["thread_start"]
 THREAD_END = raw.KINDS["thread_end"]
 THREAD_END_OWN_CHUNK = _native.THREAD_END_OWN_CHUNK
+KINDS = (THREAD_START, THREAD_END)  # the ledger's own kinds in a names chunk
 _NAME_THREAD = raw.CLASS_ID["thread"]
 
 
@@ -46,8 +47,6 @@ def entries(names_chunk: raw.ChunkData) -> list[dict]:
     THREAD_START record), end (the THREAD_END record or None: the thread was still running when
     the process ended or was killed), name (at its end, or None)}; without the void ones."""
     recs = names_chunk.records
-    if not isinstance(recs, np.ndarray):  # records the import let go (store/held.py): read again
-        recs = recs.read()
     if not len(recs):
         return []
     kinds = recs["kind"]

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 
 from oslens import _native
-from oslens.capture import raw
+from oslens.capture import ledger, raw
 
 NAME = "dump"
 HELP = "print every raw record of a trace, one per line (text or --json)"
@@ -23,6 +23,9 @@ def add_arguments(parser):
 def decoded_records(trace):
     """Yields (ts_ns, dict) for every record; names resolved, raw clock converted."""
     chunks = raw.read_chunks(trace)
+    # threads that recorded nothing of their own, from their processes' ledgers, as the import
+    # reads them (the ledger's own records are not repeated)
+    chunks += ledger.thread_chunks(chunks)
     meta = raw.read_meta(trace)
     clock = raw.clock_for(chunks, meta)
     names = raw.name_table(chunks)
@@ -35,9 +38,10 @@ def decoded_records(trace):
             ts = recs["ts"].astype(np.int64)
         table = names.get(chunk.pid, {})
         thread_name = h.get("name", "")
+        in_ledger = ledger.is_names_chunk(chunk)
         for i, rec in enumerate(recs):
             kind = int(rec["kind"])
-            if kind == raw.NAME:
+            if kind == raw.NAME or (in_ledger and kind in ledger.KINDS):
                 continue
             ident = int(rec["id"])
             cls = _NAME_CLASS_OF_KIND.get(kind)

@@ -446,7 +446,8 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
             chunks.append(got)
             if scan is not None or not len(got.records):
                 scans[got.path] = scan or (None, [], 0, (None, None))
-            holder.take(got, functools.partial(_read_again, p), is_kernel_chunk(got))
+            # names chunks are kept: their thread ledgers are read before the pass
+            holder.take(got, functools.partial(_read_again, p), is_kernel_chunk(got) or ledger.is_names_chunk(got))
         progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
     for c in ledger.thread_chunks(chunks):  # threads that recorded nothing of their own
         chunks.append(c)
