@@ -206,6 +206,17 @@ def test_no_guard_for_a_part_that_always_ships():
     assert found == [], "guards against a part that always ships: " + ", ".join(found)
 
 
+def test_only_tests_import_an_oracle():
+    """The numpy versions the native code is compared with (*_oracle.py) are not a runtime path:
+    no module of the package imports one but the tests and the oracles themselves."""
+    mods = _python_modules()
+    graph = _python_edges(mods)
+    found = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                   if t.endswith("_oracle") and not m.endswith("_oracle"))
+    assert found == [], "runtime modules importing a test oracle: " + ", ".join(found)
+    assert {"oslens.store.app_tables_oracle", "oslens.store.compensation_oracle"} <= set(mods)
+
+
 def test_the_length_rules_measure_what_they_should(tmp_path):
     rs = tmp_path / "a.rs"
     rs.write_text("pub fn short() {\n    x();\n}\n\nfn long() {\n" + "    y();\n" * 130 + "}\nfn decl();\n")
