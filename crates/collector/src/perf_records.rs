@@ -134,9 +134,9 @@ impl State {
             }
             Ev::Fault => {
                 let addr = uval(raw, f[0]);
-                let ip = uval(raw, f[1]) & 0xffff_ffff_ffff;
+                let ip = uval(raw, f[1]) & ((1 << k::FAULT_IP_BITS) - 1);
                 let code = uval(raw, f[2]) & 0xffff;
-                self.emit(cpu, t.record(tid, k::FAULT, addr, ip | code << 48));
+                self.emit(cpu, t.record(tid, k::FAULT, addr, ip | code << k::FAULT_IP_BITS));
             }
             Ev::BioQueue => self.bio_queue(&t),
             Ev::BlockIssue | Ev::BlockComplete => self.block_request(&t, ev == Ev::BlockIssue),
@@ -238,7 +238,7 @@ impl State {
         let (f, raw, tid) = (t.f, t.raw, t.tid);
         let dev = uval(raw, f[0]) & 0xffff_ffff;
         let sector = uval(raw, f[1]);
-        let nsec = uval(raw, f[2]) & 0xff_ffff;
+        let nsec = uval(raw, f[2]) & ((1 << k::BLOCK_SECTORS_BITS) - 1);
         let flags = rw_flags(bytes(raw, f[3]));
         // the task a request is for: its issuer when traced, else the traced task that
         // queued its first bio
@@ -261,6 +261,6 @@ impl State {
             }
         }
         let kind = if issue { k::BLOCK_ISSUE } else { k::BLOCK_COMPLETE };
-        self.emit(t.cpu, t.record(owner, kind, sector, dev | nsec << 32 | flags << 56));
+        self.emit(t.cpu, t.record(owner, kind, sector, dev | nsec << k::BLOCK_SECTORS_SHIFT | flags << k::BLOCK_FLAGS_SHIFT));
     }
 }

@@ -30,11 +30,17 @@ pub const SYS_ENTER: u8 = 70;
 /// raw_syscalls:sys_exit. id = tid; a = syscall nr (u32) | pid << 32; b = return value (i64).
 pub const SYS_EXIT: u8 = 71;
 /// exceptions:page_fault_user. id = tid; a = faulting address;
-/// b = ip (low 48 bits) | error code (low 16 bits) << 48.
+/// b = ip (low FAULT_IP_BITS bits) | error code (low 16 bits) << FAULT_IP_BITS.
 pub const FAULT: u8 = 72;
+/// FAULT's b: how many low bits hold the ip (a user address fits in 47).
+pub const FAULT_IP_BITS: u32 = 48;
 /// block:block_rq_issue. id = tid of the issuing task; a = sector;
-/// b = dev (u32) | sectors (low 24 bits) << 32 | RW_* flags << 56.
+/// b = dev (u32) | sectors (low BLOCK_SECTORS_BITS bits) << BLOCK_SECTORS_SHIFT | RW_* flags << BLOCK_FLAGS_SHIFT.
 pub const BLOCK_ISSUE: u8 = 73;
+/// BLOCK_*'s b: where the request's sector count starts, its width, and where the RW_* flags start.
+pub const BLOCK_SECTORS_SHIFT: u32 = 32;
+pub const BLOCK_SECTORS_BITS: u32 = 24;
+pub const BLOCK_FLAGS_SHIFT: u32 = 56;
 /// block:block_rq_complete. id = current tid (usually not the issuer); a and b as BLOCK_ISSUE.
 pub const BLOCK_COMPLETE: u8 = 74;
 /// irq:irq_handler_entry / exit. id = interrupted tid; a = irq; b = pid (entry) / ret (exit).

@@ -62,6 +62,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernel_classes.set_item("exec", kernel::NAME_EXEC)?;
     kernel_classes.set_item("irq", kernel::NAME_IRQ)?;
     m.add("KERNEL_NAME_CLASSES", kernel_classes)?;
+    let layout = PyDict::new(py);
+    layout.set_item("fault_ip_bits", kernel::FAULT_IP_BITS)?;
+    layout.set_item("block_sectors_shift", kernel::BLOCK_SECTORS_SHIFT)?;
+    layout.set_item("block_sectors_bits", kernel::BLOCK_SECTORS_BITS)?;
+    layout.set_item("block_flags_shift", kernel::BLOCK_FLAGS_SHIFT)?;
+    m.add("KERNEL_FIELD_LAYOUT", layout)?;
+    let rw = PyDict::new(py);
+    for (name, bit) in [("write", kernel::RW_WRITE), ("read", kernel::RW_READ), ("discard", kernel::RW_DISCARD),
+                        ("flush", kernel::RW_FLUSH), ("sync", kernel::RW_SYNC), ("meta", kernel::RW_META),
+                        ("ahead", kernel::RW_AHEAD), ("fua", kernel::RW_FUA)] {
+        rw.set_item(name, bit)?;
+    }
+    m.add("BLOCK_RW_FLAGS", rw)?;
+    let counters: BTreeMap<u32, &str> =
+        (1..64).map(|id| (id, kernel::counter_name(id))).filter(|(_, n)| *n != "unknown").collect();
+    m.add("KERNEL_COUNTER_NAMES", counters)?;
     let offsets = PyDict::new(py);
     offsets.set_item("ring_self_copies", offset::RING_SELF_COPIES)?;
     offsets.set_item("helper_cpu_ns", offset::HELPER_CPU_NS)?;

@@ -24,9 +24,12 @@ IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SAMPLE, LOST, COUNTER, TRACED,
     "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "sample", "kernel_lost", "kernel_counter",
     "traced_root", "task"))
 NAME_TASK, NAME_EXEC, NAME_IRQ = (_native.KERNEL_NAME_CLASSES[n] for n in ("task", "exec", "irq"))
-RW_LETTERS = ((1, "W"), (2, "R"), (4, "D"), (8, "F"), (16, "S"), (32, "M"), (64, "A"), (128, "U"))
-COUNTER_NAMES = {1: "context_switches", 2: "cpu_migrations", 3: "page_faults", 4: "minor_faults",
-                 5: "major_faults", 6: "task_clock_ns"}
+RW_LETTERS = tuple((_native.BLOCK_RW_FLAGS[n], letter) for n, letter in (
+    ("write", "W"), ("read", "R"), ("discard", "D"), ("flush", "F"), ("sync", "S"), ("meta", "M"), ("ahead", "A"),
+    ("fua", "U")))
+COUNTER_NAMES = _native.KERNEL_COUNTER_NAMES
+FAULT_IP_BITS, BLOCK_SECTORS_SHIFT, BLOCK_SECTORS_BITS, BLOCK_FLAGS_SHIFT = (_native.KERNEL_FIELD_LAYOUT[n] for n in (
+    "fault_ip_bits", "block_sectors_shift", "block_sectors_bits", "block_flags_shift"))
 STATE_LETTERS = ((0x01, "S"), (0x02, "D"), (0x04, "T"), (0x08, "t"), (0x10, "X"), (0x20, "Z"), (0x40, "P"), (0x80, "I"))
 SOFTIRQ_NAMES = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"]
 LOW32 = np.uint64(0xFFFFFFFF)
@@ -465,12 +468,13 @@ def _faults(R, pid_of):
     b = f["b"].astype(np.uint64)
     return _table({
         "ts": _i64(f["ts"]), "pid": pid_of(tid), "tid": tid, "address": pa.array(f["a"].astype(np.uint64)),
-        "ip": pa.array(b & np.uint64((1 << 48) - 1)), "error_code": (b >> np.uint64(48)).astype(np.int64),
+        "ip": pa.array(b & np.uint64((1 << FAULT_IP_BITS) - 1)), "error_code": (b >> np.uint64(FAULT_IP_BITS)).astype(np.int64),
         "cpu": _i64(f["cpu"]),
     })
 
 
 def _dev_name(dev: int) -> str:
+    """major:minor of a dev_t as the kernel holds it inside (MINORBITS = 20 in include/linux/kdev_t.h)."""
     return f"{dev >> 20}:{dev & ((1 << 20) - 1)}"
 
 
@@ -489,8 +493,8 @@ def _block_io(R, pid_of):
     lone = np.nonzero(~e & ~paired)[0]  # issued, not completed before the end
     rows = np.concatenate([i, lone])
     o = order[rows]
-    sectors = ((b[o] >> np.uint64(32)) & np.uint64(0xFFFFFF)).astype(np.int64)
-    flags = (b[o] >> np.uint64(56)).astype(np.int64)
+    sectors = ((b[o] >> np.uint64(BLOCK_SECTORS_SHIFT)) & np.uint64((1 << BLOCK_SECTORS_BITS) - 1)).astype(np.int64)
+    flags = (b[o] >> np.uint64(BLOCK_FLAGS_SHIFT)).astype(np.int64)
     comp = np.concatenate([ts[order[i + 1]], np.zeros(len(lone), np.int64)])
     comp_ok = np.concatenate([np.ones(len(i), bool), np.zeros(len(lone), bool)])
     srt = np.argsort(ts[o], kind="stable")
