@@ -113,7 +113,8 @@ def test_validate_quick_runs_each_policy_and_restores(mix_trace, tmp_path):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     seen = log.read_text().split()
-    assert len(seen) == 2 and seen[0] != OURS and seen[1] == OURS  # the RR run saw its own time slice
+    # an unrecorded warm-up run, the default run, then the RR run, which saw its own time slice
+    assert len(seen) == 3 and OURS not in seen[:2] and seen[2] == OURS
     assert RR.read_text().strip() != OURS and not _journal_left(proc.pid)
     doc = json.loads(out)
     assert [r["policy"] for r in doc["runs"]] == ["default", "sched_rr:q=6ms"]
@@ -130,9 +131,9 @@ def test_validate_restores_on_sigterm(mix_trace, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(log.read_text().split() if log.exists() else []) < 2:
+        while time.monotonic() < deadline and len(log.read_text().split() if log.exists() else []) < 3:
             time.sleep(0.1)
-        assert log.read_text().split()[1] == OURS  # the RR run is under way
+        assert log.read_text().split()[2] == OURS  # the RR run is under way (after the warm-up and default runs)
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
     finally:

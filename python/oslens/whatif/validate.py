@@ -96,6 +96,17 @@ def _run_case(case: Case, command: list[str], trace: Path, system_wide: bool = F
         raise OslensError(f"interrupted by {sig}; kernel.sched_rr_timeslice_ms was restored", 128 + sig.signum) from None
 
 
+def _warm_up(command: list[str]) -> None:
+    """Runs CMD once, unrecorded. The default run comes first and was the only one to read the
+    program's files from disk: sysbench's main thread waited 12-20 ms in D (execve, openat, read)
+    in the default runs and 0.1-8 ms in the others, and the model replays the default run's
+    waits in every prediction (docs/whatif.md "What stays off")."""
+    try:
+        subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as err:
+        raise OslensError(f"cannot run {command[0]}: {err.strerror}", 127) from None
+
+
 def _set_when_free(jr, value: int, wait_s: float = 120.0) -> None:
     """Set the RR time slice, waiting while another oslens run (tune, a test) holds it journaled."""
     deadline = time.monotonic() + wait_s
@@ -146,6 +157,8 @@ def run(command: list[str], quick: bool, out_dir: str | None, bench: str | None,
         _say(line)
     base = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="oslens-whatif-"))
     cases = QUICK if quick else CASES
+    _say("one unrecorded run first, so that the default run does not alone find the page cache cold")
+    _warm_up(command)
     runs, walls = [], []
     for n, case in enumerate(cases):
         trace = base / f"run{n}"
