@@ -80,7 +80,9 @@ def run_one(cfg: str, cmd: list[str], work: Path, events: str) -> dict:
     p = subprocess.run(full, capture_output=True, text=True, timeout=600, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     m = re.search(r"ELAPSED ([\d.]+) CPU ([\d.]+)", p.stderr)
+    pair = re.search(r"PAIR_MEDIAN ([\d.]+)", p.stderr)
     rec = {"cfg": cfg, "rc": p.returncode, "wall": float(m.group(1)) if m else None, "cpu": float(m.group(2)) if m else None,
+           "pair_median": float(pair.group(1)) if pair else None,
            # every process's CPU, the tool's own included (the spare-file pool's thread is the session's)
            "cpu_all": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
     if cfg.startswith("oslens") and (trace / "raw").is_dir():
@@ -101,6 +103,8 @@ def summarise(runs: list[dict], n: int) -> dict:
         out[cfg] = {"wall_median_s": statistics.median(r["wall"] for r in rs), "wall_min_s": min(r["wall"] for r in rs),
                     "cpu_median_s": statistics.median(r["cpu"] for r in rs),
                     "cpu_all_median_s": statistics.median(r["cpu_all"] for r in rs)}
+        if rs[0].get("pair_median") is not None:  # threads: the median pair of each run, median over runs
+            out[cfg]["pair_median_us"] = round(statistics.median(r["pair_median"] for r in rs) * 1e6, 1)
         if "disk_alloc" in rs[0]:
             out[cfg]["disk_alloc_per_unit_kib"] = round(statistics.median(r["disk_alloc"] for r in rs) / n / 1024, 2)
             out[cfg]["disk_apparent_per_unit_kib"] = round(statistics.median(r["disk_apparent"] for r in rs) / n / 1024, 2)
@@ -114,6 +118,8 @@ def summarise(runs: list[dict], n: int) -> dict:
             s["added_cpu_us_per_unit"] = round((s["cpu_median_s"] - bare["cpu_median_s"]) / n * 1e6, 1)
             s["added_cpu_all_us_per_unit"] = round((s["cpu_all_median_s"] - bare["cpu_all_median_s"]) / n * 1e6, 1)
             s["wall_ratio_to_bare"] = round(s["wall_median_s"] / bare["wall_median_s"], 2)
+            if "pair_median_us" in s and "pair_median_us" in bare:
+                s["added_pair_median_us"] = round(s["pair_median_us"] - bare["pair_median_us"], 1)
     if bare:
         bare["wall_us_per_unit"] = round(bare["wall_median_s"] / n * 1e6, 1)
     return out
