@@ -218,3 +218,16 @@ def test_findings_name_an_injected_interfering_task(tmp_path):
     assert str(noise.pid) in named[0]["subject"]
     r = _oslens("report", trace, "--no-html")
     assert "interferer" in r.stdout
+
+
+def test_the_first_finding_is_about_water_not_oslens(water_trace):
+    """Issue 21: the demo's first finding speaks about the workload (its barrier waits, or its
+    threads kept off their CPUs); oslens's own cost comes last while it is small."""
+    from oslens.analysis import findings
+
+    _trace, con, _ = water_trace
+    f = findings.findings(con).to_pylist()
+    assert f, "water's report has no findings"
+    assert f[0]["code"] != "oslens_cost" and "oslens" not in f[0]["subject"], f[0]
+    own = [i for i, x in enumerate(f) if x["code"] == "oslens_cost"]
+    assert not own or own[0] == len(f) - 1 or f[own[0]]["severity"] == "warning", [x["title"] for x in f]
