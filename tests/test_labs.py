@@ -157,8 +157,9 @@ def test_lab2_read_ahead_refaults_and_the_measured_reason(tmp_path, lab_env):
     r = run_oslens("lab", "run", "2", "--quick", "-o", out, env=lab_env, cwd=tmp_path)
     res = json.loads((out / "lab02-default-quick" / "results.json").read_text())["results"]
     assert res["normal_col_refaults"] > 10 * res["normal_col_majflt_per_column"] * 3
-    # one per row with MADV_RANDOM; reclaim may leave a page of a column resident (4881.67 once in CI)
-    assert 4881 <= res["random_col_majflt_per_column"] <= 4882
+    # one per row with MADV_RANDOM, never more; reclaim, which is not strictly least-recently-used,
+    # may leave a few of a column's pages resident (4881.67 and 4880.67 per column in CI): 0.5%
+    assert 4882 * 0.995 <= res["random_col_majflt_per_column"] <= 4882
     assert "why, measured on this disk (O_DIRECT): a 4 KiB read costs" in r.stdout
     said_slower = "read-ahead costs more than it saves here" in r.stdout
     assert said_slower == res["disk_says_slower"]
