@@ -4,6 +4,9 @@ with memory, sched_ext, cpufreq, an old kernel, an unprivileged user...)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT_STATUS = "Name:\tpython\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n"
@@ -74,3 +77,14 @@ def read(root: Path, path: str) -> str:
     return (Path(root) / path.lstrip("/")).read_text().strip()
 
 
+
+
+def journal_then_sigkill(state: Path, calls: list[str], journal_args: str = "") -> int:
+    """What a crash leaves: a child process opens `journal.Journal(state<journal_args>)`, makes
+    `calls` on it (Python source, e.g. "swap_on('/dev/zram0', 'swap')") and is SIGKILLed before
+    it restores anything. Returns the child's return code."""
+    code = ("import os,signal; from oslens.control import journal; from pathlib import Path\n"
+            f"j = journal.Journal(Path({str(state)!r}){journal_args})\n"
+            + "".join(f"j.{c}\n" for c in calls) + "os.kill(os.getpid(), signal.SIGKILL)\n")
+    package_parent = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(package_parent))).returncode

@@ -48,15 +48,10 @@ def test_recover_after_kill(tmp_path):
     (root / "sys/kernel/tracing/instances").mkdir(parents=True)
     state = tmp_path / "state"
     # a child process journals, changes and is SIGKILLed before it restores
-    code = (f"import os,signal; from oslens.control import journal; from pathlib import Path\n"
-            f"j = journal.Journal(Path({str(state)!r}))\n"
-            f"j.set_file(Path({str(root / 'proc/sys/kernel/sched_rr_timeslice_ms')!r}), '7', 'sched_rr_timeslice_ms')\n"
-            f"j.make_cgroup(Path({str(root / 'sys/fs/cgroup/memory/batch/oslens-1')!r}), 'memory_max', plain_dir=True)\n"
-            f"j.make_tracing_instance(Path({str(root / 'sys/kernel/tracing/instances/oslens-1-stacks')!r}), 'stacks')\n"
-            f"os.kill(os.getpid(), signal.SIGKILL)\n")
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(journal.__file__))))
-    r = subprocess.run([sys.executable, "-c", code], env=env)
-    assert r.returncode == -9
+    assert fakesys.journal_then_sigkill(state, [
+        f"set_file(Path({str(root / 'proc/sys/kernel/sched_rr_timeslice_ms')!r}), '7', 'sched_rr_timeslice_ms')",
+        f"make_cgroup(Path({str(root / 'sys/fs/cgroup/memory/batch/oslens-1')!r}), 'memory_max', plain_dir=True)",
+        f"make_tracing_instance(Path({str(root / 'sys/kernel/tracing/instances/oslens-1-stacks')!r}), 'stacks')"]) == -9
     assert fakesys.read(root, "/proc/sys/kernel/sched_rr_timeslice_ms") == "7"
     assert (root / "sys/fs/cgroup/memory/batch/oslens-1").is_dir()
     done, problems = journal.recover(state)

@@ -3,10 +3,7 @@ device is used only by the end-to-end tests (tests/test_labs_variants.py). What 
 cannot show: mkswap and swapon themselves; the restore paths below never call them, because
 the fake devices are not in the real /proc/swaps."""
 
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
@@ -68,14 +65,9 @@ def test_recover_after_kill_names_swap_and_zram(tmp_path):
     root = fakesys.make(tmp_path / "root")
     d = _zram(root, 0, disksize="67108864")
     state = tmp_path / "state"
-    code = (f"import os,signal; from oslens.control import journal; from pathlib import Path\n"
-            f"j = journal.Journal(Path({str(state)!r}), command=['oslens', 'lab'], tool='oslens lab run 1')\n"
-            f"j.zram_device(Path({str(d)!r}), '/dev/oslens-fake-zram0', 'zram')\n"
-            f"j.swap_on('/dev/oslens-fake-zram0', 'swap')\n"
-            f"os.kill(os.getpid(), signal.SIGKILL)\n")
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(journal.__file__))))
-    r = subprocess.run([sys.executable, "-c", code], env=env)
-    assert r.returncode == -signal.SIGKILL
+    calls = [f"zram_device(Path({str(d)!r}), '/dev/oslens-fake-zram0', 'zram')", "swap_on('/dev/oslens-fake-zram0', 'swap')"]
+    code = fakesys.journal_then_sigkill(state, calls, ", command=['oslens', 'lab'], tool='oslens lab run 1'")
+    assert code == -signal.SIGKILL
     done, problems = journal.recover(state)
     assert problems == []
     assert done[0].startswith("turned off swap on /dev/oslens-fake-zram0 (left by oslens lab run 1 pid")
