@@ -210,7 +210,9 @@ def test_without_calibration_only_pauses_are_removed(tmp_path):
 
 def test_compensation_removes_exactly_what_it_charges_on_a_real_program(measured, dense, tmp_path):
     _, cal_path = measured
-    iterations, work = 100_000, 20
+    # work 400 (~0.5 us a step) outweighs the two records a step by >10x, so a calibration taken in
+    # a slower minute cannot push the compensated loop below 0 (with work 20 it did, twice in CI)
+    iterations, work = 100_000, 400
     ticks = (iterations + 63) // 64
     trace = tmp_path / "t"
     proc = run_oslens("record", "--no-kernel", "--no-preload", "-o", trace, "--", dense, iterations, work,
