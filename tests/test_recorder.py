@@ -374,8 +374,12 @@ def test_recorder_cost_outside_the_program_is_measured(tmp_path, cases):
     # the store names them in the pauses table
     out = run_oslens("sql", trace, "SELECT count(*) FROM pauses WHERE reason = 'copy out'", "--format", "csv").stdout
     assert out.split()[-1] == str(len(copies))
-    assert f"{helper['ring_slots_copied']} buffer slots copied to the trace" in proc.stderr
-    assert f"{thread['ring_slots_self_copied']} copied by the program's threads while the helper was behind" in proc.stderr
+    if helper["ring_slots_copied"] or helper["cpu_ns"]:
+        assert f"{helper['ring_slots_copied']} buffer slots copied to the trace" in proc.stderr
+        assert f"{thread['ring_slots_self_copied']} copied by the program's threads while the helper was behind" in proc.stderr
+    else:
+        # on a busy host the helper may not get a CPU before 100,000 records are done
+        assert f"no recorder helper thread ran: the program's threads copied all {thread['ring_slots_self_copied']} buffer slots" in proc.stderr
 
 
 def test_low_descriptor_limit_still_records_everything(tmp_path, cases):
