@@ -38,8 +38,13 @@ Linux carries across the child's exec).
 thread's rows only until they are written (docs/trace-schema.md, "Import memory"), so it grows
 with neither the trace nor its largest thread: --threads 1 puts every record in one thread.
 
+"kernel_records" (with --kernel-seconds S ...) is the same for a real trace's kernel records: a
+recording of stress-ng for S seconds per S, imported in a fresh process: peak RSS per kernel
+record, and each table's content hashes to compare imports of the same kept traces before and
+after a change of the importer (bench/import/kernel_records.py, which also runs alone).
+
 Usage: python bench/import/run.py [--records N] [--threads N] [--keep] [--repeat N] [--reference]
-                                  [--processes N] [--rss-at N ...]
+                                  [--processes N] [--rss-at N ...] [--kernel-seconds S ...]
 """
 
 from __future__ import annotations
@@ -155,6 +160,9 @@ def main() -> int:
                          "open rows, not its records: 1 puts every record in one thread)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the import with extensions on the in-memory path (a tenth of the records)")
+    ap.add_argument("--kernel-seconds", type=int, nargs="+", default=None,
+                    help="also import real kernel-heavy traces: stress-ng for each S seconds (e.g. 2 8), "
+                         "bench/import/kernel_records.py; kept with --keep")
     args = ap.parse_args()
     base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import"
     def trace_dir(records: int) -> Path:
@@ -229,6 +237,12 @@ def main() -> int:
         import many_processes
 
         many = many_processes.run(args.processes)
+    kernel = None
+    if args.kernel_seconds:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import kernel_records
+
+        kernel = kernel_records.run(args.kernel_seconds, keep=args.keep, repeat=args.repeat, with_check=True)
     load = os.getloadavg()
     result = {
         "benchmark": "import",
@@ -245,6 +259,7 @@ def main() -> int:
         "max_rss_mib": {"import": full["max_rss_mib"], "core": core["max_rss_mib"]},
         "peak_rss_by_records": memory,
         "many_processes": many,
+        "kernel_records": kernel,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": [round(x, 2) for x in load]},
         "note": "each configuration is timed in a fresh process (the trace already written), `repeat` times, "
                 "alternated; records_per_cpu_s is the median run's (that process's user+system CPU over all its "
