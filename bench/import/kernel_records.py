@@ -1,14 +1,22 @@
 """bench/import, kernel-records case: how the import's memory grows with a real trace's KERNEL
 records (docs/trace-schema.md, "Import memory", covers the application side).
 
-For each duration S it records, once, `oslens record --events sched,syscalls --no-import --
-stress-ng --switch 2 --syscall 1 -t S` (about 0.9 M kernel records a second on this 2-core VM,
-mostly syscall enters/exits, switches and wakeups), then imports it in a fresh process
-(many_processes.import_in_child: store.import_trace(force=True), as `oslens import --force`)
-and reports: the kernel records (the `committed` count of the kernel chunks' headers, and the
-collector's own count from meta.json), the import's wall and CPU seconds, its peak RSS (VmHWM of
-the importing process), the peak's bytes per kernel record, and the growth's bytes per record
-between the smallest and the largest trace (the slope, which a bounded import brings near 0).
+Traces (`oslens record --events sched,syscalls --no-import`, each recorded once):
+- by size, for each N of --ops: `taskset -c LAST_CPU stress-ng --switch 2 --switch-ops N`, about
+  8 kernel records per op (pipe write and read enters/exits, a switch, a wakeup): 1.25 M ops made
+  9.9 M records, none lost. A size set by ops, on one CPU, is what makes the size repeatable on
+  this loaded 2-CPU VM: `--syscall 1 -t S` beside it, or both CPUs, made the same command give
+  0.16-1.8 M records for 8 s and the collector lose up to 90% of them (pinned()).
+- mixed (--seconds S, 0: none): `stress-ng --switch 2 --syscall 1 -t S` as issue 16 gives it, for
+  its variety (several hundred syscall kinds, ~60 forked and exited tasks) in the compared tables;
+  its size and losses follow the host's load (both reported).
+
+Each is imported in a fresh process (many_processes.import_in_child: store.import_trace(force=True),
+as `oslens import --force`), and reported: its kernel records (the `committed` counts of the kernel
+chunks' headers, and the collector's own count and losses from meta.json), the import's wall and
+CPU seconds, its peak RSS (VmHWM of the importing process), the peak's bytes per kernel record,
+and, over the sizes, the growth's bytes per record from the smallest to the largest trace (the
+slope: what an import whose memory is bounded brings near 0).
 
 To compare imports before and after a change of the importer on the SAME raw chunks, traces are
 kept with --keep under $OSLENS_BENCH_DIR (default /tmp)/oslens-bench-kernel and imported again,
@@ -17,13 +25,16 @@ file and by what a change of Parquet writer cannot alter: its row count, its col
 types, and two sums of DuckDB's 64-bit hash of its rows (`content`: the same rows in any order;
 `ordered`: with each row's position in the file, the same rows in the same order).
 
---check records one more trace of S=1 under `perf stat -e raw_syscalls:sys_enter,context-switches`
-(perf counts the stress-ng processes in the kernel, with no ring buffer that could lose events)
-and compares its counts with the syscalls and switches tables' rows of the same processes.
+--check records one more trace, `stress-ng --switch 2 --syscall 1 -t 1` under `perf stat -e
+raw_syscalls:sys_enter,context-switches` (perf counts the stress-ng processes in the kernel, with
+no ring buffer that could lose events) and compares its counts with the syscalls and switches
+tables' rows of the same processes: on this VM the sys_enter counts were equal in 6 runs out of
+6 with no event lost, the switch-outs within 0.03% (perf stops counting a task early in its
+exit; see check()).
 
-Usage: python bench/import/kernel_records.py [--seconds S ...] [--quick] [--keep] [--repeat N]
-                                             [--check]                    (prints JSON)
-       python bench/import/run.py --kernel-seconds S ... [--keep]  (puts it under "kernel_records")
+Usage: python bench/import/kernel_records.py [--ops N ...] [--seconds S] [--quick] [--keep]
+                                             [--repeat N] [--check]        (prints JSON)
+       python bench/import/run.py --kernel-ops N ... [--keep]  (puts it under "kernel_records")
 """
 
 from __future__ import annotations
@@ -41,7 +52,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from many_processes import OSLENS, import_in_child  # noqa: E402
 
-WORKLOAD = ["stress-ng", "--switch", "2", "--syscall", "1", "-t"]
 EVENTS = "sched,syscalls"
 PERF_EVENTS = ("raw_syscalls:sys_enter", "context-switches")
 
@@ -54,12 +64,26 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def record(trace: Path, seconds: int, wrapper: list[str] = ()) -> dict:
-    """Records the workload for SECONDS into TRACE unless a kept trace of the same command is
-    there (its stamp, bench.json, says so); returns the stamp."""
+def pinned() -> list[str]:
+    """taskset onto the last CPU, which leaves the others to the collector: with stress-ng on both
+    CPUs of this VM the collector lost 6.9 M of 9 M kernel records (1.25 M switch ops); on one, none."""
+    cpus = os.cpu_count() or 1
+    return ["taskset", "-c", str(cpus - 1)] if cpus > 1 else []
+
+
+def sized_workload(ops: int) -> list[str]:
+    return [*pinned(), "stress-ng", "--switch", "2", "--switch-ops", str(ops)]
+
+
+def mixed_workload(seconds: int) -> list[str]:
+    return ["stress-ng", "--switch", "2", "--syscall", "1", "-t", str(seconds)]
+
+
+def record(trace: Path, command: list[str]) -> dict:
+    """Records COMMAND into TRACE unless a kept trace of the same command is there (its stamp,
+    bench.json, says so); returns the stamp."""
     from oslens import _native
 
-    command = [*wrapper, *WORKLOAD, str(seconds)]
     want = {"command": command, "events": EVENTS, "format_version": _native.FORMAT_VERSION}
     stamp = trace / "bench.json"
     if stamp.is_file() and {k: v for k, v in json.loads(stamp.read_text()).items() if k in want} == want:
@@ -150,15 +174,15 @@ def import_fresh(trace: Path, repeat: int) -> dict:
     return {**median, "runs": runs if len(runs) > 1 else None}
 
 
-def measure(seconds: int, repeat: int) -> dict:
-    trace = trace_base() / f"stress-{seconds}s"
-    stamp = record(trace, seconds)
+def measure(name: str, command: list[str], repeat: int) -> dict:
+    trace = trace_base() / name
+    stamp = record(trace, command)
     counts = kernel_records(trace)
     shutil.rmtree(trace / "tables", ignore_errors=True)
     got = import_fresh(trace, repeat)
     manifest = json.loads((trace / "tables" / "manifest.json").read_text())
     return {
-        "seconds": seconds, "trace": str(trace), "recorded_now": stamp["recorded_now"],
+        "command": stamp["command"], "trace": str(trace), "recorded_now": stamp["recorded_now"],
         "recorded_at": stamp.get("recorded_at"), "record_s": stamp.get("record_s"),
         **counts, "imported_records": manifest["records"],
         "import_wall_s": got["wall_s"], "import_cpu_s": got["cpu_s"], "max_rss_mib": got["max_rss_mib"],
@@ -188,15 +212,17 @@ def check(seconds: int = 1) -> dict:
     trace = trace_base() / f"check-{seconds}s"
     counts_file = trace_base() / f"check-{seconds}s.perf"
     shutil.rmtree(trace, ignore_errors=True)
-    record(trace, seconds, ["perf", "stat", "-x,", "-o", str(counts_file), "-e", ",".join(PERF_EVENTS), "--"])
+    command = [*pinned(), "perf", "stat", "-x,", "-o", str(counts_file), "-e", ",".join(PERF_EVENTS), "--",
+               *mixed_workload(seconds)]
+    record(trace, command)
     perf = perf_stat_counts(counts_file.read_text())
     import_in_child(trace)
     meta = json.loads((trace / "meta.json").read_text())
     con = duckdb.connect()
     t = trace / "tables"
     workload = f"SELECT tid FROM '{t}/tasks.parquet' WHERE is_traced AND pid <> {meta['pid']}"  # meta pid: perf
-    exec_end = con.sql(f"SELECT max(end_ns) FROM '{t}/syscalls.parquet' WHERE name = 'execve' AND ret = 0 AND pid = "
-                       f"(SELECT min(pid) FROM '{t}/tasks.parquet' WHERE parent_pid = {meta['pid']})").fetchone()[0]
+    exec_end = con.sql(f"SELECT min(end_ns) FROM '{t}/syscalls.parquet' WHERE name = 'execve' AND ret = 0 AND pid = "
+                       f"(SELECT pid FROM '{t}/tasks.parquet' WHERE parent_pid = {meta['pid']} ORDER BY start_ns LIMIT 1)").fetchone()[0]
     syscalls = con.sql(f"SELECT count(*) FROM '{t}/syscalls.parquet' WHERE start_ns >= {exec_end} "
                        f"AND tid IN ({workload})").fetchone()[0]
     switches, exiting, dead = con.sql(
@@ -209,7 +235,7 @@ def check(seconds: int = 1) -> dict:
     shutil.rmtree(trace, ignore_errors=True)
     counts_file.unlink()
     return {
-        "command": ["perf", "stat", "-e", ",".join(PERF_EVENTS), "--", *WORKLOAD, str(seconds)],
+        "command": command,
         "kernel_lost": (meta.get("kernel") or {}).get("lost"),
         "comparable": (meta.get("kernel") or {}).get("lost") == 0,  # events lost by the collector are in perf's counts only
         "syscall_enters": {"tables": syscalls, "perf": perf.get(PERF_EVENTS[0])},
@@ -223,14 +249,15 @@ def check(seconds: int = 1) -> dict:
     }
 
 
-def run(seconds: list[int], keep: bool = False, repeat: int = 1, with_check: bool = False) -> dict:
+def run(ops: list[int], seconds: int = 0, keep: bool = False, repeat: int = 1, with_check: bool = False) -> dict:
     if not shutil.which("stress-ng"):
         raise SystemExit("bench/import/kernel_records: stress-ng is not installed (make setup installs it)")
-    points = [measure(s, repeat) for s in seconds]
+    sizes = [{"switch_ops": n, **measure(f"switch-{n}", sized_workload(n), repeat)} for n in ops]
     result = {
-        "workload": [*WORKLOAD, "S"], "events": EVENTS,
-        "by_seconds": points,
-        "growth_bytes_per_kernel_record": growth_bytes_per_record(points) if len(points) > 1 else None,
+        "events": EVENTS,
+        "by_size": sizes,
+        "growth_bytes_per_kernel_record": growth_bytes_per_record(sizes) if len(sizes) > 1 else None,
+        "mixed": {"seconds": seconds, **measure(f"mixed-{seconds}s", mixed_workload(seconds), repeat)} if seconds else None,
         "independent_check": check() if with_check else None,
         "loadavg_at_end": loadavg(), "cpus": os.cpu_count(),
         "note": "max_rss_mib is VmHWM of the fresh process that imported (Python and oslens's modules "
@@ -244,16 +271,20 @@ def run(seconds: list[int], keep: bool = False, repeat: int = 1, with_check: boo
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, nargs="+", default=[2, 8],
-                    help="stress-ng durations, one trace each (default 2 8: about 2 M and 7 M kernel records)")
-    ap.add_argument("--quick", action="store_true", help="one 1-second trace (a smoke check)")
+    ap.add_argument("--ops", type=int, nargs="+", default=[250_000, 1_250_000],
+                    help="stress-ng switch ops, one trace each (default 250000 1250000: about 2 M and 10 M kernel "
+                         "records)")
+    ap.add_argument("--seconds", type=int, default=2,
+                    help="seconds of the mixed trace (stress-ng --switch 2 --syscall 1 -t S; 0: none)")
+    ap.add_argument("--quick", action="store_true", help="one trace of 50,000 ops and a 1-second mixed one (a smoke check)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the traces, so the next run imports the same raw chunks")
     ap.add_argument("--repeat", type=int, default=1, help="fresh imports per trace (the median CPU run is reported)")
     ap.add_argument("--check", action="store_true",
                     help="also compare a 1-second trace's syscalls and switches with perf stat's counts")
     args = ap.parse_args()
-    got = run([1] if args.quick else args.seconds, args.keep, args.repeat, args.check)
+    got = run([50_000] if args.quick else args.ops, 1 if args.quick else args.seconds, args.keep, args.repeat,
+              args.check)
     json.dump({"benchmark": "import/kernel_records", **got}, sys.stdout, indent=2)
     print()
     return 0

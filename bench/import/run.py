@@ -38,13 +38,14 @@ Linux carries across the child's exec).
 thread's rows only until they are written (docs/trace-schema.md, "Import memory"), so it grows
 with neither the trace nor its largest thread: --threads 1 puts every record in one thread.
 
-"kernel_records" (with --kernel-seconds S ...) is the same for a real trace's kernel records: a
-recording of stress-ng for S seconds per S, imported in a fresh process: peak RSS per kernel
-record, and each table's content hashes to compare imports of the same kept traces before and
-after a change of the importer (bench/import/kernel_records.py, which also runs alone).
+"kernel_records" (with --kernel-ops N ...) is the same for real traces' kernel records: a
+recording of stress-ng per N (N switch ops, ~8 kernel records each) and one of stress-ng's switch
+and syscall stressors for 2 s, each imported in a fresh process: peak RSS per kernel record, and
+each table's content hashes to compare imports of the same kept traces before and after a change
+of the importer (bench/import/kernel_records.py, which also runs alone).
 
 Usage: python bench/import/run.py [--records N] [--threads N] [--keep] [--repeat N] [--reference]
-                                  [--processes N] [--rss-at N ...] [--kernel-seconds S ...]
+                                  [--processes N] [--rss-at N ...] [--kernel-ops N ...]
 """
 
 from __future__ import annotations
@@ -160,9 +161,10 @@ def main() -> int:
                          "open rows, not its records: 1 puts every record in one thread)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the import with extensions on the in-memory path (a tenth of the records)")
-    ap.add_argument("--kernel-seconds", type=int, nargs="+", default=None,
-                    help="also import real kernel-heavy traces: stress-ng for each S seconds (e.g. 2 8), "
-                         "bench/import/kernel_records.py; kept with --keep")
+    ap.add_argument("--kernel-ops", type=int, nargs="+", default=None,
+                    help="also import real kernel-heavy traces: stress-ng --switch-ops N for each N (e.g. 250000 "
+                         "1250000: ~2 M and ~10 M kernel records) and a 2 s mixed one, bench/import/kernel_records.py; "
+                         "kept with --keep")
     args = ap.parse_args()
     base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import"
     def trace_dir(records: int) -> Path:
@@ -238,11 +240,11 @@ def main() -> int:
 
         many = many_processes.run(args.processes)
     kernel = None
-    if args.kernel_seconds:
+    if args.kernel_ops:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import kernel_records
 
-        kernel = kernel_records.run(args.kernel_seconds, keep=args.keep, repeat=args.repeat, with_check=True)
+        kernel = kernel_records.run(args.kernel_ops, seconds=2, keep=args.keep, repeat=args.repeat, with_check=True)
     load = os.getloadavg()
     result = {
         "benchmark": "import",
