@@ -161,6 +161,27 @@ def growth_bytes_per_record(points: list[dict]) -> float | None:
     return round((hi["max_rss_mib"] - lo["max_rss_mib"]) * 2**20 / (hi["kernel_records"] - lo["kernel_records"]), 1)
 
 
+def growth_steps(points: list[dict]) -> list[float]:
+    """The same slope between each size and the next: equal steps are a linear growth."""
+    ordered = sorted(points, key=lambda p: p["kernel_records"])
+    return [growth_bytes_per_record([a, b]) for a, b in zip(ordered, ordered[1:])]
+
+
+def source_version() -> dict:
+    """The commit measured, and the tree of the importer's code (python/oslens/store and
+    crates/native), which tells a before from an after whatever else moved on the branch."""
+    from many_processes import ROOT
+
+    def rev(spec: str) -> str | None:
+        got = subprocess.run(["git", "-C", str(ROOT), "rev-parse", spec], capture_output=True, text=True)
+        return got.stdout.strip() or None if got.returncode == 0 else None
+
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "python/oslens/store", "crates"],
+                           capture_output=True, text=True).stdout.strip()
+    return {"head": rev("HEAD"), "store_tree": rev("HEAD:python/oslens/store"),
+            "native_tree": rev("HEAD:crates/native"), "uncommitted_changes_there": bool(dirty)}
+
+
 def import_fresh(trace: Path, repeat: int) -> dict:
     """The import in `repeat` fresh processes; the run of median CPU time is reported, and every
     run's figures beside it."""
@@ -257,9 +278,10 @@ def run(ops: list[int], seconds: int = 0, keep: bool = False, repeat: int = 1, w
         "events": EVENTS,
         "by_size": sizes,
         "growth_bytes_per_kernel_record": growth_bytes_per_record(sizes) if len(sizes) > 1 else None,
+        "growth_steps_bytes_per_kernel_record": growth_steps(sizes),
         "mixed": {"seconds": seconds, **measure(f"mixed-{seconds}s", mixed_workload(seconds), repeat)} if seconds else None,
         "independent_check": check() if with_check else None,
-        "loadavg_at_end": loadavg(), "cpus": os.cpu_count(),
+        "loadavg_at_end": loadavg(), "cpus": os.cpu_count(), "source": source_version(),
         "note": "max_rss_mib is VmHWM of the fresh process that imported (Python and oslens's modules "
                 "included); import_cpu_s is that process's user+system CPU over all its threads (its "
                 "start-up included); a loaded host (loadavg) inflates CPU and wall time, not VmHWM",

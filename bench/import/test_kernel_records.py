@@ -62,5 +62,6 @@ def test_growth_is_the_slope_between_the_smallest_and_largest_trace():
               {"kernel_records": 4 * 2**20, "max_rss_mib": 999.0}]
     assert kernel_records.growth_bytes_per_record(points) == 100.0
     assert kernel_records.growth_bytes_per_record(points[:1]) is None
+    assert kernel_records.growth_steps(points) == [233.0, 20.2]
     assert kernel_records.bytes_per_record(300.0, 2**20) == 300.0
     assert kernel_records.bytes_per_record(1.0, 0) is None
