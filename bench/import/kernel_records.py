@@ -32,8 +32,12 @@ tables' rows of the same processes: on this VM the sys_enter counts were equal i
 6 with no event lost, the switch-outs within 0.03% (perf stops counting a task early in its
 exit; see check()).
 
+With --compare BEFORE.json the result also says, per trace imported in both runs, whether it is
+the same recording and which tables differ in which digest (only sha256: the same values written
+differently).
+
 Usage: python bench/import/kernel_records.py [--ops N ...] [--seconds S] [--quick] [--keep]
-                                             [--repeat N] [--check]        (prints JSON)
+                                             [--repeat N] [--check] [--compare BEFORE.json]
        python bench/import/run.py --kernel-ops N ... [--keep]  (puts it under "kernel_records")
 """
 
@@ -270,6 +274,37 @@ def check(seconds: int = 1) -> dict:
     }
 
 
+def traces_of(result: dict) -> dict[str, dict]:
+    """A result's traces by name (switch-N, mixed-Ss)."""
+    points = [*result.get("by_size", []), *([result["mixed"]] if result.get("mixed") else [])]
+    return {Path(p["trace"]).name: p for p in points}
+
+
+def compare(before: dict, after: dict) -> dict:
+    """Per trace imported in both results: whether it is the same recording, and per table the
+    digests that differ (sha256 alone: only the Parquet bytes changed, the values did not)."""
+    old, new = traces_of(before), traces_of(after)
+    out = {}
+    for name in sorted(old.keys() & new.keys()):
+        a, b = old[name], new[name]
+        tables = {}
+        for table in sorted(a["tables"].keys() | b["tables"].keys()):
+            x, y = a["tables"].get(table), b["tables"].get(table)
+            if x is None or y is None:
+                tables[table] = "only before" if y is None else "only after"
+                continue
+            differ = [k for k in ("rows", "columns", "content_hash", "ordered_hash", "sha256") if x[k] != y[k]]
+            if differ:
+                tables[table] = differ
+        out[name] = {
+            "same_recording": a.get("recorded_at") == b.get("recorded_at") and a["kernel_records"] == b["kernel_records"],
+            "max_rss_mib": [a["max_rss_mib"], b["max_rss_mib"]], "import_cpu_s": [a["import_cpu_s"], b["import_cpu_s"]],
+            "values_identical": not any(v != ["sha256"] for v in tables.values()),
+            "tables_differing": tables,
+        }
+    return out
+
+
 def run(ops: list[int], seconds: int = 0, keep: bool = False, repeat: int = 1, with_check: bool = False) -> dict:
     if not shutil.which("stress-ng"):
         raise SystemExit("bench/import/kernel_records: stress-ng is not installed (make setup installs it)")
@@ -304,9 +339,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="fresh imports per trace (the median CPU run is reported)")
     ap.add_argument("--check", action="store_true",
                     help="also compare a 1-second trace's syscalls and switches with perf stat's counts")
+    ap.add_argument("--compare", type=Path,
+                    help="a result of an earlier run (e.g. bench/import/result-kernel-before-2026-11-24.json): adds "
+                         "which tables of the traces imported in both differ, and how")
     args = ap.parse_args()
     got = run([50_000] if args.quick else args.ops, 1 if args.quick else args.seconds, args.keep, args.repeat,
               args.check)
+    if args.compare:
+        got["compared_with"] = {"file": str(args.compare), "traces": compare(json.loads(args.compare.read_text()), got)}
     json.dump({"benchmark": "import/kernel_records", **got}, sys.stdout, indent=2)
     print()
     return 0

@@ -65,3 +65,23 @@ def test_growth_is_the_slope_between_the_smallest_and_largest_trace():
     assert kernel_records.growth_steps(points) == [233.0, 20.2]
     assert kernel_records.bytes_per_record(300.0, 2**20) == 300.0
     assert kernel_records.bytes_per_record(1.0, 0) is None
+
+
+def test_compare_names_the_tables_whose_values_or_bytes_differ():
+    table = {"rows": 3, "columns": "ts BIGINT", "content_hash": "7", "ordered_hash": "8", "sha256": "aa"}
+    point = {"trace": "/tmp/x/switch-10", "recorded_at": "T", "kernel_records": 30, "max_rss_mib": 500.0,
+             "import_cpu_s": 2.0, "tables": {"switches": table, "wakeups": table, "tasks": table}}
+    after = {**point, "max_rss_mib": 200.0, "tables": {
+        "switches": {**table, "sha256": "bb"},  # written differently, same values
+        "wakeups": {**table, "ordered_hash": "9", "sha256": "bb"},  # same rows, another order
+        "tasks": table}}
+    got = kernel_records.compare({"by_size": [point]}, {"by_size": [after], "mixed": None})
+    assert got == {"switch-10": {"same_recording": True, "max_rss_mib": [500.0, 200.0], "import_cpu_s": [2.0, 2.0],
+                                 "values_identical": False,
+                                 "tables_differing": {"switches": ["sha256"], "wakeups": ["ordered_hash", "sha256"]}}}
+    del after["tables"]["wakeups"]
+    got = kernel_records.compare({"by_size": [point]}, {"by_size": [after]})["switch-10"]
+    assert got["tables_differing"] == {"switches": ["sha256"], "wakeups": "only before"}
+    assert got["values_identical"] is False
+    same_values = {**point, "tables": {**point["tables"], "switches": {**table, "sha256": "bb"}}}
+    assert kernel_records.compare({"by_size": [point]}, {"by_size": [same_values]})["switch-10"]["values_identical"]
