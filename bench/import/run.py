@@ -142,7 +142,7 @@ def import_once(path: Path, extensions: bool, reference: bool = False) -> dict:
     }
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20_000_000)
     ap.add_argument("--keep", action="store_true", help="keep the generated traces")
@@ -165,7 +165,11 @@ def main() -> int:
                     help="also import real kernel-heavy traces: stress-ng --switch-ops N for each N (e.g. 250000 "
                          "1250000: ~2 M and ~10 M kernel records) and a 2 s mixed one, bench/import/kernel_records.py; "
                          "kept with --keep")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import"
     def trace_dir(records: int) -> Path:
         return base / (f"trace-{records}" if args.threads == 8 else f"trace-{records}-t{args.threads}")
