@@ -19,6 +19,8 @@ import pytest
 from conftest import OSLENS, ROOT, dump, meta, run_oslens
 from oslens.capture import raw
 from oslens.store.kernel_tables import build_kernel_tables
+from oslens.store.kernel_tables_oracle import build_kernel_tables_oracle
+from oslens.store.test_kernel_tables import same_tables
 
 COLLECTOR = ROOT / ".venv" / "bin" / "oslens-collector"
 IS_ROOT = os.geteuid() == 0
@@ -38,8 +40,12 @@ def record(trace, program, *args, options=(), env=None, timeout=120, mechanism=N
 
 
 def tables(trace):
+    """The kernel tables of a real trace, as the import builds them (DuckDB), checked against the
+    numpy oracle row for row."""
     chunks = [c for c in raw.read_chunks(Path(trace)) if c.path.name.startswith("kernel-")]
-    return build_kernel_tables(chunks, raw.read_meta(Path(trace)))
+    got = build_kernel_tables(chunks, raw.read_meta(Path(trace)))
+    same_tables(got, build_kernel_tables_oracle(chunks, raw.read_meta(Path(trace))))
+    return got
 
 
 def need_tracepoints(trace, *names):
@@ -436,8 +442,9 @@ def test_a_rename_is_recorded_when_it_happens(compile_c, tmp_path, mech):
     need_tracepoints(tmp_path / "t", "task/task_rename", "raw_syscalls/sys_enter")
     chunks = [c for c in raw.read_chunks(tmp_path / "t") if c.path.name.startswith("kernel-")]
     pid = meta(tmp_path / "t")["pid"]
-    from oslens.store.kernel_tables import _Comms, _Records
-    comms = _Comms(_Records(chunks))
+    from oslens.store import kernel_records
+    from oslens.store.kernel_tasks import Comms
+    comms = Comms([n for c in chunks for n in kernel_records.names_of(c, c.records)])
     sc = tables(tmp_path / "t")["syscalls"].to_pylist()
     (prctl,) = [s for s in sc if s["tid"] == pid and s["name"] == "prctl"]
     before, after = comms.at(np.array([pid, pid]), np.array([prctl["start_ns"], prctl["end_ns"]]))

@@ -38,11 +38,11 @@ def cpu_s() -> float:
 def write_with_crate(path: Path, table) -> None:
     """Writes `table` as importer.write_table does, through the parquet crate."""
     import crate_writer
-    from oslens.store import importer, schema
+    from oslens.store import parquet_options, schema
 
-    table = importer.required_where_full(table)
-    stats = {f.name for f in table.schema if importer._prunes(f.name) and str(importer._value_type(f.type)) == "int64"}
-    crate_writer.write_with_crate(path, table, schema.DELTA_COLUMNS, stats, importer.ROW_GROUP)
+    table = parquet_options.required_where_full(table)
+    stats = {f.name for f in table.schema if parquet_options.prunes(f.name) and str(parquet_options.value_type(f.type)) == "int64"}
+    crate_writer.write_with_crate(path, table, schema.DELTA_COLUMNS, stats, parquet_options.ROW_GROUP)
 
 
 def write_one(path: Path, table, codec: str, level: int | None, writer: str) -> None:

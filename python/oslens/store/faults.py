@@ -7,6 +7,7 @@ and when (seconds from the start of the run)."""
 from __future__ import annotations
 
 from oslens.capture import raw
+from oslens.store.kernel_records import records_of
 
 
 def add_losses(losses, chunks: list, meta: dict) -> None:
@@ -32,7 +33,7 @@ def _collector_died(losses, chunks: list, meta: dict, start) -> None:
     died = kernel.get("collector_died") if isinstance(kernel, dict) else None
     if not isinstance(died, dict):
         return
-    last = max((int(c.records["ts"].max()) for c in chunks
+    last = max((int(records_of(c)["ts"].max()) for c in chunks
                 if c.header and c.header.get("source") == raw.SOURCE_KERNEL_CPU and len(c.records)), default=None)
     when = f" after {(last - start) / 1e9:.3f} s (its last record)" if last is not None and isinstance(start, int) else ""
     losses.add("kernel", "collector", None,

@@ -6,7 +6,8 @@ that before it starts. A chunk's records are kept from that read only while the 
 stay within HELD_BYTES; past it, a chunk's records are let go after the scan and read again
 when the pass reaches the chunk (oslens._native.app_pass, app_rows::Source), so the import's
 memory no longer grows with the trace: figures in docs/trace-schema.md, "Import memory".
-Kernel chunks are always kept (oslens.store.kernel_tables lays their records end to end).
+Kernel chunks are let go the same way: oslens.store.kernel_tables reads them again, one at a time,
+into DuckDB. Names chunks are always kept (their thread ledgers are read before the pass).
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ class Holder:
         self.kept = 0
         self.let_go = 0
 
-    def take(self, chunk: raw.ChunkData, reread: Callable[[], np.ndarray], kernel: bool) -> None:
+    def take(self, chunk: raw.ChunkData, reread: Callable[[], np.ndarray], keep: bool) -> None:
         size = chunk.records.nbytes if isinstance(chunk.records, np.ndarray) else 0
-        if kernel or not size or self.kept + size <= self.budget:
+        if keep or not size or self.kept + size <= self.budget:
             self.kept += size
             return
         chunk.records = LetGo(len(chunk.records), reread)

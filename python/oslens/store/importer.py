@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,6 +31,8 @@ from oslens import _native
 from oslens.version import __version__
 from oslens.capture import ledger, raw
 from oslens.errors import OslensError
+from oslens.store.parquet_options import (COMPRESSION, DELTA_COLUMNS, ROW_GROUP, prunes, pyarrow_options,  # noqa: F401 (bench/import)
+                                          required_where_full, value_type)
 from oslens.store import (app_tables, compensation, faults, held, kernel_tables as kernel_module, native_parquet, salvage,
                           schema, threads)
 
@@ -160,18 +163,27 @@ def meta_table(meta: dict, extra: dict) -> pa.Table:
 # ---------------------------------------------------------------- kernel tables
 
 
-def kernel_tables(kernel_chunks: list, meta: dict, losses: salvage.Losses) -> dict[str, pa.Table]:
-    out: dict[str, pa.Table] = {}
+def kernel_tables(trace: Path, kernel_chunks: list, meta: dict, losses: salvage.Losses) -> dict:
+    """The kernel tables: the big ones written by DuckDB beside the tables (or in $TMPDIR when the
+    trace folder cannot be written), as app_tables.WrittenTable; tasks and kernel_lost in memory."""
+    out: dict = {}
     if kernel_chunks:
-        try:
-            built = kernel_module.build_kernel_tables(kernel_chunks, meta) or {}
-            out.update(built)
-        except Exception as err:  # the rest of the trace still imports
-            losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
-                       f"kernel tables could not be built ({type(err).__name__}: {err})")
-    tables = {name: schema.conform(name, out.get(name)) for name in schema.KERNEL_SCHEMAS}
+        for folder in (trace, Path(tempfile.gettempdir())):
+            try:
+                out = kernel_module.write_kernel_tables(kernel_chunks, meta, folder) or {}
+                break
+            except (OSError, duckdb.IOException) as err:
+                if folder != trace:
+                    losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
+                               f"kernel tables could not be built ({type(err).__name__}: {err})")
+            except Exception as err:  # the rest of the trace still imports
+                losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
+                           f"kernel tables could not be built ({type(err).__name__}: {err})")
+                break
+    tables = {name: (out[name] if isinstance(out.get(name), app_tables.WrittenTable) else schema.conform(name, out.get(name)))
+              for name in schema.KERNEL_SCHEMAS}
     for name, table in out.items():  # further tables the collector's module defines (irqs, ...)
-        if name not in tables and isinstance(table, pa.Table) and name not in schema.APP_SCHEMAS:
+        if name not in tables and name not in schema.APP_SCHEMAS:
             tables[name] = table
     return tables
 
@@ -447,7 +459,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
             if scan is not None or not len(got.records):
                 scans[got.path] = scan or (None, [], 0, (None, None))
             # names chunks are kept: their thread ledgers are read before the pass
-            holder.take(got, functools.partial(_read_again, p), is_kernel_chunk(got) or ledger.is_names_chunk(got))
+            holder.take(got, functools.partial(_read_again, p), ledger.is_names_chunk(got))
         progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
     for c in ledger.thread_chunks(chunks):  # threads that recorded nothing of their own
         chunks.append(c)
@@ -461,7 +473,7 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
     progress.step("building application tables", 45)
     app = build_app(trace, chunks, meta, clock, names, scans, extensions)
     progress.step("building kernel tables", 65)
-    kernel = kernel_tables([c for c in chunks if is_kernel_chunk(c)], meta, losses)
+    kernel = kernel_tables(trace, [c for c in chunks if is_kernel_chunk(c)], meta, losses)
     for t in app["threads"]:
         if t.dropped_events:
             losses.add("app", f"thread {t.tid} ({t.name or '?'}) of process {t.pid}", t.dropped_events,
@@ -526,33 +538,6 @@ def _build_tables(trace: Path, losses: salvage.Losses, progress: _Progress | Non
 # ---------------------------------------------------------------- writing
 
 
-def _value_type(t: pa.DataType) -> pa.DataType:
-    return t.value_type if pa.types.is_dictionary(t) else t
-
-
-def _prunes(column: str) -> bool:
-    return column in ("ts", "pid", "tid", "cpu") or column.endswith("_ns") or column.endswith("_tid")
-
-
-def required_where_full(table: pa.Table) -> pa.Table:
-    """`table` with the columns that hold no null marked not nullable: Parquet stores them as
-    REQUIRED, without definition levels (a sixth of the time of encoding an int64 column). The
-    values and types are unchanged; an engine reading them back sees the same columns."""
-    fields = [f.with_nullable(False) if f.nullable and table.column(i).null_count == 0 else f
-              for i, f in enumerate(table.schema)]
-    return table if fields == list(table.schema) else table.cast(pa.schema(fields, metadata=table.schema.metadata))
-
-
-COMPRESSION = "lz4"  # bench/import/compression.py compares the codecs (time and size)
-
-
-ROW_GROUP = 1 << 22
-# compensation's columns stored delta-encoded, as the times they compensate are
-# (schema.DELTA_COLUMNS; app_rows/columns.rs COMP_DELTA: the native pass writes them so)
-COMPENSATED_DELTA = frozenset({"ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns", "end_comp_ns", "stop_comp_ns",
-                               "acquire_comp_ns", "release_comp_ns"})
-
-
 def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, level: int | None = None,
                 native: bool = True) -> None:
     """Writes one table: with the native writer where it handles every column (the store's own
@@ -564,18 +549,10 @@ def write_table(path: Path, table: pa.Table, compression: str = COMPRESSION, lev
             return
         table = table.read()
     table = required_where_full(table)
-    stats = {f.name for f in table.schema if pa.types.is_integer(_value_type(f.type)) and _prunes(f.name)}
-    delta_cols = schema.DELTA_COLUMNS | COMPENSATED_DELTA
-    if native and compression == COMPRESSION and native_parquet.write(path, table, delta_cols, stats, ROW_GROUP):
+    stats = {f.name for f in table.schema if pa.types.is_integer(value_type(f.type)) and prunes(f.name)}
+    if native and compression == COMPRESSION and native_parquet.write(path, table, DELTA_COLUMNS, stats, ROW_GROUP):
         return
-    dict_cols = [c for c in table.column_names if c in schema.DICTIONARY_COLUMNS]
-    delta = {c: "DELTA_BINARY_PACKED" for c in table.column_names
-             if c in delta_cols and pa.types.is_integer(table.schema.field(c).type)}
-    # min/max statistics where they prune row groups: times and thread ids (rows are ordered by
-    # thread and time); computing them for string and binary columns costs as much as encoding
-    # them, and for other numbers (values, ids, addresses) they prune nothing
-    pq.write_table(table, path, compression=compression, compression_level=level, use_dictionary=dict_cols or False, write_statistics=sorted(stats) or False,
-                   row_group_size=ROW_GROUP, column_encoding=delta or None)
+    pq.write_table(table, path, row_group_size=ROW_GROUP, **pyarrow_options(table.schema, compression, level))
 
 
 def write_tables(trace: Path, tables: dict, progress: _Progress | None = None) -> dict:

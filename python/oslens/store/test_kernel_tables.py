@@ -1,10 +1,12 @@
-"""build_kernel_tables on synthetic per-CPU kernel chunks with known answers."""
+"""build_kernel_tables on synthetic per-CPU kernel chunks with known answers, each built by the
+numpy oracle too and compared with it, row for row and type for type."""
 
+import pyarrow as pa
 import pytest
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import kernel_tables as kt
+from oslens.store import kernel_fields as kt, kernel_pairs, kernel_tables, kernel_tables_oracle
 
 NAME = raw.NAME
 
@@ -29,8 +31,29 @@ def hi(pid):
     return pid << 32
 
 
+def same_tables(got: dict, want: dict) -> None:
+    """The DuckDB build and the oracle agree on every table: names, columns, types and rows."""
+    assert sorted(got) == sorted(want)
+    for name in want:
+        g, w = got[name], want[name]
+        assert g.schema.names == w.schema.names, name
+        assert [f.type for f in g.schema] == [f.type if not pa.types.is_dictionary(f.type) else f.type.value_type
+                                             for f in w.schema], name
+        assert g.to_pylist() == w.to_pylist(), name
+
+
 def build(chunks, meta=None):
-    return kt.build_kernel_tables(chunks, meta or {})
+    """The tables as the import builds them, checked against the oracle, and again with batches
+    of 1 and 3 rows so that every pair and neighbour also falls across two batches."""
+    want = kernel_tables_oracle.build_kernel_tables_oracle(chunks, meta or {})
+    got = kernel_tables.build_kernel_tables(chunks, meta or {})
+    same_tables(got, want)
+    for rows in (1, 3):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(kernel_pairs, "BATCH_ROWS", rows)
+            mp.setattr(kernel_tables, "BATCH_ROWS", rows)
+            same_tables(kernel_tables.build_kernel_tables(chunks, meta or {}), want)
+    return got
 
 
 def test_switches_slices_and_states(tmp_path):

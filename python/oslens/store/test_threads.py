@@ -4,7 +4,7 @@ over what the recorder's chunks say; oslens's own threads are flagged."""
 import numpy as np
 import pyarrow as pa
 
-from oslens.store import kernel_tables as kt
+from oslens.store import kernel_fields as kt, kernel_tasks
 from oslens.store import threads
 from oslens.store.app_tables import AppThread
 
@@ -57,16 +57,11 @@ def test_oslens_threads_are_flagged_unless_they_recorded_events():
     assert t[10]["exec_ns"] == 5
 
 
-class _Names:
-    def __init__(self, names):
-        self.names = names
-
-
 def test_longest_held_comm_follows_renames_and_exec():
     # 20: `time` 0-10, exec'd `sleep` 10-1000; 21: `java` 5-6 then `GC Thread#0` to 300; 22: one name
-    c = kt._Comms(_Names([(0, 20, kt.NAME_TASK, "time"), (10, 20, kt.NAME_TASK, "sleep"),
-                          (5, 21, kt.NAME_TASK, "java"), (6, 21, kt.NAME_TASK, "GC Thread#0"),
-                          (3, 22, kt.NAME_TASK, "bash")]))
+    c = kernel_tasks.Comms([(0, 20, kt.NAME_TASK, "time"), (10, 20, kt.NAME_TASK, "sleep"),
+                            (5, 21, kt.NAME_TASK, "java"), (6, 21, kt.NAME_TASK, "GC Thread#0"),
+                            (3, 22, kt.NAME_TASK, "bash")])
     best, renamed = c.longest(np.array([20, 21, 22, 23]), np.array([0, 5, 3, 0]), np.array([1000, 300, 9, 9]))
     assert best.tolist() == ["sleep", "GC Thread#0", "bash", ""]
     assert renamed.tolist() == [True, True, False, False]

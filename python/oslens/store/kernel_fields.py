@@ -1,0 +1,142 @@
+"""What the kernel collector's records hold and how their fields read (kinds 64..127 and their
+field layouts, documented in crates/format/src/kernel.rs and named through oslens._native), for
+the kernel tables (oslens.store.kernel_tables) and the small per-task build (kernel_tasks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from oslens import _native
+
+SWITCH, WAKEUP, FORK, EXEC, EXIT, MIGRATE = (_native.KINDS[n] for n in (
+    "sched_switch", "sched_waking", "fork", "exec", "exit", "migrate"))
+SYS_ENTER, SYS_EXIT, FAULT, BLOCK_ISSUE, BLOCK_COMPLETE = (_native.KINDS[n] for n in (
+    "sys_enter", "sys_exit", "page_fault_user", "block_rq_issue", "block_rq_complete"))
+IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SAMPLE, LOST, COUNTER, TRACED, TASK = (_native.KINDS[n] for n in (
+    "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "sample", "kernel_lost", "kernel_counter",
+    "traced_root", "task"))
+NAME_TASK, NAME_EXEC, NAME_IRQ = (_native.KERNEL_NAME_CLASSES[n] for n in ("task", "exec", "irq"))
+RW_LETTERS = tuple((_native.BLOCK_RW_FLAGS[n], letter) for n, letter in (
+    ("write", "W"), ("read", "R"), ("discard", "D"), ("flush", "F"), ("sync", "S"), ("meta", "M"), ("ahead", "A"),
+    ("fua", "U")))
+COUNTER_NAMES = _native.KERNEL_COUNTER_NAMES
+FAULT_IP_BITS, BLOCK_SECTORS_SHIFT, BLOCK_SECTORS_BITS, BLOCK_FLAGS_SHIFT = (_native.KERNEL_FIELD_LAYOUT[n] for n in (
+    "fault_ip_bits", "block_sectors_shift", "block_sectors_bits", "block_flags_shift"))
+STATE_LETTERS = ((0x01, "S"), (0x02, "D"), (0x04, "T"), (0x08, "t"), (0x10, "X"), (0x20, "Z"), (0x40, "P"), (0x80, "I"))
+SOFTIRQ_NAMES = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"]
+LOW32 = np.uint64(0xFFFFFFFF)
+CLONE_THREAD = 0x10000
+
+_SYSCALL_NAMES = (
+    "read write open close stat fstat lstat poll lseek mmap mprotect munmap brk rt_sigaction "
+    "rt_sigprocmask rt_sigreturn ioctl pread64 pwrite64 readv writev access pipe select "
+    "sched_yield mremap msync mincore madvise shmget shmat shmctl dup dup2 pause nanosleep "
+    "getitimer alarm setitimer getpid sendfile socket connect accept sendto recvfrom sendmsg "
+    "recvmsg shutdown bind listen getsockname getpeername socketpair setsockopt getsockopt clone "
+    "fork vfork execve exit wait4 kill uname semget semop semctl shmdt msgget msgsnd msgrcv "
+    "msgctl fcntl flock fsync fdatasync truncate ftruncate getdents getcwd chdir fchdir rename "
+    "mkdir rmdir creat link unlink symlink readlink chmod fchmod chown fchown lchown umask "
+    "gettimeofday getrlimit getrusage sysinfo times ptrace getuid syslog getgid setuid setgid "
+    "geteuid getegid setpgid getppid getpgrp setsid setreuid setregid getgroups setgroups "
+    "setresuid getresuid setresgid getresgid getpgid setfsuid setfsgid getsid capget capset "
+    "rt_sigpending rt_sigtimedwait rt_sigqueueinfo rt_sigsuspend sigaltstack utime mknod uselib "
+    "personality ustat statfs fstatfs sysfs getpriority setpriority sched_setparam "
+    "sched_getparam sched_setscheduler sched_getscheduler sched_get_priority_max "
+    "sched_get_priority_min sched_rr_get_interval mlock munlock mlockall munlockall vhangup "
+    "modify_ldt pivot_root _sysctl prctl arch_prctl adjtimex setrlimit chroot sync acct "
+    "settimeofday mount umount2 swapon swapoff reboot sethostname setdomainname iopl ioperm "
+    "create_module init_module delete_module get_kernel_syms query_module quotactl nfsservctl "
+    "getpmsg putpmsg afs_syscall tuxcall security gettid readahead setxattr lsetxattr fsetxattr "
+    "getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr removexattr lremovexattr "
+    "fremovexattr tkill time futex sched_setaffinity sched_getaffinity set_thread_area io_setup "
+    "io_destroy io_getevents io_submit io_cancel get_thread_area lookup_dcookie epoll_create "
+    "epoll_ctl_old epoll_wait_old remap_file_pages getdents64 set_tid_address restart_syscall "
+    "semtimedop fadvise64 timer_create timer_settime timer_gettime timer_getoverrun timer_delete "
+    "clock_settime clock_gettime clock_getres clock_nanosleep exit_group epoll_wait epoll_ctl "
+    "tgkill utimes vserver mbind set_mempolicy get_mempolicy mq_open mq_unlink mq_timedsend "
+    "mq_timedreceive mq_notify mq_getsetattr kexec_load waitid add_key request_key keyctl "
+    "ioprio_set ioprio_get inotify_init inotify_add_watch inotify_rm_watch migrate_pages openat "
+    "mkdirat mknodat fchownat futimesat newfstatat unlinkat renameat linkat symlinkat readlinkat "
+    "fchmodat faccessat pselect6 ppoll unshare set_robust_list get_robust_list splice tee "
+    "sync_file_range vmsplice move_pages utimensat epoll_pwait signalfd timerfd_create eventfd "
+    "fallocate timerfd_settime timerfd_gettime accept4 signalfd4 eventfd2 epoll_create1 dup3 "
+    "pipe2 inotify_init1 preadv pwritev rt_tgsigqueueinfo perf_event_open recvmmsg fanotify_init "
+    "fanotify_mark prlimit64 name_to_handle_at open_by_handle_at clock_adjtime syncfs sendmmsg "
+    "setns getcpu process_vm_readv process_vm_writev kcmp finit_module sched_setattr "
+    "sched_getattr renameat2 seccomp getrandom memfd_create kexec_file_load bpf execveat "
+    "userfaultfd membarrier mlock2 copy_file_range preadv2 pwritev2 pkey_mprotect pkey_alloc "
+    "pkey_free statx io_pgetevents rseq - - - - - - - - - - - - - - - - - - - - - - - - - - - - "
+    "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - "
+    "- - - - - - - - - - - - - - - pidfd_send_signal io_uring_setup io_uring_enter "
+    "io_uring_register open_tree move_mount fsopen fsconfig fsmount fspick pidfd_open clone3 "
+    "close_range openat2 pidfd_getfd faccessat2 process_madvise epoll_pwait2 mount_setattr "
+    "quotactl_fd landlock_create_ruleset landlock_add_rule landlock_restrict_self memfd_secret "
+    "process_mrelease futex_waitv set_mempolicy_home_node cachestat fchmodat2 map_shadow_stack "
+    "futex_wake futex_wait futex_requeue statmount listmount lsm_get_self_attr lsm_set_self_attr "
+    "lsm_list_modules mseal setxattrat getxattrat listxattrat removexattrat open_tree_attr "
+    "file_getattr file_setattr "
+).split()
+
+
+def syscall_name(nr: int) -> str:
+    if 0 <= nr < len(_SYSCALL_NAMES) and _SYSCALL_NAMES[nr] != "-":
+        return _SYSCALL_NAMES[nr]
+    return f"syscall_{nr}"
+
+
+def syscall_names(nrs: np.ndarray) -> pa.Array:
+    uniq, inv = np.unique(nrs, return_inverse=True)
+    return pa.DictionaryArray.from_arrays(pa.array(inv.astype(np.int32)), pa.array([syscall_name(int(n)) for n in uniq], type=pa.string()))
+
+
+def strings(values: np.ndarray, fmt) -> pa.Array:
+    """Maps integer codes to strings through `fmt`, once per distinct value."""
+    if len(values) == 0:
+        return pa.array([], type=pa.string())
+    uniq, inv = np.unique(values, return_inverse=True)
+    return pa.array([fmt(int(u)) for u in uniq], type=pa.string()).take(pa.array(inv.astype(np.int64)))
+
+
+def state_letters(state: int) -> str:
+    s = state & 0xFF
+    if s == 0:
+        return "R"
+    return "|".join(letter for bit, letter in STATE_LETTERS if s & bit)
+
+
+def rw_letters(flags: int) -> str:
+    return "".join(letter for bit, letter in RW_LETTERS if flags & bit) or "N"
+
+
+def i64(x) -> np.ndarray:
+    return np.asarray(x).astype(np.int64)
+
+
+def i32(x) -> np.ndarray:
+    """Low 32 bits as a signed value (pids, cpus, syscall numbers)."""
+    return (np.asarray(x, dtype=np.uint64) & LOW32).astype(np.uint32).view(np.int32).astype(np.int64)
+
+
+def hi32(x) -> np.ndarray:
+    return (np.asarray(x, dtype=np.uint64) >> np.uint64(32)).astype(np.int64)
+
+
+def nullable(values: np.ndarray, valid: np.ndarray, typ=pa.int64()) -> pa.Array:
+    return pa.array(values, type=typ, mask=~np.asarray(valid, dtype=bool))
+
+
+# x86-64 numbers of the calls that need care when pairing entries with exits
+NR_CLONE, NR_FORK, NR_VFORK, NR_EXIT, NR_EXIT_GROUP, NR_CLONE3 = 56, 57, 58, 60, 231, 435
+FORK_CALLS = (NR_CLONE, NR_FORK, NR_VFORK, NR_CLONE3)
+NO_RETURN_CALLS = (NR_EXIT, NR_EXIT_GROUP)
+
+
+def table_of(cols: dict) -> pa.Table:
+    return pa.table({k: (v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)) for k, v in cols.items()})
+
+
+def dev_name(dev: int) -> str:
+    """major:minor of a dev_t as the kernel holds it inside (MINORBITS = 20 in include/linux/kdev_t.h)."""
+    return f"{dev >> 20}:{dev & ((1 << 20) - 1)}"
