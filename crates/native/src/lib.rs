@@ -90,6 +90,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_oracle::pair_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(py_oracle::lock_requests, m)?)?;
     m.add_function(wrap_pyfunction!(py_parquet::write_parquet, m)?)?;
+    m.add_class::<py_parquet::ParquetStream>()?;
     #[cfg(feature = "parquet-crate")]
     m.add_function(wrap_pyfunction!(crate_writer::write_parquet_crate, m)?)?;
     m.add_function(wrap_pyfunction!(py_oracle::event_offsets, m)?)?;

@@ -85,16 +85,16 @@ pub fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>
 /// buffers (numpy views them), keyed "table.column".
 ///
 /// streams: {table: path} of the derived tables written while the pass runs, a page at a time
-/// (regions, counters, timers, pauses, adapt, sync; their columns are then not returned, and
-/// "sync.rows" says how many rows sync got, "sync.peak" and "regions.peak" the most rows each
-/// held at once); with every chunk's sync keys sync's rows are written as threads end whatever the objects' names;
+/// (regions, functions, counters, timers, pauses, adapt, sync; their columns are then not
+/// returned, and "sync.rows" says how many rows sync got, "sync.peak", "regions.peak" and
+/// "functions.peak" the most rows each held at once); with every chunk's sync keys sync's rows are written as threads end whatever the objects' names;
 /// "passes": the times the pass ran (more than once where a column's nullability or sync's
 /// dictionary was not what its first page decided); reasons:
 /// ((codes, count, PLAIN labels) of counters' reasons, the same of pauses'), the sorted codes
 /// the streamed tables hold; thread_end: per thread (latest closing calibration time, program
 /// exit where its chunk was never closed), i64 min for none: when an unclosed region ends.
 /// costs: per record kind, what one record cost (ns; oslens.store.compensation): app_events,
-/// regions, counters and timers then get compensation's columns (each time less the cost of its
+/// regions, functions, counters and timers then get compensation's columns (each time less the cost of its
 /// thread's earlier records, a pause charged its value), the other tables' compensated times
 /// are returned as "table.comp0".. (in the order of their times), and "comp.kinds" (records per
 /// thread and kind) and "comp.pause_ns" (each thread's pauses) for its summary.
@@ -179,6 +179,7 @@ pub fn app_pass<'py>(
             let built = (|| {
                 Ok::<_, std::io::Error>(app_rows::Streams {
                     regions: sink("regions")?,
+                    functions: sink("functions")?,
                     counters: sink("counters")?,
                     timers: sink("timers")?,
                     pauses: sink("pauses")?,
@@ -228,6 +229,7 @@ fn derived_dict(py: Python<'_>, d: app_rows::Derived, passes: usize) -> PyResult
     out.set_item("sync.rows", d.sync_rows)?;
     out.set_item("sync.peak", d.sync_peak)?;
     out.set_item("regions.peak", d.regions_peak)?;
+    out.set_item("functions.peak", d.functions_peak)?;
     out.set_item("passes", passes)?;
     put("extent.min", Col::I64(d.extent_min))?;
     put("extent.max", Col::I64(d.extent_max))?;
@@ -296,7 +298,7 @@ fn check_args(costs: Option<&[f64]>, streams: &std::collections::HashMap<String,
     if costs.is_some_and(|c| c.len() != 256) {
         return Err(PyValueError::new_err("app_pass: costs must give one figure per record kind (256)"));
     }
-    if let Some(bad) = streams.keys().find(|k| !["regions", "counters", "timers", "pauses", "adapt", "sync"].contains(&k.as_str())) {
+    if let Some(bad) = streams.keys().find(|k| !["regions", "functions", "counters", "timers", "pauses", "adapt", "sync"].contains(&k.as_str())) {
         return Err(PyValueError::new_err(format!("app_pass: {bad} cannot be streamed")));
     }
     if streams.keys().any(|k| k == "counters" || k == "pauses") && !reasons {

@@ -127,3 +127,70 @@ pub fn write_parquet(py: Python<'_>, path: &str, rows: usize, columns: Vec<Bound
     })
 }
 
+
+fn io_err(path: &str, e: std::io::Error) -> PyErr {
+    match e.kind() {
+        std::io::ErrorKind::InvalidData => PyValueError::new_err(format!("ParquetStream: {e}")),
+        _ => PyOSError::new_err(format!("{path}: {e}")),
+    }
+}
+
+/// ParquetStream(path, group_rows): a Parquet file written from Python a page at a time, with
+/// the pages, row groups and footer write_parquet gives the whole table (a table rewritten
+/// batch by batch without holding it: oslens.store.symbols). Every call describes the same
+/// columns (names, types, nullability).
+#[pyclass(module = "oslens._native")]
+pub struct ParquetStream {
+    w: Option<parquet::Writer<std::fs::File>>,
+    path: String,
+    group_rows: usize,
+    in_group: usize,
+}
+
+#[pymethods]
+impl ParquetStream {
+    #[new]
+    fn new(path: String, group_rows: usize) -> PyResult<Self> {
+        let w = std::fs::File::create(&path).and_then(parquet::Writer::new).map_err(|e| io_err(&path, e))?;
+        Ok(ParquetStream { w: Some(w), path, group_rows: group_rows.max(1), in_group: 0 })
+    }
+
+    /// write(rows, columns, last=False) -> the rows written: rows 0..rows of `columns` (see
+    /// write_parquet) as whole pages (PAGE_ROWS rows, or what the row group has room for); the
+    /// rows after the last whole page are left to the next call, or written too with `last`.
+    #[pyo3(signature = (rows, columns, last = false))]
+    fn write(&mut self, py: Python<'_>, rows: usize, columns: Vec<Bound<'_, PyDict>>, last: bool) -> PyResult<usize> {
+        let specs = columns.iter().map(column_spec).collect::<PyResult<Vec<_>>>()?;
+        let cols = specs.iter().map(|s| checked_column(s, rows)).collect::<PyResult<Vec<_>>>()?;
+        let (group_rows, mut in_group) = (self.group_rows, self.in_group);
+        let w = self.w.as_mut().ok_or_else(|| PyValueError::new_err("ParquetStream: already finished"))?;
+        let done = py.allow_threads(|| -> std::io::Result<usize> {
+            let mut lo = 0;
+            loop {
+                let cap = parquet::PAGE_ROWS.min(group_rows - in_group);
+                let n = cap.min(rows - lo);
+                if n == 0 || (n < cap && !last) {
+                    return Ok(lo);
+                }
+                w.pages(&cols, lo, lo + n)?;
+                lo += n;
+                in_group += n;
+                if in_group == group_rows {
+                    w.end_group()?;
+                    in_group = 0;
+                }
+            }
+        });
+        self.in_group = in_group;
+        done.map_err(|e| io_err(&self.path, e))
+    }
+
+    /// finish(columns): the open row group, and the footer with the schema of `columns` (their
+    /// rows are not read: an empty slice of the table will do).
+    fn finish(&mut self, py: Python<'_>, columns: Vec<Bound<'_, PyDict>>) -> PyResult<()> {
+        let specs = columns.iter().map(column_spec).collect::<PyResult<Vec<_>>>()?;
+        let cols = specs.iter().map(|s| checked_column(s, 0)).collect::<PyResult<Vec<_>>>()?;
+        let w = self.w.take().ok_or_else(|| PyValueError::new_err("ParquetStream: already finished"))?;
+        py.allow_threads(|| w.finish(&cols)).map_err(|e| io_err(&self.path, e))
+    }
+}

@@ -232,17 +232,19 @@ def _object_names(name_idx: np.ndarray, addr: np.ndarray, dictionary: pa.Array, 
 
 class WrittenTable:
     """A table already written to Parquet while it was built (app_events, by build_streamed):
-    its file and row count. importer.write_tables moves the file into place; read() gives the
-    rows as an Arrow table for a consumer that needs them in memory. The file is removed when
-    the object goes away unless it was moved."""
+    its file, row count and row group size (`group_rows`: a rewrite, symbols.extend's, keeps
+    it). importer.write_tables moves the file into place; read() gives the rows as an Arrow
+    table for a consumer that needs them in memory. The file is removed when the object goes
+    away unless it was moved."""
 
-    def __init__(self, path, num_rows: int, peak_rows: int | None = None):
+    def __init__(self, path, num_rows: int, peak_rows: int | None = None, group_rows: int | None = None):
         import weakref
         from pathlib import Path
 
         self.path = Path(path)
         self.num_rows = int(num_rows)
         self.peak_rows = num_rows if peak_rows is None else int(peak_rows)  # the most rows the pass held at once
+        self.group_rows = group_rows
         self._cleanup = weakref.finalize(self, _remove, str(self.path))
 
     def move_to(self, dest) -> None:
@@ -271,8 +273,8 @@ def _buf(got: dict, key: str, dtype) -> np.ndarray:
     return np.frombuffer(got[key], dtype=dtype)
 
 
-STREAMED = (("regions", raw.REGION_BEGIN), ("counters", raw.COUNTER), ("timers", raw.TIMER_STOP),
-            ("pauses", raw.PAUSE), ("adapt", raw.ADAPT))  # derived tables the pass can write, and their kind
+STREAMED = (("regions", raw.REGION_BEGIN), ("functions", FUNC_ENTRY), ("counters", raw.COUNTER), ("timers", raw.TIMER_STOP),
+            ("pauses", raw.PAUSE), ("adapt", raw.ADAPT))  # derived tables the pass can write, and the kind of their rows
 
 
 def _reasons(codes: list, labels: dict) -> tuple:
@@ -296,7 +298,7 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     (a WrittenTable stands in for it), the other tables are built from the rows the pass
     gathered. The same tables, rows and values as build; raises OSError when the file cannot
     be written. `scans`: {chunk path: _native.scan_records(its records)} where the readers took
-    it; with every chunk's, regions, counters, timers, pauses, adapt and sync are written in the
+    it; with every chunk's, regions, functions, counters, timers, pauses, adapt and sync are written in the
     pass too (next to events_path), a page at a time, and stand in the result as WrittenTables.
     Sync's mutex acquisitions are written as threads end where its object dictionary is known
     before the pass: where every scan has its sync keys (the (name key, address) pairs of its
@@ -305,10 +307,10 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     "passes" says how many times the pass ran.
 
     `costs`: per record kind, what one record cost (ns; oslens.store.compensation.cost_table):
-    app_events, regions, counters, timers and sync then get compensation's columns in the pass
+    app_events, regions, functions, counters, timers and sync then get compensation's columns in the pass
     (each time less the cost of its thread's earlier records), and the result's "compensation"
     holds what that extension needs for the rest: the compensated times of the tables built in
-    memory (functions, and those not streamed), each thread's records per kind and pauses' sum."""
+    memory (those not streamed), each thread's records per kind and pauses' sum."""
     app_tsc = any(c.header and c.header["source"] == raw.SOURCE_APP_THREAD and c.header["clock"] == raw.CLOCK_TSC
                   for c in chunks)
     lookup = NameLookup(names)
@@ -341,8 +343,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     _chunk_extent(threads, extent_start, extent_end, meta)
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
-    peaks = {"regions": got["regions.peak"], "sync": got["sync.peak"]}  # the most rows held at once
-    out.update({table: WrittenTable(p, got["sync.rows"] if table == "sync" else rows[table], peaks.get(table))
+    peaks = {"regions": got["regions.peak"], "functions": got["functions.peak"], "sync": got["sync.peak"]}  # the most rows held at once
+    out.update({table: WrittenTable(p, got["sync.rows"] if table == "sync" else rows[table], peaks.get(table), row_group)
                 for table, p in streams.items()})
     out["passes"] = int(got["passes"])
     if costs is not None:

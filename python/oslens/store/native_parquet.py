@@ -110,3 +110,23 @@ def write(path: Path, table: pa.Table, delta: set, stats: set, group_rows: int) 
         specs.append(spec)
     _native.write_parquet(str(path), table.num_rows, specs, group_rows)
     return True
+
+
+def stream_columns(table: pa.Table, delta: set, stats: set, nullable: set) -> list[dict]:
+    """The column descriptions _native.ParquetStream takes for `table` (a slice of a table
+    written a page at a time): as `write` gives them, but every column in `nullable` carries a
+    validity bitmap, also where this slice holds no null (every page of a column stored
+    OPTIONAL has definition levels; the bits after the rows are clear, as Arrow leaves them:
+    the writer copies a last page's padding bits). Raises ValueError for a column the writer does not handle."""
+    specs = []
+    for name in table.column_names:
+        arr = _one_array(table.column(name))
+        spec = column_spec(name, arr, name in delta, name in stats)
+        if spec is None:
+            raise ValueError(f"native_parquet: column {name} ({arr.type}) cannot be written natively")
+        if name in nullable and spec["validity"] is None:  # set for the rows, clear before and after
+            valid = np.zeros(spec["offset"] + len(arr), bool)
+            valid[spec["offset"]:] = True
+            spec["validity"] = np.packbits(valid, bitorder="little")
+        specs.append(spec)
+    return specs

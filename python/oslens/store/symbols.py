@@ -402,8 +402,11 @@ def import_settings(trace) -> dict:
 # ---------------------------------------------------------------- importer extension
 
 
-def name_functions(trace, names_by_pid: dict, pid, address, call_site, begin_ns) -> list[str | None]:
-    """Names for the rows of a functions table given as columns (numpy arrays or lists)."""
+def name_functions(trace, names_by_pid: dict, pid, address, call_site, begin_ns, sym: Symbolizer | None = None,
+                   cache: dict | None = None) -> list[str | None]:
+    """Names for the rows of a functions table given as columns (numpy arrays or lists).
+    `sym`, `cache` ({(pid, address): name} of processes with one image): kept from one call to
+    the next where a table is named a batch at a time, so each address is resolved once."""
     import numpy as np
 
     pid = np.asarray(pid, dtype=np.int64)
@@ -411,7 +414,6 @@ def name_functions(trace, names_by_pid: dict, pid, address, call_site, begin_ns)
     call_site = np.asarray(call_site, dtype=np.uint64)
     begin_ns = np.asarray(begin_ns, dtype=np.int64)
     out: list[str | None] = [None] * len(pid)
-    sym = None
     for p in np.unique(pid):
         rows = np.flatnonzero(pid == p)
         names = names_by_pid.get(int(p), {})
@@ -431,34 +433,119 @@ def name_functions(trace, names_by_pid: dict, pid, address, call_site, begin_ns)
             for r, n in zip(native, resolved):
                 out[r] = n
         else:
-            resolved = sym.resolve(int(p), uniq.tolist())
+            resolved = _resolve_cached(sym, int(p), uniq.tolist(), {} if cache is None else cache)
             for r, i in zip(native, inverse):
                 out[r] = resolved[i]
     return out
 
 
+def _resolve_cached(sym: Symbolizer, pid: int, addresses: list[int], cache: dict) -> list[str | None]:
+    """sym.resolve(pid, addresses) of a process with one image, each address resolved once
+    (a name depends only on its address: resolve_one, then demangling name by name)."""
+    missing = [a for a in addresses if (pid, a) not in cache]
+    if missing:
+        cache.update(zip(((pid, a) for a in missing), sym.resolve(pid, missing)))
+    return [cache[(pid, a)] for a in addresses]
+
+
+class FunctionNamer:
+    """Fills a functions table's name column and applies the import-time filters, a table (or
+    a batch of one) at a time: the same rows, names and filters whatever the batches."""
+
+    def __init__(self, trace, names_by_pid: dict):
+        self.trace, self.names_by_pid = trace, names_by_pid
+        settings = import_settings(trace) if trace else {}
+        self.pred = function_filter(settings["func_filter"]) if settings.get("func_filter") else None
+        self.min_ns = int(settings["func_min_ns"]) if settings.get("func_min_ns") else None
+        self.sym = Symbolizer(trace) if trace else None
+        self.cache: dict = {}
+
+    def __call__(self, f):
+        import numpy as np
+        import pyarrow as pa
+
+        names = name_functions(self.trace, self.names_by_pid, f["pid"].to_numpy(), f["address"].to_numpy(),
+                               f["call_site"].to_numpy(), f["begin_ns"].to_numpy(), self.sym, self.cache)
+        col = pa.array(names, pa.string())
+        idx = f.column_names.index("name")
+        f = f.set_column(idx, pa.field("name", f.schema.field("name").type), col.cast(f.schema.field("name").type))
+        keep = None
+        if self.pred is not None:
+            keep = np.array([self.pred(n) for n in names], dtype=bool)
+        if self.min_ns is not None:
+            long_enough = f["duration_ns"].to_numpy() >= self.min_ns
+            keep = long_enough if keep is None else keep & long_enough
+        return f if keep is None else f.filter(pa.array(keep))
+
+
 def extend(tables: dict, context: dict) -> None:
-    """Importer extension: fills functions.name, then applies the import-time filters."""
-    import numpy as np
+    """Importer extension: fills functions.name, then applies the import-time filters. A table
+    the import's pass wrote (app_tables.WrittenTable) is read, named and written again a row
+    group at a time, never whole (docs/trace-schema.md, "Import memory")."""
     import pyarrow as pa
 
     f = tables.get("functions")
-    if f is None or f.num_rows == 0 or "name" not in f.column_names:
+    if f is None or f.num_rows == 0:
         return
-    trace = context.get("trace")
-    names = name_functions(trace, context.get("names") or {}, f["pid"].to_numpy(), f["address"].to_numpy(),
-                           f["call_site"].to_numpy(), f["begin_ns"].to_numpy())
-    col = pa.array(names, pa.string())
-    idx = f.column_names.index("name")
-    f = f.set_column(idx, pa.field("name", f.schema.field("name").type), col.cast(f.schema.field("name").type))
-    settings = import_settings(trace) if trace else {}
-    keep = None
-    if settings.get("func_filter"):
-        pred = function_filter(settings["func_filter"])
-        keep = np.array([pred(n) for n in names], dtype=bool)
-    if settings.get("func_min_ns"):
-        long_enough = f["duration_ns"].to_numpy() >= int(settings["func_min_ns"])
-        keep = long_enough if keep is None else keep & long_enough
-    if keep is not None:
-        f = f.filter(pa.array(keep))
-    tables["functions"] = f
+    namer = FunctionNamer(context.get("trace"), context.get("names") or {})
+    if not isinstance(f, pa.Table):
+        tables["functions"] = _rewrite_written(f, namer)
+    elif "name" in f.column_names:
+        tables["functions"] = namer(f)
+
+
+BATCH_ROWS = 1 << 16  # rows named at a time where the table was written by the pass
+
+
+def _rewrite_written(f, namer: FunctionNamer):
+    """A WrittenTable of functions named and filtered into a new file, with the pages, row
+    groups and encodings importer.write_table gives the whole table (the columns that hold a
+    null stored OPTIONAL, the others REQUIRED: decided by the first rows kept, and the file
+    written again where a later batch holds a null in a column so far without)."""
+    from oslens.store import app_tables
+
+    out = f.path.with_name(f.path.stem + "-named.parquet")
+    nullable: set | None = None
+    try:
+        while True:
+            rows, again = _write_named(f, out, namer, nullable)
+            if again is None:
+                return app_tables.WrittenTable(out, rows, f.peak_rows, f.group_rows)
+            nullable = again
+    except BaseException:
+        app_tables._remove(str(out))
+        raise
+
+
+def _write_named(f, out: Path, namer: FunctionNamer, nullable: set | None) -> tuple[int, set | None]:
+    """One rewrite (_rewrite_written): (rows written, None), or (0, the nullable columns to
+    write again with) where a batch holds a null in a column written REQUIRED."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from oslens import _native
+    from oslens.store import native_parquet, parquet_options
+
+    stream = _native.ParquetStream(str(out), f.group_rows or parquet_options.ROW_GROUP)
+    pending, rows, delta, stats = None, 0, parquet_options.DELTA_COLUMNS, set()
+    for batch in pq.ParquetFile(f.path).iter_batches(batch_size=BATCH_ROWS):
+        t = namer(pa.Table.from_batches([batch]))
+        if pending is None:  # the first batch: the statistics' columns, and a template for the footer
+            stats = {c.name for c in t.schema if pa.types.is_integer(parquet_options.value_type(c.type))
+                     and parquet_options.prunes(c.name)}
+            pending = t.slice(0, 0)
+        if not t.num_rows:
+            continue
+        nulls = {c for c in t.column_names if t.column(c).null_count}
+        if nullable is None:
+            nullable = nulls
+        elif not nulls <= nullable:
+            return 0, nullable | nulls
+        pending = pa.concat_tables([pending, t])
+        n = stream.write(pending.num_rows, native_parquet.stream_columns(pending, delta, stats, nullable))
+        rows += n
+        pending = pending.slice(n)
+    nullable = nullable or set()
+    rows += stream.write(pending.num_rows, native_parquet.stream_columns(pending, delta, stats, nullable), last=True)
+    stream.finish(native_parquet.stream_columns(pending.slice(0, 0), delta, stats, nullable))
+    return rows, None

@@ -333,6 +333,8 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
         assert isinstance(tables["app_events"], app_tables.WrittenTable) == stream
         if case != "odd":  # sync too, where it has rows
             assert isinstance(tables["sync"], app_tables.WrittenTable) == stream
+        if case in ("random", "random-disordered", "nested"):  # and functions (named after by symbols)
+            assert isinstance(tables["functions"], app_tables.WrittenTable) == stream
         if stream and case.startswith("unnamed-locks"):
             sync = tables["sync"]
             assert sync.num_rows == 4 * 200

@@ -60,10 +60,10 @@ def test_a_chunk_that_shrank_before_the_pass_is_one_clear_error(tmp_path, monkey
 
 def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
     """Two threads of many chunks each whose rows the pass writes as their records go by: nested
-    regions, locks (some requested first), counters, timers of long and negative elapsed times
+    regions, functions, locks (some requested first), counters, timers of long and negative elapsed times
     and pauses, at times that tie and step back; regions left open when each thread ends, and
-    in the second thread, late, an end that closes another region (its pairing done again from
-    its records after most of its rows were written)."""
+    in the second thread, late, an end that closes another region and a return from another
+    function (their pairings done again from its records after most of their rows were written)."""
     from oslens import _native
     from oslens.capture import raw
     from oslens.store.test_app_tables import ACQ, REL, REQ
@@ -77,19 +77,23 @@ def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
             if t == 1 and i == per_thread * 9 // 10:
                 recs.append((ts, 9, 0, raw.REGION_END, 0, 0))  # closes another region
                 continue
+            if t == 1 and i == per_thread * 9 // 10 + 1:
+                recs.append((ts, 0, 0, raw.FUNC_EXIT, 0x999, 0))  # returns from another function
+                continue
             roll = rng.random()
             if i > per_thread - 20:  # the thread ends inside nested regions
                 recs.append((ts, 1 + i % 2, 0, raw.REGION_BEGIN, 0, 0))
             elif stack and roll < 0.3:
                 kind, ident, addr = stack.pop()
-                recs.append((ts, ident, 0, raw.REGION_END if kind == raw.REGION_BEGIN else REL, addr, 0))
+                recs.append((ts, ident, 0, {raw.REGION_BEGIN: raw.REGION_END, raw.FUNC_ENTRY: raw.FUNC_EXIT}.get(kind, REL), addr, 0))
             elif roll < 0.55 and len(stack) < 6:
-                kind = raw.REGION_BEGIN if rng.random() < 0.7 else ACQ
+                pick = rng.random()
+                kind = raw.REGION_BEGIN if pick < 0.5 else raw.FUNC_ENTRY if pick < 0.8 else ACQ
                 ident, addr = int(rng.integers(1, 3)), 0x40 + 0x10 * int(rng.integers(0, 3))
                 if kind == ACQ and rng.random() < 0.5:
                     recs.append((ts - 1, ident, 0, REQ, addr, 0))
                 stack.append((kind, ident, addr))
-                recs.append((ts, ident, 0, kind, addr, 0))
+                recs.append((ts, ident, 0, kind, addr, 0x1234 if kind == raw.FUNC_ENTRY else 0))  # b: a call site
             elif roll < 0.7:
                 recs.append((ts, 3, 0, raw.COUNTER, i, 1))
             elif roll < 0.85:  # elapsed back to the thread's start, or negative (a start after the stop)
@@ -109,8 +113,8 @@ def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
 
 def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_path, monkeypatch):
     """With every chunk let go, compensation's breakpoints kept for the latest two only (older
-    times' costs added up again from the records) and pages of 64 rows, the pass writes regions
-    and sync a page at a time while each thread's records go by, and its tables are those the
+    times' costs added up again from the records) and pages of 64 rows, the pass writes regions,
+    functions and sync a page at a time while each thread's records go by, and its tables are those the
     in-memory build makes, byte for byte."""
     import pyarrow.parquet as pq
 
@@ -130,11 +134,12 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
         build_app = None if stream else app_tables_oracle.build_app
         tables = importer.build_tables(trace, salvage.Losses(), build_app=build_app)
         if stream:
-            regions, sync = tables["regions"], tables["sync"]
-            assert isinstance(regions, app_tables.WrittenTable) and isinstance(sync, app_tables.WrittenTable)
+            regions, functions, sync = tables["regions"], tables["functions"], tables["sync"]
+            assert all(isinstance(t, app_tables.WrittenTable) for t in (regions, functions, sync))
             # held: a chunk's rows and less than a page before them, not a thread's (the second
             # thread's rows after its late bad end are held to its end)
-            assert regions.num_rows > 1000 and regions.peak_rows < regions.num_rows // 6
+            assert regions.num_rows > 700 and regions.peak_rows < regions.num_rows // 6
+            assert functions.num_rows > 400 and functions.peak_rows < functions.num_rows // 4
             assert sync.num_rows > 300 and sync.peak_rows < sync.num_rows // 3
         importer.write_tables(trace, tables)
         out[stream] = tmp_path / f"tables-{stream}"
@@ -143,6 +148,8 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     assert names == sorted(p.name for p in out[True].glob("*.parquet"))
     regions = pq.read_table(out[True] / "regions.parquet").to_pydict()
     assert regions["complete"].count(False) >= 19  # left open when the threads ended
+    functions = pq.read_table(out[True] / "functions.parquet").to_pydict()
+    assert functions["complete"].count(False) >= 2 and "begin_comp_ns" in functions
     for name in names:
         if name != "meta.parquet":  # meta holds the import's time
             assert (out[False] / name).read_bytes() == (out[True] / name).read_bytes(), name

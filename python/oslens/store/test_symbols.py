@@ -92,3 +92,49 @@ def test_demangles_cxx(tmp_path):
     if shutil.which("c++filt") is None:
         pytest.skip("no c++filt")
     assert symbols._demangle(["_Z3fooi", "plain", None]) == ["foo(int)", "plain", None]
+
+
+@pytest.mark.parametrize("func_filter", ["!hidden", "h*,m*,__main__.*"])
+def test_written_functions_named_a_batch_at_a_time(tmp_path, monkeypatch, func_filter):
+    """A functions table the import's pass wrote is named and filtered batch by batch into the
+    same file, byte for byte, as the whole table in memory: with a name first missing in a later
+    batch (the name column then written OPTIONAL: the file written again) and with none missing."""
+    import pyarrow as pa
+
+    from oslens.store import app_tables, importer, schema
+
+    exe = build(tmp_path, "-no-pie")
+    addrs = nm_addresses(exe)
+    trace = tmp_path / "trace"
+    (trace / "raw").mkdir(parents=True)
+    (trace / "raw" / "maps-42-1000.txt").write_text(f"400000-500000 r-xp 00000000 fd:00 1 {exe}\n")
+    names = {9: {(symbols.NAME_FUNCTION, 7): "__main__.f"}}
+    # (pid, address, call_site, duration): named rows first, an unknown address (0x10) later
+    calls = [(42, addrs["main"], 1, 90), (9, 7, 0, 30), (42, addrs["helper"], 1, 2), (42, addrs["hidden"], 1, 40),
+             (42, addrs["helper"], 1, 60), (9, 7, 0, 8), (42, 0x10, 1, 50), (42, addrs["main"], 1, 70),
+             (9, 8, 0, 20), (42, addrs["helper"], 1, 11)] * 3
+    n = len(calls)
+    table = schema.conform("functions", pa.table({
+        "pid": [c[0] for c in calls], "tid": [c[0] + 1 for c in calls], "address": pa.array([c[1] for c in calls], pa.uint64()),
+        "call_site": pa.array([c[2] for c in calls], pa.uint64()), "begin_ns": [100 * i for i in range(n)],
+        "end_ns": [100 * i + c[3] for i, c in enumerate(calls)], "duration_ns": [c[3] for c in calls],
+        "depth": [0] * n, "complete": [True] * n}))
+    monkeypatch.setenv("OSLENS_FUNC_FILTER", func_filter)
+    monkeypatch.setenv("OSLENS_FUNC_MIN_NS", "5")
+    monkeypatch.setattr(importer, "ROW_GROUP", 8)  # several row groups (of a page each)
+    monkeypatch.setattr(symbols, "BATCH_ROWS", 3)
+    context = {"trace": trace, "names": names}
+    whole = {"functions": table}
+    symbols.extend(whole, context)
+    importer.write_table(tmp_path / "whole.parquet", whole["functions"])
+    importer.write_table(tmp_path / "pass.parquet", table)  # as the pass writes it: names all null
+    written = {"functions": app_tables.WrittenTable(tmp_path / "pass.parquet", n, group_rows=8)}
+    symbols.extend(written, context)
+    importer.write_table(tmp_path / "batches.parquet", written["functions"])
+    got = whole["functions"].column("name").to_pylist()
+    dropped = (addrs["hidden"],) if func_filter == "!hidden" else (0x10, 8)  # the unnamed rows match no include
+    kept = [c for c in calls if c[3] >= 5 and c[1] not in dropped]
+    assert len(got) == len(kept) and got[0] == "main" and got[1] == "__main__.f"
+    assert (None in got) == (func_filter == "!hidden")
+    assert (tmp_path / "batches.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+    assert not (tmp_path / "pass.parquet").exists() and not (tmp_path / "pass-named.parquet").exists()

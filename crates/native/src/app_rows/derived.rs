@@ -4,7 +4,7 @@
 
 use super::columns::{bytes_of, i64_col, name_col, name_validity, plain_col, reason_col, who, Dicts, Reasons, Sink, COMP_DELTA};
 use super::compensation::Comp;
-use super::flags::{decide, Flags, PassErr, N_ADAPT, N_COUNTERS, N_PAUSES, N_REGIONS, N_TIMERS};
+use super::flags::{decide, Flags, PassErr, N_ADAPT, N_COUNTERS, N_FUNCTIONS, N_PAUSES, N_REGIONS, N_TIMERS};
 use super::nesting::Nested;
 use super::sync::{SyncPart, ACQUIRED, BARRIER, COND};
 use crate::parquet::{self, Column};
@@ -77,6 +77,8 @@ pub struct Derived {
     pub sync_peak: usize,
     /// the most regions rows held at once where regions is streamed
     pub regions_peak: usize,
+    /// the most functions rows held at once where functions is streamed
+    pub functions_peak: usize,
     pub comp: Option<Comp>,
 }
 
@@ -88,6 +90,7 @@ pub struct Streams {
     /// oslens.store.symbols.name_objects); the others are named by their address in hex.
     pub object_names: HashMap<u64, String>,
     pub regions: Option<Sink>,
+    pub functions: Option<Sink>,
     pub counters: Option<Sink>,
     pub timers: Option<Sink>,
     pub pauses: Option<Sink>,
@@ -108,6 +111,7 @@ impl Streams {
     pub fn sink(&mut self, table: usize) -> &mut Option<Sink> {
         match table {
             N_REGIONS => &mut self.regions,
+            N_FUNCTIONS => &mut self.functions,
             N_COUNTERS => &mut self.counters,
             N_TIMERS => &mut self.timers,
             N_ADAPT => &mut self.adapt,
@@ -119,6 +123,7 @@ impl Streams {
     pub fn cap(&self, table: usize) -> Option<usize> {
         let s = match table {
             N_REGIONS => &self.regions,
+            N_FUNCTIONS => &self.functions,
             N_COUNTERS => &self.counters,
             N_TIMERS => &self.timers,
             N_ADAPT => &self.adapt,
@@ -168,6 +173,7 @@ impl Derived {
     pub fn len(&self, table: usize) -> usize {
         match table {
             N_REGIONS => self.regions.g.len(),
+            N_FUNCTIONS => self.functions.g.len(),
             N_COUNTERS => self.counters.ts.len(),
             N_TIMERS => self.timers.g.len(),
             N_ADAPT => self.adapt.g.len(),
@@ -182,6 +188,7 @@ impl Derived {
         }
         match table {
             N_REGIONS => self.regions.drain_front(n),
+            N_FUNCTIONS => self.functions.drain_front(n),
             N_COUNTERS => {
                 let c = &mut self.counters;
                 [&mut c.ts, &mut c.value, &mut c.comp].into_iter().for_each(|v| drain(v, n));
@@ -219,12 +226,16 @@ impl Derived {
     }
 }
 
-/// Page scratch: validity and boolean bitmaps, 32-bit ids.
+/// Page scratch: validity and boolean bitmaps, 32-bit ids, functions' pid and tid values and
+/// their names' (all null) offsets.
 #[derive(Default)]
 pub struct PageScratch {
     valid: Vec<u8>,
     bits: Vec<u8>,
     ids: Vec<u32>,
+    pids: Vec<i64>,
+    tids: Vec<i64>,
+    offsets: Vec<u32>,
 }
 
 /// compensation's columns, after the table's own (oslens.store.compensation)
@@ -259,7 +270,47 @@ fn region_columns<'a>(n: &'a Nested, lo: usize, hi: usize, dicts: &'a Dicts, val
     cols
 }
 
-/// The columns of a derived table other than regions over rows lo..hi.
+/// The i64 value of entry g of a PLAIN-encoded INT64 dictionary (app_tables' pid and tid).
+fn plain_i64(plain: &[u8], g: i32) -> i64 {
+    let j = g as usize * 8;
+    i64::from_le_bytes(plain[j..j + 8].try_into().unwrap())
+}
+
+/// functions' columns over rows lo..hi, as app_tables' in-memory build makes them: pid and tid
+/// plain (not dictionary-encoded), the key (address) and `b` (call site) unsigned, and a name
+/// column all null (`sc.valid`: zeroed), filled at import by oslens.store.symbols.
+fn function_columns<'a>(n: &'a Nested, lo: usize, hi: usize, dicts: &Dicts, sc: &'a mut PageScratch, comp: bool) -> Vec<Column<'a>> {
+    sc.bits.clear();
+    sc.bits.resize((hi - lo).div_ceil(8), 0);
+    for (i, &c) in n.complete[lo..hi].iter().enumerate() {
+        sc.bits[i >> 3] |= (c & 1) << (i & 7);
+    }
+    sc.pids.clear();
+    sc.pids.extend(n.g[lo..hi].iter().map(|&g| plain_i64(dicts.pid.1, g)));
+    sc.tids.clear();
+    sc.tids.extend(n.g[lo..hi].iter().map(|&g| plain_i64(dicts.tid.1, g)));
+    sc.offsets.clear();
+    sc.offsets.resize(hi - lo + 1, 0);
+    let unsigned = |name: &str, v: &'a [u64]| plain_col(name, parquet::INT64, Some(parquet::UINT_64), bytes_of(v), 8);
+    let mut cols = vec![
+        i64_col("pid", &sc.pids, false, true),
+        i64_col("tid", &sc.tids, false, true),
+        unsigned("address", &n.key[lo..hi]),
+        unsigned("call_site", &n.b[lo..hi]),
+        Column { validity: Some(&sc.valid), data: Some(&[]), ..plain_col("name", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&sc.offsets), 4) },
+        i64_col("begin_ns", &n.begin[lo..hi], true, true),
+        i64_col("end_ns", &n.end[lo..hi], false, true),
+        i64_col("duration_ns", &n.duration[lo..hi], false, true),
+        i64_col("depth", &n.depth[lo..hi], false, false),
+        plain_col("complete", parquet::BOOLEAN, None, &sc.bits, 0),
+    ];
+    if comp {
+        cols.extend(comp_cols(["begin_comp_ns", "end_comp_ns", "duration_comp_ns"], &n.comp, lo, hi));
+    }
+    cols
+}
+
+/// The columns of a derived table other than regions and functions over rows lo..hi.
 #[allow(clippy::too_many_arguments)]
 fn table_columns<'a>(table: usize, d: &'a Derived, lo: usize, hi: usize, dicts: &'a Dicts, validity: Option<&'a [u8]>, st: &'a Streams, comp: bool) -> Vec<Column<'a>> {
     let names = d.names(table, lo, hi);
@@ -327,6 +378,9 @@ fn table_columns<'a>(table: usize, d: &'a Derived, lo: usize, hi: usize, dicts: 
 /// footer, the columns' schema, instead.
 #[allow(clippy::too_many_arguments)]
 pub fn page(table: usize, d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, sc: &mut PageScratch, footer: bool) -> Result<(), PassErr> {
+    if table == N_FUNCTIONS {
+        return function_page(d, lo, hi, dicts, st, sc, footer);
+    }
     let nulls = name_validity(d.names(table, lo, hi), &mut sc.valid);
     let nullable = if table == N_PAUSES {
         false
@@ -355,6 +409,28 @@ pub fn page(table: usize, d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: 
     drop(cols);
     sc.valid = valid;
     *st.sink(table) = sink;
+    Ok(done?)
+}
+
+/// page() of functions: its name column is always nullable (all null).
+fn function_page(d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: &mut Streams, sc: &mut PageScratch, footer: bool) -> Result<(), PassErr> {
+    let comp = st.costs.is_some();
+    let mut sink = st.functions.take();
+    let mut valid = std::mem::take(&mut sc.valid);
+    valid.clear();
+    valid.resize((hi - lo).div_ceil(8), 0);
+    sc.valid = valid;
+    let cols = function_columns(&d.functions, lo, hi, dicts, sc, comp);
+    let done = if footer {
+        sink.take().map(|s| s.w.finish(&cols)).transpose().map(|_| ())
+    } else {
+        match sink.as_mut() {
+            Some(s) if hi > lo => s.page(&cols, hi - lo),
+            _ => Ok(()),
+        }
+    };
+    drop(cols);
+    st.functions = sink;
     Ok(done?)
 }
 

@@ -45,6 +45,9 @@ pub fn decide(flags: &mut [Option<bool>; NULLABLE], slot: usize, nulls: usize) -
 
 /// The table number of pauses (no name column: no slot in the flags).
 pub const N_PAUSES: usize = NULLABLE;
+/// The table number of functions (its name column is always null in the pass, named later by
+/// oslens.store.symbols: no slot in the flags).
+pub const N_FUNCTIONS: usize = NULLABLE + 1;
 
 /// The nullability decided so far, by slot.
 pub type Flags = [Option<bool>; NULLABLE];

@@ -7,7 +7,7 @@ use super::columns::Dicts;
 use super::compensation::{Comp, Far, Step};
 use super::derived::{self, Derived, PageScratch, Streams};
 use super::events::Events;
-use super::flags::{Flags, PassErr, N_ADAPT, N_COUNTERS, N_PAUSES, N_REGIONS, N_TIMERS};
+use super::flags::{Flags, PassErr, N_ADAPT, N_COUNTERS, N_FUNCTIONS, N_PAUSES, N_REGIONS, N_TIMERS};
 use super::nesting::{self, PairEv};
 use crate::pairing::PairScratch;
 use super::scan::{count_kinds, name_key};
@@ -175,15 +175,23 @@ impl Pass<'_> {
     }
 
     /// The whole pages of the current thread's rows that can no longer change written as its
-    /// records go by, not held to its end: regions before the oldest one still open, mutex
+    /// records go by, not held to its end: regions and functions before the oldest one still open, mutex
     /// acquisitions before the oldest lock still held (docs/trace-schema.md, "Import memory").
     fn write_finished(&mut self) -> Result<(), PassErr> {
-        if self.st.regions.is_some() {
-            self.d.regions_peak = self.d.regions_peak.max(self.d.regions.g.len());
-            if let Some(upto) = self.live.regions.o.finished(self.d.regions.g.len()) {
-                let done = derived::drain_pages(N_REGIONS, &self.d, upto, false, self.dicts, self.st, self.flags, &mut self.pages)?;
-                self.d.drain_front(N_REGIONS, done);
-                self.live.regions.o.shift(done);
+        for table in [N_REGIONS, N_FUNCTIONS] {
+            if self.st.cap(table).is_none() {
+                continue;
+            }
+            let len = self.d.len(table);
+            let (held, tracker) = match table {
+                N_REGIONS => (&mut self.d.regions_peak, &mut self.live.regions),
+                _ => (&mut self.d.functions_peak, &mut self.live.functions),
+            };
+            *held = (*held).max(len);
+            if let Some(upto) = tracker.o.finished(len) {
+                let done = derived::drain_pages(table, &self.d, upto, false, self.dicts, self.st, self.flags, &mut self.pages)?;
+                self.d.drain_front(table, done);
+                tracker.o.shift(done);
             }
         }
         if let Some(upto) = self.live.sync.mutex.finished(self.d.sync[ACQUIRED].g.len()) {
@@ -299,6 +307,10 @@ impl Pass<'_> {
             self.d.regions_peak = self.d.regions_peak.max(self.d.regions.g.len());
             derived::write_pages(N_REGIONS, &mut self.d, false, self.dicts, self.st, self.flags, &mut self.pages)?;
         }
+        if self.st.functions.is_some() {
+            self.d.functions_peak = self.d.functions_peak.max(self.d.functions.g.len());
+            derived::write_pages(N_FUNCTIONS, &mut self.d, false, self.dicts, self.st, self.flags, &mut self.pages)?;
+        }
         self.sync_writer.thread_done(&mut self.d, self.live.sync.unnamed, self.dicts, self.st, self.flags)
     }
 
@@ -366,7 +378,7 @@ impl Pass<'_> {
 
     /// The streamed derived tables' last pages and footers, and sync's.
     fn finish(mut self) -> Result<Derived, PassErr> {
-        for table in [N_COUNTERS, N_TIMERS, N_PAUSES, N_ADAPT, N_REGIONS] {
+        for table in [N_COUNTERS, N_TIMERS, N_PAUSES, N_ADAPT, N_REGIONS, N_FUNCTIONS] {
             if self.st.cap(table).is_none() {
                 continue;
             }
