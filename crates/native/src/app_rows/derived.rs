@@ -398,18 +398,22 @@ pub fn page(table: usize, d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: 
     } else {
         table_columns(table, d, lo, hi, dicts, validity, st, comp)
     };
-    let done = if footer {
-        sink.take().map(|s| s.w.finish(&cols)).transpose().map(|_| ())
-    } else {
-        match sink.as_mut() {
-            Some(s) if hi > lo => s.page(&cols, hi - lo),
-            _ => Ok(()),
-        }
-    };
+    let done = emit(&mut sink, &cols, hi - lo, footer);
     drop(cols);
     sc.valid = valid;
     *st.sink(table) = sink;
     Ok(done?)
+}
+
+/// A page of `rows` rows of `cols` written to the sink, or with `footer` its footer.
+fn emit(sink: &mut Option<Sink>, cols: &[Column], rows: usize, footer: bool) -> std::io::Result<()> {
+    if footer {
+        return sink.take().map(|s| s.w.finish(cols)).transpose().map(|_| ());
+    }
+    match sink.as_mut() {
+        Some(s) if rows > 0 => s.page(cols, rows),
+        _ => Ok(()),
+    }
 }
 
 /// page() of functions: its name column is always nullable (all null).
@@ -421,14 +425,7 @@ fn function_page(d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: &mut Stre
     valid.resize((hi - lo).div_ceil(8), 0);
     sc.valid = valid;
     let cols = function_columns(&d.functions, lo, hi, dicts, sc, comp);
-    let done = if footer {
-        sink.take().map(|s| s.w.finish(&cols)).transpose().map(|_| ())
-    } else {
-        match sink.as_mut() {
-            Some(s) if hi > lo => s.page(&cols, hi - lo),
-            _ => Ok(()),
-        }
-    };
+    let done = emit(&mut sink, &cols, hi - lo, footer);
     drop(cols);
     st.functions = sink;
     Ok(done?)
