@@ -106,6 +106,33 @@ def test_import_is_done_once_and_redone_when_the_schema_changes(trace):
     assert "imported" in run_oslens("import", "--force", trace).stderr
 
 
+def test_an_import_killed_before_its_end_leaves_nothing_the_next_one_keeps(trace):
+    """What an import writes while it runs carries its pid; the next import removes those of a
+    pid that no longer runs (SIGKILL, a crash), and leaves a running import's alone."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        made = {}
+        for pid in (dead.pid, live.pid):
+            spill = trace / f".kernel-tables-{pid}-x1"
+            spill.mkdir()
+            (spill / "records.duckdb").write_bytes(b"x" * 100)
+            made[pid] = [spill, trace / f".switches-.kernel-tables-{pid}-x1.parquet",
+                         trace / f".app_events.tmp-{pid}.parquet", trace / f".tables.tmp-{pid}"]
+            made[pid][1].write_bytes(b"x")
+            made[pid][2].write_bytes(b"x")
+            made[pid][3].mkdir()
+        assert "imported" in import_quietly(trace).stderr
+        assert not [p for p in made[dead.pid] if p.exists()]
+        assert all(p.exists() for p in made[live.pid])
+    finally:
+        live.kill()
+        live.wait()
+
+
 def test_open_imports_on_first_use(trace):
     import oslens
 

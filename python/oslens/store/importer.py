@@ -634,6 +634,36 @@ def verify_tables(trace: Path) -> dict[str, str]:
     return damaged_tables(trace, m, checksums=True) if m else {}
 
 
+# what an import writes in the trace folder while it runs, named by its pid (the kernel tables'
+# folder and files: kernel_tables.SPILL_PREFIX)
+# (not .tables.old-PID: killed between its two renames, it holds the only tables)
+STALE_PATTERNS = (".app_events.tmp-*.parquet", f".{TABLES_DIR}.tmp-*", f"{kernel_module.SPILL_PREFIX}*",
+                  f".*-{kernel_module.SPILL_PREFIX}*.parquet")
+
+
+def remove_stale_files(trace: Path) -> list[Path]:
+    """Removes what an import killed before its end left in the trace folder (SIGKILL, a crash):
+    the files and folders of STALE_PATTERNS whose pid is not a running process. Returns them."""
+    gone = []
+    for pattern in STALE_PATTERNS:
+        for p in trace.glob(pattern):
+            pid = _pid_in_name(p.name)
+            if pid is None or pid == os.getpid() or Path(f"/proc/{pid}").exists():
+                continue
+            with contextlib.suppress(OSError):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+                gone.append(p)
+    return gone
+
+
+def _pid_in_name(name: str) -> int | None:
+    """The pid in an import's temporary name: the digits after 'tmp-' or the spill prefix."""
+    import re
+
+    m = re.search(r"(?:tmp-|kernel-tables-)(\d+)", name)
+    return int(m.group(1)) if m else None
+
+
 def import_trace(trace, force: bool = False, quiet: bool = False, damaged: dict | None = None) -> Path:
     """Imports TRACE's raw chunks into TRACE/tables/*.parquet (unless already current).
     Returns the tables folder. Damage is salvaged, recorded in `lost` and reported in one
@@ -642,6 +672,7 @@ def import_trace(trace, force: bool = False, quiet: bool = False, damaged: dict 
     if not force and is_current(trace):
         return tables_dir(trace)
     _rebuildable(trace, damaged)
+    remove_stale_files(trace)
     t0 = time.perf_counter()
     paths = raw.chunk_paths(trace)
     progress = _Progress(_committed_bytes(paths), enabled=not quiet and sys.stderr.isatty())

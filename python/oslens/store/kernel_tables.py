@@ -39,6 +39,9 @@ from oslens.store.kernel_tasks import SMALL_KINDS, Comms, PidMap, tasks, whole_t
 
 # DuckDB's share of the import's memory; past it, its sorts and tables spill to `folder`
 MEMORY_LIMIT = os.environ.get("OSLENS_IMPORT_KERNEL_MEMORY", "128MB")
+# the folder DuckDB works in, inside the trace folder, and the prefix of the tables written
+# beside it: followed by the importing pid (importer.remove_stale_files)
+SPILL_PREFIX = ".kernel-tables-"
 BATCH_ROWS = 1 << 18
 
 # the (tid, pid) pairs records name, in the order the oracle reads them (the last one wins)
@@ -172,7 +175,7 @@ def _database(folder: Path):
     """A DuckDB database in a new folder inside `folder`, where it also spills, removed whatever
     happens. A file, not an in-memory database: the latter's sorts ran out of its memory limit at
     48 M records (bench/import, kernel_records)."""
-    spill = Path(tempfile.mkdtemp(prefix=".kernel-tables-", dir=folder))
+    spill = Path(tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-", dir=folder))
     con = duckdb.connect(str(spill / "records.duckdb"))
     try:
         # insertion order stays preserved: the batches come in the queries' ORDER BY
