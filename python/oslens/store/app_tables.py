@@ -237,7 +237,8 @@ class WrittenTable:
     table for a consumer that needs them in memory. The file is removed when the object goes
     away unless it was moved."""
 
-    def __init__(self, path, num_rows: int, peak_rows: int | None = None, group_rows: int | None = None):
+    def __init__(self, path, num_rows: int, peak_rows: int | None = None, group_rows: int | None = None,
+                 patches: pa.Table | None = None):
         import weakref
         from pathlib import Path
 
@@ -245,19 +246,98 @@ class WrittenTable:
         self.num_rows = int(num_rows)
         self.peak_rows = num_rows if peak_rows is None else int(peak_rows)  # the most rows the pass held at once
         self.group_rows = group_rows
+        # rows written before their values were final (functions behind a call still open):
+        # `row` and the final values of the columns it names, sorted by row; read(), move_to()
+        # and rewrite() give the rows patched
+        self.patches = patches if patches is not None and patches.num_rows else None
         self._cleanup = weakref.finalize(self, _remove, str(self.path))
 
     def move_to(self, dest) -> None:
         import os
 
-        os.replace(self.path, dest)
+        if self.patches is not None:  # written again with its rows patched
+            rewrite(self, Path(dest), self.patch)
+            _remove(str(self.path))
+        else:
+            os.replace(self.path, dest)
         self.path = dest
         self._cleanup.detach()
 
     def read(self) -> pa.Table:
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path)
+        return self.patch(pq.read_table(self.path), 0)
+
+    def patch(self, t: pa.Table, first: int) -> pa.Table:
+        """`t`, the table's rows from row `first` on, with their patches applied."""
+        if self.patches is None:
+            return t
+        rows = self.patches.column("row").to_numpy()
+        lo, hi = np.searchsorted(rows, [first, first + t.num_rows])
+        if lo == hi:
+            return t
+        at = rows[lo:hi] - first
+        for name in self.patches.column_names[1:]:
+            if name in t.column_names:
+                i = t.column_names.index(name)
+                values = t.column(i).to_numpy().copy()
+                values[at] = self.patches.column(name).to_numpy(zero_copy_only=False)[lo:hi]
+                t = t.set_column(i, t.schema.field(i), pa.array(values, t.schema.field(i).type))
+        return t
+
+
+BATCH_ROWS = 1 << 16  # rows read at a time where a WrittenTable is written again
+
+
+def rewrite(f: WrittenTable, out: Path, transform) -> int:
+    """Writes `f`'s rows again into `out`, a batch at a time (never whole): transform(rows,
+    index of the first) gives each batch's rows to write. The pages, row groups and encodings
+    are those importer.write_table gives the whole table: the columns that hold a null stored
+    OPTIONAL, the others REQUIRED, decided by the first rows written, and the file written
+    again where a later batch holds a null in a column so far without. Returns the rows written."""
+    nullable: set | None = None
+    try:
+        while True:
+            rows, again = _rewrite_once(f, out, transform, nullable)
+            if again is None:
+                return rows
+            nullable = again
+    except BaseException:
+        _remove(str(out))
+        raise
+
+
+def _rewrite_once(f: WrittenTable, out: Path, transform, nullable: set | None) -> tuple[int, set | None]:
+    """One rewrite: (rows written, None), or (0, the nullable columns to write again with) where
+    a batch holds a null in a column written REQUIRED."""
+    import pyarrow.parquet as pq
+
+    from oslens.store import native_parquet, parquet_options
+
+    stream = _native.ParquetStream(str(out), f.group_rows or parquet_options.ROW_GROUP)
+    pending, rows, first, delta, stats = None, 0, 0, parquet_options.DELTA_COLUMNS, set()
+    for batch in pq.ParquetFile(f.path).iter_batches(batch_size=BATCH_ROWS):
+        t = transform(pa.Table.from_batches([batch]), first)
+        first += batch.num_rows
+        if pending is None:  # the first batch: the statistics' columns, and a template for the footer
+            stats = {c.name for c in t.schema if pa.types.is_integer(parquet_options.value_type(c.type))
+                     and parquet_options.prunes(c.name)}
+            pending = t.slice(0, 0)
+        if not t.num_rows:
+            continue
+        nulls = {c for c in t.column_names if t.column(c).null_count}
+        if nullable is None:
+            nullable = nulls
+        elif not nulls <= nullable:
+            return 0, nullable | nulls
+        pending = pa.concat_tables([pending, t])
+        n = stream.write(pending.num_rows, native_parquet.stream_columns(pending, delta, stats, nullable))
+        rows += n
+        pending = pending.slice(n)
+    nullable = nullable or set()
+    rows += stream.write(pending.num_rows, native_parquet.stream_columns(pending, delta, stats, nullable), last=True)
+    stream.finish(native_parquet.stream_columns(pending.slice(0, 0), delta, stats, nullable))
+    return rows, None
 
 
 def _remove(path: str) -> None:
@@ -344,13 +424,27 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
     peaks = {"regions": got["regions.peak"], "functions": got["functions.peak"], "sync": got["sync.peak"]}  # the most rows held at once
-    out.update({table: WrittenTable(p, got["sync.rows"] if table == "sync" else rows[table], peaks.get(table), row_group)
+    out.update({table: WrittenTable(p, got["sync.rows"] if table == "sync" else rows[table], peaks.get(table), row_group,
+                                    _late_functions(got, costs is not None) if table == "functions" else None)
                 for table, p in streams.items()})
     out["passes"] = int(got["passes"])
     if costs is not None:
         out["compensation"] = _compensation_figures(got, streams, t_pid, t_tid)
     _derived_tables(out, got, streams, counts, t_pid, t_tid, dictionary, extent_end, last_record, object_names)
     return out
+
+
+def _late_functions(got: dict, comp: bool) -> pa.Table:
+    """The patches of the functions rows the pass wrote before their calls ended (app_rows/
+    nesting.rs Late): each row and its final end, duration, completeness (and compensated end
+    and duration)."""
+    cols = {"row": _buf(got, "functions.late_row", np.int64), "end_ns": _buf(got, "functions.late_end", np.int64),
+            "duration_ns": _buf(got, "functions.late_duration", np.int64),
+            "complete": _buf(got, "functions.late_complete", np.uint8).view(bool)}
+    if comp:
+        cols.update({"end_comp_ns": _buf(got, "functions.late_comp_end", np.int64),
+                     "duration_comp_ns": _buf(got, "functions.late_comp_duration", np.int64)})
+    return pa.table(cols)
 
 
 def _pass_inputs(threads: list[AppThread], lookup: NameLookup, scans: dict | None, app_tsc: bool) -> list:

@@ -413,13 +413,15 @@ def name_functions(trace, names_by_pid: dict, pid, address, call_site, begin_ns,
     address = np.asarray(address, dtype=np.uint64)
     call_site = np.asarray(call_site, dtype=np.uint64)
     begin_ns = np.asarray(begin_ns, dtype=np.int64)
-    out: list[str | None] = [None] * len(pid)
+    # names laid out through object arrays: one Python call per distinct name, not per row
+    out = np.full(len(pid), None, dtype=object)
     for p in np.unique(pid):
         rows = np.flatnonzero(pid == p)
         names = names_by_pid.get(int(p), {})
         py = rows[call_site[rows] == 0]
-        for r in py:
-            out[r] = names.get((NAME_FUNCTION, int(address[r])))
+        if len(py):
+            ids, inverse = np.unique(address[py], return_inverse=True)
+            out[py] = _objects([names.get((NAME_FUNCTION, int(a))) for a in ids.tolist()])[inverse.reshape(-1)]
         native = rows[call_site[rows] != 0]
         if len(native) == 0:
             continue
@@ -429,14 +431,20 @@ def name_functions(trace, names_by_pid: dict, pid, address, call_site, begin_ns,
         addrs = address[native]
         uniq, inverse = np.unique(addrs, return_inverse=True)
         if len(sym._files.get(int(p), [])) > 1:
-            resolved = sym.resolve(int(p), addrs.tolist(), begin_ns[native].tolist())
-            for r, n in zip(native, resolved):
-                out[r] = n
+            out[native] = _objects(sym.resolve(int(p), addrs.tolist(), begin_ns[native].tolist()))
         else:
             resolved = _resolve_cached(sym, int(p), uniq.tolist(), {} if cache is None else cache)
-            for r, i in zip(native, inverse):
-                out[r] = resolved[i]
-    return out
+            out[native] = _objects(resolved)[inverse.reshape(-1)]
+    return out.tolist()
+
+
+def _objects(values: list):
+    """A list as a 1-D object array (never a 2-D one, whatever its items)."""
+    import numpy as np
+
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
 
 
 def _resolve_cached(sym: Symbolizer, pid: int, addresses: list[int], cache: dict) -> list[str | None]:
@@ -494,58 +502,11 @@ def extend(tables: dict, context: dict) -> None:
         tables["functions"] = namer(f)
 
 
-BATCH_ROWS = 1 << 16  # rows named at a time where the table was written by the pass
-
-
 def _rewrite_written(f, namer: FunctionNamer):
-    """A WrittenTable of functions named and filtered into a new file, with the pages, row
-    groups and encodings importer.write_table gives the whole table (the columns that hold a
-    null stored OPTIONAL, the others REQUIRED: decided by the first rows kept, and the file
-    written again where a later batch holds a null in a column so far without)."""
+    """A WrittenTable of functions patched (rows written before their calls ended), named and
+    filtered into a new file, a batch at a time (app_tables.rewrite)."""
     from oslens.store import app_tables
 
     out = f.path.with_name(f.path.stem + "-named.parquet")
-    nullable: set | None = None
-    try:
-        while True:
-            rows, again = _write_named(f, out, namer, nullable)
-            if again is None:
-                return app_tables.WrittenTable(out, rows, f.peak_rows, f.group_rows)
-            nullable = again
-    except BaseException:
-        app_tables._remove(str(out))
-        raise
-
-
-def _write_named(f, out: Path, namer: FunctionNamer, nullable: set | None) -> tuple[int, set | None]:
-    """One rewrite (_rewrite_written): (rows written, None), or (0, the nullable columns to
-    write again with) where a batch holds a null in a column written REQUIRED."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from oslens import _native
-    from oslens.store import native_parquet, parquet_options
-
-    stream = _native.ParquetStream(str(out), f.group_rows or parquet_options.ROW_GROUP)
-    pending, rows, delta, stats = None, 0, parquet_options.DELTA_COLUMNS, set()
-    for batch in pq.ParquetFile(f.path).iter_batches(batch_size=BATCH_ROWS):
-        t = namer(pa.Table.from_batches([batch]))
-        if pending is None:  # the first batch: the statistics' columns, and a template for the footer
-            stats = {c.name for c in t.schema if pa.types.is_integer(parquet_options.value_type(c.type))
-                     and parquet_options.prunes(c.name)}
-            pending = t.slice(0, 0)
-        if not t.num_rows:
-            continue
-        nulls = {c for c in t.column_names if t.column(c).null_count}
-        if nullable is None:
-            nullable = nulls
-        elif not nulls <= nullable:
-            return 0, nullable | nulls
-        pending = pa.concat_tables([pending, t])
-        n = stream.write(pending.num_rows, native_parquet.stream_columns(pending, delta, stats, nullable))
-        rows += n
-        pending = pending.slice(n)
-    nullable = nullable or set()
-    rows += stream.write(pending.num_rows, native_parquet.stream_columns(pending, delta, stats, nullable), last=True)
-    stream.finish(native_parquet.stream_columns(pending.slice(0, 0), delta, stats, nullable))
-    return rows, None
+    rows = app_tables.rewrite(f, out, lambda t, first: namer(f.patch(t, first)))
+    return app_tables.WrittenTable(out, rows, f.peak_rows, f.group_rows)

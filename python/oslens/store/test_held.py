@@ -60,7 +60,7 @@ def test_a_chunk_that_shrank_before_the_pass_is_one_clear_error(tmp_path, monkey
 
 def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
     """Two threads of many chunks each whose rows the pass writes as their records go by: nested
-    regions, functions, locks (some requested first), counters, timers of long and negative elapsed times
+    regions, functions (inside one call open to the thread's end), locks (some requested first), counters, timers of long and negative elapsed times
     and pauses, at times that tie and step back; regions left open when each thread ends, and
     in the second thread, late, an end that closes another region and a return from another
     function (their pairings done again from its records after most of their rows were written)."""
@@ -81,7 +81,9 @@ def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
                 recs.append((ts, 0, 0, raw.FUNC_EXIT, 0x999, 0))  # returns from another function
                 continue
             roll = rng.random()
-            if i > per_thread - 20:  # the thread ends inside nested regions
+            if i == 0:  # a call open to the thread's end, as main's is
+                recs.append((ts, 0, 0, raw.FUNC_ENTRY, 0x500, 0x1234))
+            elif i > per_thread - 20:  # the thread ends inside nested regions
                 recs.append((ts, 1 + i % 2, 0, raw.REGION_BEGIN, 0, 0))
             elif stack and roll < 0.3:
                 kind, ident, addr = stack.pop()
@@ -111,7 +113,8 @@ def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
     (path / "meta.json").write_text(json.dumps({"pid": 60, "end_ns": 10**6}))
 
 
-def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_path, monkeypatch):
+@pytest.mark.parametrize("extensions", [True, False])
+def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_path, monkeypatch, extensions):
     """With every chunk let go, compensation's breakpoints kept for the latest two only (older
     times' costs added up again from the records) and pages of 64 rows, the pass writes regions,
     functions and sync a page at a time while each thread's records go by, and its tables are those the
@@ -132,14 +135,17 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     out = {}
     for stream in (False, True):
         build_app = None if stream else app_tables_oracle.build_app
-        tables = importer.build_tables(trace, salvage.Losses(), build_app=build_app)
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=extensions, build_app=build_app)
         if stream:
             regions, functions, sync = tables["regions"], tables["functions"], tables["sync"]
             assert all(isinstance(t, app_tables.WrittenTable) for t in (regions, functions, sync))
             # held: a chunk's rows and less than a page before them, not a thread's (the second
             # thread's rows after its late bad end are held to its end)
             assert regions.num_rows > 700 and regions.peak_rows < regions.num_rows // 6
+            # functions too, though the first call of each thread is open to its end (main's):
+            # the rows behind it are written before it ends, and patched
             assert functions.num_rows > 400 and functions.peak_rows < functions.num_rows // 4
+            assert (functions.patches is not None) == (not extensions)  # else patched when symbols named them
             assert sync.num_rows > 300 and sync.peak_rows < sync.num_rows // 3
         importer.write_tables(trace, tables)
         out[stream] = tmp_path / f"tables-{stream}"
@@ -149,7 +155,9 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     regions = pq.read_table(out[True] / "regions.parquet").to_pydict()
     assert regions["complete"].count(False) >= 19  # left open when the threads ended
     functions = pq.read_table(out[True] / "functions.parquet").to_pydict()
-    assert functions["complete"].count(False) >= 2 and "begin_comp_ns" in functions
+    assert functions["complete"].count(False) >= 2 and ("begin_comp_ns" in functions) == extensions
+    outer = [i for i, a in enumerate(functions["address"]) if a == 0x500]
+    assert len(outer) == 2 and not any(functions["complete"][i] for i in outer)  # ended with their threads
     for name in names:
         if name != "meta.parquet":  # meta holds the import's time
             assert (out[False] / name).read_bytes() == (out[True] / name).read_bytes(), name

@@ -122,7 +122,7 @@ def test_written_functions_named_a_batch_at_a_time(tmp_path, monkeypatch, func_f
     monkeypatch.setenv("OSLENS_FUNC_FILTER", func_filter)
     monkeypatch.setenv("OSLENS_FUNC_MIN_NS", "5")
     monkeypatch.setattr(importer, "ROW_GROUP", 8)  # several row groups (of a page each)
-    monkeypatch.setattr(symbols, "BATCH_ROWS", 3)
+    monkeypatch.setattr(app_tables, "BATCH_ROWS", 3)
     context = {"trace": trace, "names": names}
     whole = {"functions": table}
     symbols.extend(whole, context)

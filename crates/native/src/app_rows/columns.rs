@@ -22,11 +22,13 @@ pub struct Sink {
     pub w: parquet::Writer<std::fs::File>,
     in_group: usize,
     group_rows: usize,
+    /// rows written so far
+    pub written: usize,
 }
 
 impl Sink {
     pub fn new(f: std::fs::File, group_rows: usize) -> std::io::Result<Sink> {
-        Ok(Sink { w: parquet::Writer::new(f)?, in_group: 0, group_rows: group_rows.max(1) })
+        Ok(Sink { w: parquet::Writer::new(f)?, in_group: 0, group_rows: group_rows.max(1), written: 0 })
     }
 
     /// Rows the next page holds: PAGE_ROWS, or what the row group has room for.
@@ -37,6 +39,7 @@ impl Sink {
     pub fn page(&mut self, cols: &[Column], n: usize) -> std::io::Result<()> {
         self.w.pages(cols, 0, n)?;
         self.in_group += n;
+        self.written += n;
         if self.in_group == self.group_rows {
             self.w.end_group()?;
             self.in_group = 0;

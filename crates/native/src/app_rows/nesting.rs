@@ -31,7 +31,28 @@ pub struct Nested {
     /// compensated begin, end and duration (filled as the records go by; rows paired again or
     /// left open when the thread is done get theirs then)
     pub comp: [Vec<i64>; 3],
+    /// the final values of rows written while their call was open (Tracker::early)
+    pub late: Vec<Late>,
 }
+
+/// A row written while its begin was still open (its end unknown): where it is, and the values
+/// it ends with, to patch the written table with (oslens.store.app_tables.WrittenTable).
+#[derive(Clone, Copy, Default)]
+pub struct Late {
+    /// its index in the table, and in its thread's rows
+    pub row: usize,
+    pub thread_row: usize,
+    pub begin: i64,
+    pub end: i64,
+    pub complete: u8,
+    pub comp_begin: i64,
+    pub comp_end: i64,
+    /// whether comp_end is known (else computed when the thread is done)
+    pub comp_known: bool,
+}
+
+/// An open begin whose row was already written (Open::open holds EARLY for it).
+pub const EARLY: usize = usize::MAX;
 
 
 impl Nested {
@@ -105,6 +126,13 @@ pub struct Open {
     pub base: usize,
     /// the thread's rows written while its records went by (finished, shift)
     pub written: usize,
+    /// whether rows are written past the oldest open begin (write_early)
+    pub early_ok: bool,
+    /// the thread's rows written while open, in row order (Late, into Nested::late from
+    /// `late_base` when they end), and which of them are still open (a stack)
+    pub early: Vec<Late>,
+    pub early_open: Vec<usize>,
+    pub late_base: usize,
 }
 
 impl Open {
@@ -114,6 +142,36 @@ impl Open {
         self.bad = false;
         self.base = base;
         self.written = 0;
+        self.early.clear();
+        self.early_open.clear();
+    }
+
+    /// The rows (`len` of them) that can be written now: all of them where rows may be
+    /// written before their end (early_ok: their final values patched in later), else those
+    /// before the oldest begin still open (finished).
+    pub fn writable(&self, len: usize) -> Option<usize> {
+        if self.early_ok && !self.bad {
+            return Some(len);
+        }
+        self.finished(len)
+    }
+
+    /// Rows ..n are about to be written, the first being row `table_row` of the table: the open
+    /// begins among them become early ones (their begins and compensated begins kept).
+    pub fn going_early(&mut self, n: usize, table_row: usize, out: &Nested) {
+        for o in self.open.iter_mut().filter(|o| o.0 != EARLY && o.0 < n) {
+            let r = o.0;
+            self.early_open.push(self.early.len());
+            self.early.push(Late {
+                row: table_row + r,
+                thread_row: self.written + (r - self.base),
+                begin: out.begin[r],
+                end: out.begin[r],
+                comp_begin: out.comp[0].get(r).copied().unwrap_or(0),
+                ..Default::default()
+            });
+            o.0 = EARLY;
+        }
     }
 
     /// The rows (`len` of them) that can no longer change: those before the oldest begin still
@@ -129,7 +187,7 @@ impl Open {
 
     /// The first n rows were written and taken away.
     pub fn shift(&mut self, n: usize) {
-        self.open.iter_mut().for_each(|o| o.0 -= n);
+        self.open.iter_mut().filter(|o| o.0 != EARLY).for_each(|o| o.0 -= n);
         self.written += n.saturating_sub(self.base);
         self.base = self.base.saturating_sub(n);
     }
@@ -140,9 +198,16 @@ impl Tracker {
         Tracker { keep_b, ..Default::default() }
     }
 
-    /// A new thread, whose rows start at `base`.
-    pub fn start(&mut self, base: usize, comp: bool) {
+    /// Whether rows are written before their ends (Open::writable).
+    pub fn early(mut self, ok: bool) -> Tracker {
+        self.o.early_ok = ok;
+        self
+    }
+
+    /// A new thread, whose rows start at `base` (`late`: Nested::late's length then).
+    pub fn start(&mut self, base: usize, comp: bool, late: usize) {
         self.o.start(base);
+        self.o.late_base = late;
         self.comp = comp;
     }
 
@@ -177,6 +242,11 @@ impl Tracker {
             return;
         }
         match self.o.open.pop() {
+            Some((EARLY, k)) if k == key => {
+                let i = self.o.early_open.pop().expect("an early begin has its entry");
+                let e = &mut self.o.early[i];
+                (e.end, e.complete, e.comp_end, e.comp_known) = (ts, 1, comp, true);
+            }
             Some((row, k)) if k == key => {
                 out.end[row] = ts;
                 out.duration[row] = ts.wrapping_sub(out.begin[row]);
@@ -192,7 +262,7 @@ impl Tracker {
 
     /// The thread's rows paired again from its events (the rows the tracker wrote taken back,
     /// but for those already written: the same rows, see `finished`).
-    pub fn pair_again(&self, out: &mut Nested, g: i32, evs: &[PairEv], keys: &mut Vec<(bool, u64)>, scratch: &mut PairScratch) {
+    pub fn pair_again(&mut self, out: &mut Nested, g: i32, evs: &[PairEv], keys: &mut Vec<(bool, u64)>, scratch: &mut PairScratch) {
         out.truncate(self.o.base);
         if evs.is_empty() {
             return;
@@ -200,10 +270,18 @@ impl Tracker {
         keys.clear();
         keys.extend(evs.iter().map(|e| (e.begin, e.key)));
         let keep_b = self.keep_b;
-        let mut skip = self.o.written;
+        let (written, mut row) = (self.o.written, 0usize);
+        let mut early = self.o.early.iter_mut().peekable();
         out.unmatched += pair_thread(keys, scratch, |b, e, depth| {
-            if skip > 0 {
-                skip -= 1;
+            if row < written {
+                // written already: an early row takes the end the general pairing gives it
+                if let Some(x) = early.next_if(|x| x.thread_row == row) {
+                    let complete = e >= 0;
+                    x.end = if complete { evs[e as usize].ts } else { evs[b].ts };
+                    x.complete = complete as u8;
+                    x.comp_known = false;
+                }
+                row += 1;
                 return;
             }
             let (eb, complete) = (&evs[b], e >= 0);
@@ -223,12 +301,26 @@ impl Tracker {
     }
 
     /// The thread's rows left open ended when the thread ended (app_tables._chunk_extent).
-    pub fn close_open(&self, out: &mut Nested, end: i64) {
+    pub fn close_open(&mut self, out: &mut Nested, end: i64) {
         for r in self.o.base..out.g.len() {
             if out.complete[r] == 0 {
                 out.end[r] = end.max(out.begin[r]);
                 out.duration[r] = out.end[r].wrapping_sub(out.begin[r]);
             }
         }
+        for e in self.o.early.iter_mut().filter(|e| e.complete == 0) {
+            (e.end, e.comp_known) = (end.max(e.begin), false);
+        }
+    }
+
+    /// The thread's early rows, final (their compensated ends computed by `comp` where not
+    /// known), into Nested::late.
+    pub fn finish_early(&mut self, out: &mut Nested, mut comp: impl FnMut(i64) -> i64) {
+        for e in self.o.early.iter_mut().filter(|e| !e.comp_known) {
+            (e.comp_end, e.comp_known) = (comp(e.end), true);
+        }
+        out.late.truncate(self.o.late_base);
+        out.late.append(&mut self.o.early);
+        self.o.early_open.clear();
     }
 }

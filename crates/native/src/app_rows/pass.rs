@@ -101,7 +101,9 @@ pub fn pass(
         g: -1,
         first_chunk: 0,
         regions: nesting::Tracker::new(false),
-        functions: nesting::Tracker::new(true),
+        // a program's outermost call (main) is open to its end: its rows are written before
+        // their calls end and patched (docs/trace-schema.md, "Import memory")
+        functions: nesting::Tracker::new(true).early(st.functions.is_some()),
         sync: Default::default(),
         timers_pending: Vec::new(),
     };
@@ -130,8 +132,8 @@ impl Pass<'_> {
         let live = &mut self.live;
         live.g = g;
         live.first_chunk = first_chunk;
-        live.regions.start(self.d.regions.g.len(), comp);
-        live.functions.start(self.d.functions.g.len(), comp);
+        live.regions.start(self.d.regions.g.len(), comp, 0);
+        live.functions.start(self.d.functions.g.len(), comp, self.d.functions.late.len());
         live.sync.start(g, &self.d.sync, comp);
         live.timers_pending.clear();
         if let Some(cp) = self.d.comp.as_mut() {
@@ -188,8 +190,10 @@ impl Pass<'_> {
                 _ => (&mut self.d.functions_peak, &mut self.live.functions),
             };
             *held = (*held).max(len);
-            if let Some(upto) = tracker.o.finished(len) {
+            if let Some(upto) = tracker.o.writable(len) {
+                let first = self.st.written(table);
                 let done = derived::drain_pages(table, &self.d, upto, false, self.dicts, self.st, self.flags, &mut self.pages)?;
+                tracker.o.going_early(done, first, if table == N_REGIONS { &self.d.regions } else { &self.d.functions });
                 self.d.drain_front(table, done);
                 tracker.o.shift(done);
             }
@@ -297,6 +301,8 @@ impl Pass<'_> {
         self.live.functions.close_open(&mut self.d.functions, end);
         let timers_held = !self.live.timers_pending.is_empty();
         self.compensate_thread();
+        let (cp, far) = (self.d.comp.as_ref(), &self.far);
+        self.live.functions.finish_early(&mut self.d.functions, |t| cp.map_or(0, |c| c.comp(t, far)));
         if let Some(e) = self.far.failed() {
             return Err(PassErr::Io(e));
         }
@@ -316,7 +322,7 @@ impl Pass<'_> {
 
     /// The pairings the live trackers gave up on done again from the thread's records read again.
     fn pair_again(&mut self, upto: usize) -> Result<(), PassErr> {
-        let live = &self.live;
+        let live = &mut self.live;
         let want = [live.regions.o.bad, live.functions.o.bad, live.sync.bad().iter().any(|&b| b)];
         if !want.iter().any(|&b| b) {
             return Ok(());
