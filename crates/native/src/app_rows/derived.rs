@@ -119,30 +119,26 @@ impl Streams {
         }
     }
 
-    /// Rows of a streamed table written so far.
-    pub fn written(&self, table: usize) -> usize {
-        let s = match table {
+    /// The sink of a streamed derived table, to read.
+    fn sink_of(&self, table: usize) -> &Option<Sink> {
+        match table {
             N_REGIONS => &self.regions,
             N_FUNCTIONS => &self.functions,
             N_COUNTERS => &self.counters,
             N_TIMERS => &self.timers,
             N_ADAPT => &self.adapt,
             _ => &self.pauses,
-        };
-        s.as_ref().map_or(0, |s| s.written)
+        }
+    }
+
+    /// Rows of a streamed table written so far.
+    pub fn written(&self, table: usize) -> usize {
+        self.sink_of(table).as_ref().map_or(0, |s| s.written)
     }
 
     /// Rows the next page of a streamed table holds (None: not streamed).
     pub fn cap(&self, table: usize) -> Option<usize> {
-        let s = match table {
-            N_REGIONS => &self.regions,
-            N_FUNCTIONS => &self.functions,
-            N_COUNTERS => &self.counters,
-            N_TIMERS => &self.timers,
-            N_ADAPT => &self.adapt,
-            _ => &self.pauses,
-        };
-        s.as_ref().map(|s| s.cap())
+        self.sink_of(table).as_ref().map(|s| s.cap())
     }
 }
 
