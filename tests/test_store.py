@@ -120,11 +120,12 @@ def test_an_import_killed_before_its_end_leaves_nothing_the_next_one_keeps(trace
             spill = trace / f".kernel-tables-{pid}-x1"
             spill.mkdir()
             (spill / "records.duckdb").write_bytes(b"x" * 100)
-            made[pid] = [spill, trace / f".switches-.kernel-tables-{pid}-x1.parquet",
-                         trace / f".app_events.tmp-{pid}.parquet", trace / f".tables.tmp-{pid}"]
-            made[pid][1].write_bytes(b"x")
-            made[pid][2].write_bytes(b"x")
-            made[pid][3].mkdir()
+            made[pid] = [spill, trace / f".tables.tmp-{pid}"] + [trace / n for n in (
+                f".switches-.kernel-tables-{pid}-x1.parquet", f".app_events.tmp-{pid}.parquet",
+                f".regions.tmp-{pid}.parquet", f".functions.tmp-{pid}-named.parquet")]
+            made[pid][1].mkdir()
+            for p in made[pid][2:]:
+                p.write_bytes(b"x")
         assert "imported" in import_quietly(trace).stderr
         assert not [p for p in made[dead.pid] if p.exists()]
         assert all(p.exists() for p in made[live.pid])

@@ -12,12 +12,12 @@ compares Parquet codecs on it.
 The headline figure ("import") is the import as `oslens import` runs it: with the importer's
 extensions (compensation, symbol names) and a calibration (a fixed one written next to the
 trace unless $OSLENS_CALIBRATION names one), which is the one native pass
-(oslens.store.importer._build_app): app_events, regions, counters, timers, pauses, adapt and sync,
-with compensation's columns, written to Parquet a page at a time by the pass, never held whole
-in memory (sync's rows as their threads end: the bench's lock is named, so its object dictionary
-is known before the first page); functions built from the rows the pass gathered, their
-compensated times computed in the pass too; the `compensation` table from its per-thread
-counts. Its build_tables phase includes the extensions and the tables written in the pass;
+(oslens.store.importer._build_app): app_events, regions, functions, counters, timers, pauses,
+adapt and sync, with compensation's columns, written to Parquet a page at a time by the pass,
+never held whole in memory (sync's rows as their threads end: the bench's lock is named, so its
+object dictionary is known before the first page; functions named by the symbols step a row
+group at a time: bench/import/functions.py measures them); the `compensation` table from its
+per-thread counts. Its build_tables phase includes the extensions and the tables written in the pass;
 write_parquet writes the rest and moves the files in place.
 
 "core" is the same trace imported without the extensions (the one pass writing the same

@@ -634,10 +634,12 @@ def verify_tables(trace: Path) -> dict[str, str]:
     return damaged_tables(trace, m, checksums=True) if m else {}
 
 
-# what an import writes in the trace folder while it runs, named by its pid (the kernel tables'
-# folder and files: kernel_tables.SPILL_PREFIX)
+# what an import writes in the trace folder while it runs, named by its pid: the pass's tables
+# (.app_events.tmp-PID.parquet, .regions..., .functions.tmp-PID-named.parquet: app_tables,
+# symbols), the tables folder being written, the kernel tables' folder and files
+# (kernel_tables.SPILL_PREFIX)
 # (not .tables.old-PID: killed between its two renames, it holds the only tables)
-STALE_PATTERNS = (".app_events.tmp-*.parquet", f".{TABLES_DIR}.tmp-*", f"{kernel_module.SPILL_PREFIX}*",
+STALE_PATTERNS = (".*.tmp-*.parquet", f".{TABLES_DIR}.tmp-*", f"{kernel_module.SPILL_PREFIX}*",
                   f".*-{kernel_module.SPILL_PREFIX}*.parquet")
 
 
