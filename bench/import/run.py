@@ -77,7 +77,7 @@ def phase(fn):
     return out, time.perf_counter() - w, cpu_s() - c
 
 
-def make_trace(path: Path, records: int, threads: int = 8) -> dict:
+def make_trace(path: Path, records: int, threads: int = 8, enclosing_region: bool = False) -> dict:
     from oslens.store import synthetic
 
     per_iteration = len(synthetic.PATTERN)
@@ -86,12 +86,13 @@ def make_trace(path: Path, records: int, threads: int = 8) -> dict:
     from oslens import _native
 
     # a trace written in another raw format version would import as damage: written again
-    want = {"records": iterations * threads * per_iteration, "threads": threads, "iterations": iterations,
-            "format_version": _native.FORMAT_VERSION}
+    want = {"records": iterations * threads * per_iteration + 2 * threads * enclosing_region, "threads": threads,
+            "iterations": iterations, "format_version": _native.FORMAT_VERSION, "enclosing_region": enclosing_region}
     if stamp.is_file() and json.loads(stamp.read_text()) == want:
         return want
     shutil.rmtree(path, ignore_errors=True)
-    synthetic.write_trace(path, threads=threads, iterations=iterations, chunk_records=1 << 20)
+    synthetic.write_trace(path, threads=threads, iterations=iterations, chunk_records=1 << 20,
+                          enclosing_region=enclosing_region)
     stamp.write_text(json.dumps(want))
     return want
 
@@ -159,6 +160,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=8,
                     help="threads of the synthetic trace (the import's memory grows with its largest thread's "
                          "open rows, not its records: 1 puts every record in one thread)")
+    ap.add_argument("--enclosing-region", action="store_true",
+                    help="each thread's records inside one region open from its first record to its last "
+                         "(a 'main' region around a whole program)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the import with extensions on the in-memory path (a tenth of the records)")
     ap.add_argument("--kernel-ops", type=int, nargs="+", default=None,
@@ -172,12 +176,13 @@ def main() -> int:
     args = parse_args()
     base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-import"
     def trace_dir(records: int) -> Path:
-        return base / (f"trace-{records}" if args.threads == 8 else f"trace-{records}-t{args.threads}")
+        name = f"trace-{records}" if args.threads == 8 else f"trace-{records}-t{args.threads}"
+        return base / (name + "-main" if args.enclosing_region else name)
 
     big = trace_dir(args.records)
     small = trace_dir(args.records // 10)
     w = time.perf_counter()
-    spec = make_trace(big, args.records, args.threads)
+    spec = make_trace(big, args.records, args.threads, args.enclosing_region)
     gen_s = time.perf_counter() - w
     import oslens.store.compensation  # noqa: F401  (the extensions' modules loaded outside the timing)
     import oslens.store.symbols  # noqa: F401
@@ -187,7 +192,7 @@ def main() -> int:
         cal.write_text(json.dumps(CALIBRATION))
         os.environ["OSLENS_CALIBRATION"] = str(cal)
     if args.reference:
-        make_trace(small, args.records // 10, args.threads)
+        make_trace(small, args.records // 10, args.threads, args.enclosing_region)
     if args.only:
         if args.only == "reference":
             got = import_once(small, extensions=True, reference=True)
@@ -204,7 +209,7 @@ def main() -> int:
         import subprocess
 
         cmd = [sys.executable, __file__, "--records", str(records), "--threads", str(args.threads), "--keep",
-               "--only", which]
+               "--only", which] + ["--enclosing-region"] * args.enclosing_region
         return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
     # Alternated, so a change in how fast the host lets this VM run hits both alike (it moved the
@@ -232,7 +237,7 @@ def main() -> int:
     memory = [{"records": args.records, "max_rss_mib": full["max_rss_mib"], "core_max_rss_mib": core["max_rss_mib"],
                "chunks_let_go": full["phases"]["read_chunks"].get("chunks_let_go")}]
     for n in (args.rss_at if args.rss_at is not None else [args.records // 10]):
-        make_trace(trace_dir(n), n, args.threads)
+        make_trace(trace_dir(n), n, args.threads, args.enclosing_region)
         got = fresh("import", n)
         memory.append({"records": got["records"], "max_rss_mib": got["max_rss_mib"], "cpu_s": got["cpu_s"],
                        "chunks_let_go": got["phases"]["read_chunks"].get("chunks_let_go")})

@@ -253,15 +253,15 @@ fn derived_dict(py: Python<'_>, d: app_rows::Derived, passes: usize) -> PyResult
     put("adapt.name", Col::I32(d.adapt.name))?;
     put("adapt.error", Col::I64(d.adapt.error))?;
     put("adapt.policy", Col::I64(d.adapt.policy))?;
-    // functions' rows written before their calls ended: their rows in the table and final values
-    let late = &d.functions.late;
-    put("functions.late_row", Col::I64(late.iter().map(|l| l.row as i64).collect()))?;
-    put("functions.late_end", Col::I64(late.iter().map(|l| l.end).collect()))?;
-    put("functions.late_duration", Col::I64(late.iter().map(|l| l.end.wrapping_sub(l.begin)).collect()))?;
-    put("functions.late_complete", Col::U8(late.iter().map(|l| l.complete).collect()))?;
-    put("functions.late_comp_end", Col::I64(late.iter().map(|l| l.comp_end).collect()))?;
-    put("functions.late_comp_duration", Col::I64(late.iter().map(|l| l.comp_end.wrapping_sub(l.comp_begin)).collect()))?;
     for (t, n) in [("regions", d.regions), ("functions", d.functions)] {
+        // rows written before their region or call ended: their rows in the table and final values
+        let late = &n.late;
+        put(&format!("{t}.late_row"), Col::I64(late.iter().map(|l| l.row as i64).collect()))?;
+        put(&format!("{t}.late_end"), Col::I64(late.iter().map(|l| l.end).collect()))?;
+        put(&format!("{t}.late_duration"), Col::I64(late.iter().map(|l| l.end.wrapping_sub(l.begin)).collect()))?;
+        put(&format!("{t}.late_complete"), Col::U8(late.iter().map(|l| l.complete).collect()))?;
+        put(&format!("{t}.late_comp_end"), Col::I64(late.iter().map(|l| l.comp_end).collect()))?;
+        put(&format!("{t}.late_comp_duration"), Col::I64(late.iter().map(|l| l.comp_end.wrapping_sub(l.comp_begin)).collect()))?;
         out.set_item(format!("{t}.unmatched"), n.unmatched)?;
         put(&format!("{t}.g"), Col::I32(n.g))?;
         put(&format!("{t}.name"), Col::I32(n.name))?;

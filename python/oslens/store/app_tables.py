@@ -238,7 +238,7 @@ class WrittenTable:
     away unless it was moved."""
 
     def __init__(self, path, num_rows: int, peak_rows: int | None = None, group_rows: int | None = None,
-                 patches: pa.Table | None = None):
+                 patches: pa.Table | None = None, threads: tuple | None = None):
         import weakref
         from pathlib import Path
 
@@ -246,10 +246,13 @@ class WrittenTable:
         self.num_rows = int(num_rows)
         self.peak_rows = num_rows if peak_rows is None else int(peak_rows)  # the most rows the pass held at once
         self.group_rows = group_rows
-        # rows written before their values were final (functions behind a call still open):
-        # `row` and the final values of the columns it names, sorted by row; read(), move_to()
-        # and rewrite() give the rows patched
+        # rows written before their values were final (regions and functions behind one still
+        # open): `row` and the final values of the columns it names, sorted by row; read(),
+        # move_to() and rewrite() give the rows patched
         self.patches = patches if patches is not None and patches.num_rows else None
+        # (pids, tids) of the import's threads where the file's pid, tid and name columns are
+        # dictionary-encoded over them and the names (regions'): a rewrite keeps them so
+        self.threads = threads
         self._cleanup = weakref.finalize(self, _remove, str(self.path))
 
     def move_to(self, dest) -> None:
@@ -316,8 +319,9 @@ def _rewrite_once(f: WrittenTable, out: Path, transform, nullable: set | None) -
 
     stream = _native.ParquetStream(str(out), f.group_rows or parquet_options.ROW_GROUP)
     pending, rows, first, delta, stats = None, 0, 0, parquet_options.DELTA_COLUMNS, set()
-    for batch in pq.ParquetFile(f.path).iter_batches(batch_size=BATCH_ROWS):
-        t = transform(pa.Table.from_batches([batch]), first)
+    read_dictionary = ["name"] if f.threads is not None else None
+    for batch in pq.ParquetFile(f.path, read_dictionary=read_dictionary).iter_batches(batch_size=BATCH_ROWS):
+        t = transform(_thread_dictionaries(pa.Table.from_batches([batch]), f.threads), first)
         first += batch.num_rows
         if pending is None:  # the first batch: the statistics' columns, and a template for the footer
             stats = {c.name for c in t.schema if pa.types.is_integer(parquet_options.value_type(c.type))
@@ -338,6 +342,23 @@ def _rewrite_once(f: WrittenTable, out: Path, transform, nullable: set | None) -
     rows += stream.write(pending.num_rows, native_parquet.stream_columns(pending, delta, stats, nullable), last=True)
     stream.finish(native_parquet.stream_columns(pending.slice(0, 0), delta, stats, nullable))
     return rows, None
+
+
+def _thread_dictionaries(t: pa.Table, threads: tuple | None) -> pa.Table:
+    """`t` with its pid and tid columns dictionary-encoded over the import's threads, as the pass
+    wrote them (their index: the thread's, found from its (pid, tid): app_threads orders and
+    keys threads by it); `t` as it is where `threads` is None."""
+    if threads is None or "pid" not in t.column_names:
+        return t
+    t_pid, t_tid = (np.asarray(a, dtype=np.int64) for a in threads)
+    keys = (t_pid << 32) | t_tid
+    pid, tid = (t.column(c).to_numpy() for c in ("pid", "tid"))
+    g = pa.array(np.searchsorted(keys, (pid << 32) | tid).astype(np.int32))
+    for name, values in (("pid", t_pid), ("tid", t_tid)):
+        i = t.column_names.index(name)
+        t = t.set_column(i, t.schema.field(i).with_type(pa.dictionary(pa.int32(), pa.int64())),
+                         pa.DictionaryArray.from_arrays(g, pa.array(values)))
+    return t
 
 
 def _remove(path: str) -> None:
@@ -425,7 +446,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
                  "app_events": WrittenTable(events_path, got["rows"])}
     peaks = {"regions": got["regions.peak"], "functions": got["functions.peak"], "sync": got["sync.peak"]}  # the most rows held at once
     out.update({table: WrittenTable(p, got["sync.rows"] if table == "sync" else rows[table], peaks.get(table), row_group,
-                                    _late_functions(got, costs is not None) if table == "functions" else None)
+                                    _late_rows(got, table, costs is not None) if table in ("regions", "functions") else None,
+                                    (t_pid, t_tid) if table == "regions" else None)
                 for table, p in streams.items()})
     out["passes"] = int(got["passes"])
     if costs is not None:
@@ -434,16 +456,16 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     return out
 
 
-def _late_functions(got: dict, comp: bool) -> pa.Table:
-    """The patches of the functions rows the pass wrote before their calls ended (app_rows/
-    nesting.rs Late): each row and its final end, duration, completeness (and compensated end
-    and duration)."""
-    cols = {"row": _buf(got, "functions.late_row", np.int64), "end_ns": _buf(got, "functions.late_end", np.int64),
-            "duration_ns": _buf(got, "functions.late_duration", np.int64),
-            "complete": _buf(got, "functions.late_complete", np.uint8).view(bool)}
+def _late_rows(got: dict, table: str, comp: bool) -> pa.Table:
+    """The patches of the regions or functions rows the pass wrote before their region or call
+    ended (app_rows/nesting.rs Late): each row and its final end, duration, completeness (and
+    compensated end and duration)."""
+    cols = {"row": _buf(got, f"{table}.late_row", np.int64), "end_ns": _buf(got, f"{table}.late_end", np.int64),
+            "duration_ns": _buf(got, f"{table}.late_duration", np.int64),
+            "complete": _buf(got, f"{table}.late_complete", np.uint8).view(bool)}
     if comp:
-        cols.update({"end_comp_ns": _buf(got, "functions.late_comp_end", np.int64),
-                     "duration_comp_ns": _buf(got, "functions.late_comp_duration", np.int64)})
+        cols.update({"end_comp_ns": _buf(got, f"{table}.late_comp_end", np.int64),
+                     "duration_comp_ns": _buf(got, f"{table}.late_comp_duration", np.int64)})
     return pa.table(cols)
 
 

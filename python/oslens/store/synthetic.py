@@ -2,7 +2,9 @@
 
 `write_trace` lays down a trace directory whose every table has a known answer: each thread
 repeats one pattern of records (nested regions, a counter, an event with a payload, a timer,
-a lock acquisition) on a TSC clock with a known rate.
+a lock acquisition) on a TSC clock with a known rate; `enclosing_region` puts each thread's
+records inside one region open from its first record to its last (a "main" region around a
+whole program).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from oslens.capture import raw
 
 TSC_PER_NS = 2.5
 TSC0, NS0 = 1_000_000_000, 5_000_000_000  # raw TSC and CLOCK_MONOTONIC ns of the origin
-OUTER, INNER, ITER_COUNTER, EV, TIMER, LOCK_NAME = 0x1111, 0x2222, 3, 4, 5, 6
+OUTER, INNER, ITER_COUNTER, EV, TIMER, LOCK_NAME, MAIN = 0x1111, 0x2222, 3, 4, 5, 6, 0x3333
 LOCK_ADDR = 0x7F00_0000_1000
 PAYLOAD = b"payload!"  # 8 bytes: kept in the record itself
 # one iteration of a thread: (offset in ns from the iteration start, kind, id, a, b)
@@ -36,7 +38,7 @@ PATTERN = [
 ]
 PERIOD_NS = 200
 NAMES = [(OUTER, 5, 0, "outer"), (INNER, 5, 0, "inner"), (ITER_COUNTER, 3, 0, "iterations"), (EV, 6, 0, "ev"),
-         (TIMER, 4, 0, "t"), (LOCK_NAME, 8, 0, "the-lock")]
+         (TIMER, 4, 0, "t"), (LOCK_NAME, 8, 0, "the-lock"), (MAIN, 5, 0, "main")]
 
 
 def tsc(ns):
@@ -76,9 +78,10 @@ def ns_of(t: int, iteration: int, offset: int, start_ns: int) -> int:
 
 
 def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int = 1 << 20, pid: int = 1000,
-                meta_extra: dict | None = None, unnamed_locks: bool = False) -> dict:
+                meta_extra: dict | None = None, unnamed_locks: bool = False, enclosing_region: bool = False) -> dict:
     """Writes a trace directory; returns what the importer must find. `unnamed_locks`: see
-    thread_records."""
+    thread_records. `enclosing_region`: a region MAIN begun before each thread's first record
+    (same time) and ended after its last (PERIOD_NS - 1 after its last iteration's start)."""
     path = Path(path)
     (path / "raw").mkdir(parents=True, exist_ok=True)
     starts = {}
@@ -94,6 +97,8 @@ def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int
         for s in range(0, max(iterations * k, 1), chunk_records):
             lo, hi = s // k, min(iterations, -(-(s + chunk_records) // k))
             part = thread_records(t, hi - lo, start_ns, unnamed_locks, first=lo)[s - lo * k:s - lo * k + chunk_records]
+            if enclosing_region:
+                part = _enclosed(part, t, start_ns, iterations, s == 0, s + chunk_records >= iterations * k)
             name = f"app-{pid}-{tid}-{seq}.osl"
             first_ns, last_ns = (ns_of(t, 0, 0, start_ns), ns_of(t, iterations - 1, PERIOD_NS - 1, start_ns))
             header = {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": pid, "tid": tid,
@@ -113,4 +118,14 @@ def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int
     meta.update(meta_extra or {})
     (path / "meta.json").write_text(json.dumps(meta))
     return {"threads": threads, "iterations": iterations, "pid": pid, "starts": starts,
-            "records": threads * iterations * len(PATTERN)}
+            "records": threads * (iterations * len(PATTERN) + 2 * enclosing_region)}
+
+
+def _enclosed(part: np.ndarray, t: int, start_ns: int, iterations: int, first: bool, last: bool) -> np.ndarray:
+    """A chunk's records with the enclosing region's begin before them (the thread's first chunk)
+    and its end after them (its last)."""
+    extra = np.zeros(2, dtype=part.dtype)
+    extra["kind"], extra["id"], extra["cpu"] = raw.REGION_BEGIN, MAIN, t % 2
+    extra["ts"][0] = np.rint(tsc(ns_of(t, 0, 0, start_ns)))
+    extra["kind"][1], extra["ts"][1] = raw.REGION_END, np.rint(tsc(ns_of(t, iterations - 1, PERIOD_NS - 1, start_ns)))
+    return np.concatenate([extra[:1]] * first + [part] + [extra[1:]] * last)

@@ -60,7 +60,8 @@ def test_a_chunk_that_shrank_before_the_pass_is_one_clear_error(tmp_path, monkey
 
 def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
     """Two threads of many chunks each whose rows the pass writes as their records go by: nested
-    regions, functions (inside one call open to the thread's end), locks (some requested first), counters, timers of long and negative elapsed times
+    regions (inside one region open to the thread's end, as a "main" region around a whole
+    program is), functions (inside one call open to the thread's end), locks (some requested first), counters, timers of long and negative elapsed times
     and pauses, at times that tie and step back; regions left open when each thread ends, and
     in the second thread, late, an end that closes another region and a return from another
     function (their pairings done again from its records after most of their rows were written)."""
@@ -83,6 +84,8 @@ def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
             roll = rng.random()
             if i == 0:  # a call open to the thread's end, as main's is
                 recs.append((ts, 0, 0, raw.FUNC_ENTRY, 0x500, 0x1234))
+            elif i == 1:  # a region open to the thread's end, around the whole program
+                recs.append((ts, 5, 0, raw.REGION_BEGIN, 0, 0))
             elif i > per_thread - 20:  # the thread ends inside nested regions
                 recs.append((ts, 1 + i % 2, 0, raw.REGION_BEGIN, 0, 0))
             elif stack and roll < 0.3:
@@ -108,7 +111,7 @@ def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
                                 {"source": 1, "clock": raw.CLOCK_MONOTONIC_NS, "pid": 60, "tid": 61 + t, "seq": seq},
                                 [(max(r[0], 0), *r[1:]) for r in recs[lo:lo + chunk]])
     _native.write_chunk(str(path / "raw" / "names-60-0.osl"), {"pid": 60, "tid": 0}, [],
-                        names=[(1, 5, 0, "r1"), (2, 5, 0, "r2"), (3, 3, 0, "c3"), (4, 4, 0, "t4"), (1, 8, 0, "lock1"),
+                        names=[(5, 5, 0, "main"), (1, 5, 0, "r1"), (2, 5, 0, "r2"), (3, 3, 0, "c3"), (4, 4, 0, "t4"), (1, 8, 0, "lock1"),
                                (2, 8, 0, "lock2")])
     (path / "meta.json").write_text(json.dumps({"pid": 60, "end_ns": 10**6}))
 
@@ -140,8 +143,11 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
             regions, functions, sync = tables["regions"], tables["functions"], tables["sync"]
             assert all(isinstance(t, app_tables.WrittenTable) for t in (regions, functions, sync))
             # held: a chunk's rows and less than a page before them, not a thread's (the second
-            # thread's rows after its late bad end are held to its end)
+            # thread's rows after its late bad end are held to its end), though the first
+            # region of each thread is open to its end: the rows behind it are written before
+            # it ends, and patched when the table is moved into place
             assert regions.num_rows > 700 and regions.peak_rows < regions.num_rows // 6
+            assert regions.patches is not None and regions.patches.num_rows >= 2
             # functions too, though the first call of each thread is open to its end (main's):
             # the rows behind it are written before it ends, and patched
             assert functions.num_rows > 400 and functions.peak_rows < functions.num_rows // 4
@@ -154,6 +160,11 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     assert names == sorted(p.name for p in out[True].glob("*.parquet"))
     regions = pq.read_table(out[True] / "regions.parquet").to_pydict()
     assert regions["complete"].count(False) >= 19  # left open when the threads ended
+    outer = [i for i, n in enumerate(regions["name"]) if n == "main"]
+    assert len(outer) == 2 and not any(regions["complete"][i] for i in outer)  # ended with their threads
+    for i in outer:  # each ends last of its thread's regions
+        tid = regions["tid"][i]
+        assert regions["end_ns"][i] == max(e for e, t in zip(regions["end_ns"], regions["tid"]) if t == tid)
     functions = pq.read_table(out[True] / "functions.parquet").to_pydict()
     assert functions["complete"].count(False) >= 2 and ("begin_comp_ns" in functions) == extensions
     outer = [i for i, a in enumerate(functions["address"]) if a == 0x500]
@@ -161,3 +172,40 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     for name in names:
         if name != "meta.parquet":  # meta holds the import's time
             assert (out[False] / name).read_bytes() == (out[True] / name).read_bytes(), name
+
+
+def test_a_region_around_the_whole_program_holds_no_rows_to_its_end(tmp_path, monkeypatch):
+    """synthetic's enclosing region (a "main" region around each thread's records, ended by its
+    last record): the pass writes the rows behind it as the records go by, not when it ends, and
+    gives it its end; the tables are the in-memory build's, byte for byte."""
+    import pyarrow.parquet as pq
+
+    from oslens.store import app_tables, app_tables_oracle
+
+    trace = tmp_path / "t"
+    spec = synthetic.write_trace(trace, threads=2, iterations=300, chunk_records=256, enclosing_region=True)
+    assert spec["records"] == 2 * (300 * len(synthetic.PATTERN) + 2)
+    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
+    out = {}
+    for stream in (False, True):
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=False,
+                                       build_app=None if stream else app_tables_oracle.build_app)
+        if stream:
+            regions = tables["regions"]
+            assert isinstance(regions, app_tables.WrittenTable) and regions.num_rows == 2 * (2 * 300 + 1)
+            assert regions.peak_rows < regions.num_rows // 8
+            assert regions.patches.column("row").to_pylist() == [0, 601]  # each thread's main, written early
+        importer.write_tables(trace, tables)
+        out[stream] = (trace / "tables" / "regions.parquet").read_bytes()
+    assert out[False] == out[True]
+    got = pq.read_table(trace / "tables" / "regions.parquet").to_pydict()
+    main = [i for i, n in enumerate(got["name"]) if n == "main"]
+    assert main == [0, 601]
+    for t, i in enumerate(main):
+        start = spec["starts"][spec["pid"] + t]
+        assert got["begin_ns"][i] == synthetic.ns_of(t, 0, 0, start)
+        assert got["end_ns"][i] == synthetic.ns_of(t, 299, synthetic.PERIOD_NS - 1, start)
+        assert got["duration_ns"][i] == got["end_ns"][i] - got["begin_ns"][i]
+        assert got["complete"][i] and got["depth"][i] == 0
+    assert set(got["depth"][1:601]) == {1, 2}  # outer and inner, inside main

@@ -100,9 +100,10 @@ pub fn pass(
     let live = Live {
         g: -1,
         first_chunk: 0,
-        regions: nesting::Tracker::new(false),
-        // a program's outermost call (main) is open to its end: its rows are written before
-        // their calls end and patched (docs/trace-schema.md, "Import memory")
+        // a program's outermost call (main) and a region around the whole program are open to
+        // its end: the rows behind them are written before they end and patched
+        // (docs/trace-schema.md, "Import memory")
+        regions: nesting::Tracker::new(false).early(st.regions.is_some()),
         functions: nesting::Tracker::new(true).early(st.functions.is_some()),
         sync: Default::default(),
         timers_pending: Vec::new(),
@@ -132,7 +133,7 @@ impl Pass<'_> {
         let live = &mut self.live;
         live.g = g;
         live.first_chunk = first_chunk;
-        live.regions.start(self.d.regions.g.len(), comp, 0);
+        live.regions.start(self.d.regions.g.len(), comp, self.d.regions.late.len());
         live.functions.start(self.d.functions.g.len(), comp, self.d.functions.late.len());
         live.sync.start(g, &self.d.sync, comp);
         live.timers_pending.clear();
@@ -302,6 +303,7 @@ impl Pass<'_> {
         let timers_held = !self.live.timers_pending.is_empty();
         self.compensate_thread();
         let (cp, far) = (self.d.comp.as_ref(), &self.far);
+        self.live.regions.finish_early(&mut self.d.regions, |t| cp.map_or(0, |c| c.comp(t, far)));
         self.live.functions.finish_early(&mut self.d.functions, |t| cp.map_or(0, |c| c.comp(t, far)));
         if let Some(e) = self.far.failed() {
             return Err(PassErr::Io(e));
