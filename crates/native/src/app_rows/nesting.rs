@@ -31,7 +31,7 @@ pub struct Nested {
     /// compensated begin, end and duration (filled as the records go by; rows paired again or
     /// left open when the thread is done get theirs then)
     pub comp: [Vec<i64>; 3],
-    /// the final values of rows written while their call was open (Tracker::early)
+    /// the final values of rows written while their region or call was open (Tracker::early)
     pub late: Vec<Late>,
 }
 

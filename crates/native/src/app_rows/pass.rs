@@ -177,9 +177,9 @@ impl Pass<'_> {
         Ok(rows)
     }
 
-    /// The whole pages of the current thread's rows that can no longer change written as its
-    /// records go by, not held to its end: regions and functions before the oldest one still open, mutex
-    /// acquisitions before the oldest lock still held (docs/trace-schema.md, "Import memory").
+    /// The whole pages of the current thread's rows written as its records go by, not held to
+    /// its end: regions and functions (those still open too, patched later: nesting.rs Late),
+    /// mutex acquisitions before the oldest lock still held (docs/trace-schema.md, "Import memory").
     fn write_finished(&mut self) -> Result<(), PassErr> {
         for table in [N_REGIONS, N_FUNCTIONS] {
             if self.st.cap(table).is_none() {
