@@ -188,8 +188,12 @@ def _no_new_osb_processes(before, wait_s=3.0):
 
 
 def _start_rr_and_wait_for_change(state_env, original):
+    # SIGINT at its default in the child: a suite started in the background (`make test &` in a
+    # script) inherits it ignored, and Python then keeps it ignored instead of raising
+    # KeyboardInterrupt, so the SIGINT case would run to its end
     p = subprocess.Popen([sys.executable, "-m", "oslens.cli", "bench", "--quick", "--only", "timeslice.rr"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=state_env)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=state_env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while RR.read_text() == original:
         if p.poll() is not None or time.monotonic() > deadline:
