@@ -230,6 +230,7 @@ fn derived_dict(py: Python<'_>, d: app_rows::Derived, passes: usize) -> PyResult
     out.set_item("sync.peak", d.sync_peak)?;
     out.set_item("regions.peak", d.regions_peak)?;
     out.set_item("functions.peak", d.functions_peak)?;
+    out.set_item("timers.peak", d.timers.peak)?;
     out.set_item("passes", passes)?;
     put("extent.min", Col::I64(d.extent_min))?;
     put("extent.max", Col::I64(d.extent_max))?;
@@ -243,6 +244,11 @@ fn derived_dict(py: Python<'_>, d: app_rows::Derived, passes: usize) -> PyResult
     put("timers.start_ns", Col::I64(d.timers.start))?;
     put("timers.stop_ns", Col::I64(d.timers.stop))?;
     put("timers.elapsed_ns", Col::I64(d.timers.elapsed))?;
+    // timer rows written before their compensated start was known, and its final value
+    let patches = &d.timers.patches;
+    put("timers.patch_row", Col::I64(patches.iter().map(|p| p.0 as i64).collect()))?;
+    put("timers.patch_comp_start", Col::I64(patches.iter().map(|p| p.1).collect()))?;
+    put("timers.patch_comp_elapsed", Col::I64(patches.iter().map(|p| p.2).collect()))?;
     put("pauses.g", Col::I32(d.pauses.g))?;
     put("pauses.start_ns", Col::I64(d.pauses.start))?;
     put("pauses.end_ns", Col::I64(d.pauses.end))?;

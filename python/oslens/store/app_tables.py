@@ -444,16 +444,27 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     _chunk_extent(threads, extent_start, extent_end, meta)
     out: dict = {"threads": threads, "extent": (extent_start, extent_end),
                  "app_events": WrittenTable(events_path, got["rows"])}
-    peaks = {"regions": got["regions.peak"], "functions": got["functions.peak"], "sync": got["sync.peak"]}  # the most rows held at once
+    peaks = {t: got[f"{t}.peak"] for t in ("regions", "functions", "sync", "timers")}  # the most rows held at once
+    patches = {t: _late_rows(got, t, costs is not None) for t in ("regions", "functions")}
+    patches["timers"] = _timer_patches(got)
+    # regions' and timers' pid, tid and name are dictionary-encoded over the threads and names
     out.update({table: WrittenTable(p, got["sync.rows"] if table == "sync" else rows[table], peaks.get(table), row_group,
-                                    _late_rows(got, table, costs is not None) if table in ("regions", "functions") else None,
-                                    (t_pid, t_tid) if table == "regions" else None)
+                                    patches.get(table), (t_pid, t_tid) if table in ("regions", "timers") else None)
                 for table, p in streams.items()})
     out["passes"] = int(got["passes"])
     if costs is not None:
         out["compensation"] = _compensation_figures(got, streams, t_pid, t_tid)
     _derived_tables(out, got, streams, counts, t_pid, t_tid, dictionary, extent_end, last_record, object_names)
     return out
+
+
+def _timer_patches(got: dict) -> pa.Table:
+    """The patches of the timers rows the pass wrote before their compensated start was known
+    (a start after every earlier record of the thread, reached by no record for two pages:
+    app_rows/derived.rs Timers::writable): each row and its compensated start and elapsed."""
+    return pa.table({"row": _buf(got, "timers.patch_row", np.int64),
+                     "start_comp_ns": _buf(got, "timers.patch_comp_start", np.int64),
+                     "elapsed_comp_ns": _buf(got, "timers.patch_comp_elapsed", np.int64)})
 
 
 def _late_rows(got: dict, table: str, comp: bool) -> pa.Table:

@@ -4,7 +4,8 @@
 repeats one pattern of records (nested regions, a counter, an event with a payload, a timer,
 a lock acquisition) on a TSC clock with a known rate; `enclosing_region` puts each thread's
 records inside one region open from its first record to its last (a "main" region around a
-whole program).
+whole program); `late_timers` makes some timers start after they stop (a start no earlier
+record reaches: compensation learns its cost from later records).
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ def tsc(ns):
     return (np.asarray(ns, dtype=np.float64) - NS0) * TSC_PER_NS + TSC0
 
 
-def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool = False, first: int = 0) -> np.ndarray:
+def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool = False, first: int = 0,
+                   late_timers: tuple = ()) -> np.ndarray:
     """The records of thread number t's iterations first..first+iterations as a structured array
-    (ts, id, cpu, kind, a, b).
+    (ts, id, cpu, kind, a, b). `late_timers`: (every, ahead_ns) pairs: the timer of every
+    every-th iteration (every - 1, 2 every - 1, ...) stops with elapsed -ahead_ns, so it
+    starts ahead_ns after it stops (the last pair wins where two pick one iteration).
     `unnamed_locks`: the lock records as the preload library's pthread wrappers write them:
     id 0 (no name), each thread taking one of three locks (LOCK_ADDR + 0x40 * (t % 3))."""
     k = len(PATTERN)
@@ -65,6 +69,10 @@ def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool =
     a[counter_pos::k] = np.arange(first, first + iterations, dtype=np.uint64)
     rec["a"] = a
     rec["b"] = np.tile(np.array([p[4] for p in PATTERN], dtype=np.uint64), iterations)
+    stop_pos = [i for i, p in enumerate(PATTERN) if p[1] == raw.TIMER_STOP][0]
+    for every, ahead_ns in late_timers:  # elapsed -ahead_ns: the timer starts ahead_ns after it stops
+        its = np.arange(first, first + iterations)
+        rec["a"][stop_pos + k * np.flatnonzero(its % every == every - 1)] = np.int64(-ahead_ns * TSC_PER_NS).view(np.uint64)
     if unnamed_locks:
         lock = np.isin(rec["kind"], (32, 33, 34))
         rec["id"][lock] = 0
@@ -78,10 +86,12 @@ def ns_of(t: int, iteration: int, offset: int, start_ns: int) -> int:
 
 
 def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int = 1 << 20, pid: int = 1000,
-                meta_extra: dict | None = None, unnamed_locks: bool = False, enclosing_region: bool = False) -> dict:
-    """Writes a trace directory; returns what the importer must find. `unnamed_locks`: see
-    thread_records. `enclosing_region`: a region MAIN begun before each thread's first record
-    (same time) and ended after its last (PERIOD_NS - 1 after its last iteration's start)."""
+                meta_extra: dict | None = None, unnamed_locks: bool = False, enclosing_region: bool = False,
+                late_timers: tuple = ()) -> dict:
+    """Writes a trace directory; returns what the importer must find. `unnamed_locks` and
+    `late_timers`: see thread_records. `enclosing_region`: a region MAIN begun before each
+    thread's first record (same time) and ended after its last (PERIOD_NS - 1 after its last
+    iteration's start)."""
     path = Path(path)
     (path / "raw").mkdir(parents=True, exist_ok=True)
     starts = {}
@@ -96,7 +106,7 @@ def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int
         # a chunk's records at a time: a thread of 200 M records is never laid out whole
         for s in range(0, max(iterations * k, 1), chunk_records):
             lo, hi = s // k, min(iterations, -(-(s + chunk_records) // k))
-            part = thread_records(t, hi - lo, start_ns, unnamed_locks, first=lo)[s - lo * k:s - lo * k + chunk_records]
+            part = thread_records(t, hi - lo, start_ns, unnamed_locks, first=lo, late_timers=late_timers)[s - lo * k:s - lo * k + chunk_records]
             if enclosing_region:
                 part = _enclosed(part, t, start_ns, iterations, s == 0, s + chunk_records >= iterations * k)
             name = f"app-{pid}-{tid}-{seq}.osl"

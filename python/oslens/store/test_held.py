@@ -209,3 +209,58 @@ def test_a_region_around_the_whole_program_holds_no_rows_to_its_end(tmp_path, mo
         assert got["duration_ns"][i] == got["end_ns"][i] - got["begin_ns"][i]
         assert got["complete"][i] and got["depth"][i] == 0
     assert set(got["depth"][1:601]) == {1, 2}  # outer and inner, inside main
+
+
+def test_timers_starting_after_they_stop_are_not_held_to_their_threads_end(tmp_path, monkeypatch):
+    """Timers whose start lies after every earlier record of their thread (their compensated start
+    is the cost before the first later record that reaches it): the rows leave as that record goes
+    by, and those whose start no record reaches for two pages are written with a patch, so a
+    thread's timers are never held to its end; the table is the in-memory build's, byte for byte,
+    with a compensation window of two breakpoints (old times added up again from the records)."""
+    import pyarrow.parquet as pq
+
+    from oslens.store import app_tables, app_tables_oracle
+    from oslens.store.test_app_tables import CALIBRATION
+
+    trace = tmp_path / "t"
+    # every 7th timer starts 3 iterations after it stops (reached 3 iterations later), every 50th
+    # after its thread's last record (reached by none: known at the thread's end)
+    late = ((7, 3 * synthetic.PERIOD_NS), (50, 10**9))
+    spec = synthetic.write_trace(trace, threads=2, iterations=600, chunk_records=256, late_timers=late)
+    cal = tmp_path / "calibration.json"
+    cal.write_text(json.dumps(CALIBRATION))
+    monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
+    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
+    monkeypatch.setenv("OSLENS_IMPORT_COMP_WINDOW", "2")
+    out = {}
+    for stream in (False, True):
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=True,
+                                       build_app=None if stream else app_tables_oracle.build_app)
+        if stream:
+            timers = tables["timers"]
+            assert isinstance(timers, app_tables.WrittenTable) and timers.num_rows == 2 * 600
+            assert timers.peak_rows <= 2 * 64  # two pages at most, not a thread's 600 rows
+            # each thread's timers starting after its end were written before it ended (but
+            # those in its last two pages) and patched; of the 170 reached 3 iterations later,
+            # only those held when two pages filled up
+            patched = set(timers.patches.column("row").to_pylist())
+            assert {600 * t + it for t in range(2) for it in range(49, 400, 50)} <= patched
+            assert patched <= {600 * t + it for t in range(2) for it in range(600) if it % 50 == 49 or it % 7 == 6}
+            assert len(patched) < 2 * 12 + 170 // 10
+        importer.write_tables(trace, tables)
+        out[stream] = (trace / "tables" / "timers.parquet").read_bytes()
+    assert out[False] == out[True]
+    got = pq.read_table(trace / "tables" / "timers.parquet").to_pydict()
+    for t in range(2):
+        start_ns = spec["starts"][spec["pid"] + t]
+        rows = [i for i, tid in enumerate(got["tid"]) if tid == spec["pid"] + t]
+        for it, i in enumerate(rows):
+            ahead = 10**9 if it % 50 == 49 else 3 * synthetic.PERIOD_NS if it % 7 == 6 else -20
+            assert got["stop_ns"][i] == synthetic.ns_of(t, it, 60, start_ns)
+            # (the TSC span in ns through the fitted clock: exact to a millionth)
+            assert got["start_ns"][i] - got["stop_ns"][i] == -got["elapsed_ns"][i]
+            assert abs(got["start_ns"][i] - got["stop_ns"][i] - ahead) <= abs(ahead) // 10**6 + 1
+            # compensated: the start less the cost of the records before the first that reaches it
+            assert got["start_comp_ns"][i] < got["start_ns"][i]
+            assert got["elapsed_comp_ns"][i] == got["stop_comp_ns"][i] - got["start_comp_ns"][i]

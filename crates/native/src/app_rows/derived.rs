@@ -33,6 +33,86 @@ pub struct Timers {
     pub elapsed: Vec<i64>,
     /// compensated start, stop and elapsed
     pub comp: [Vec<i64>; 3],
+    /// rows whose compensated start waits for a later record of their thread (Waiting)
+    pub waiting: Vec<Waiting>,
+    /// the earliest start among `waiting` (i64::MAX: none)
+    pub next_start: i64,
+    /// rows written while waiting, and their final compensated start and elapsed (table row,
+    /// start, elapsed), patched when the table is moved into place (app_tables.WrittenTable)
+    pub patches: Vec<(usize, i64, i64)>,
+    /// the most rows held at once where timers is streamed
+    pub peak: usize,
+}
+
+/// A timer row whose start lies after every record of its thread before its stop: its
+/// compensated start is the cost before the first later record that reaches it (or the whole
+/// thread's), known when that record goes by (docs/trace-schema.md, "Import memory").
+#[derive(Clone, Copy)]
+pub struct Waiting {
+    /// its row in the table (rows written so far and its place among those held)
+    pub row: usize,
+    pub start: i64,
+}
+
+impl Timers {
+    /// The row just pushed, the table's row `row`, waits for its compensated start.
+    pub fn wait(&mut self, row: usize, start: i64) {
+        self.waiting.push(Waiting { row, start });
+        self.next_start = self.next_start.min(start);
+    }
+
+    /// The rows waiting for a start at or before `reach` (the thread's latest running maximum;
+    /// all of them with i64::MAX) given their compensated start `comp(start)`: in place where
+    /// still held (the table's rows before `written` have left), else as a patch.
+    pub fn resolve(&mut self, reach: i64, written: usize, comp: impl Fn(i64) -> i64) {
+        let mut next = i64::MAX;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let w = self.waiting[i];
+            if w.start > reach {
+                next = next.min(w.start);
+                i += 1;
+                continue;
+            }
+            self.waiting.swap_remove(i);
+            let s = comp(w.start);
+            if w.row >= written {
+                let r = w.row - written;
+                self.comp[0][r] = s;
+                self.comp[2][r] = self.comp[1][r].wrapping_sub(s);
+            } else {
+                // its slot, made when it was written (leaving): patches are in row order
+                let k = self.patches.partition_point(|p| p.0 < w.row);
+                let stop = self.patches[k].2;
+                self.patches[k] = (w.row, s, stop.wrapping_sub(s));
+            }
+        }
+        self.next_start = next;
+    }
+
+    /// How many of the rows held (the first of them the table's row `written`) may be written
+    /// now: those before the first still waiting, or all of them where they fill two pages of
+    /// `cap` rows (the waiting ones then patched later, so a start that no later record reaches
+    /// does not hold the thread's rows to its end).
+    pub fn writable(&self, written: usize, cap: usize) -> usize {
+        let len = self.g.len();
+        if len >= 2 * cap {
+            return len;
+        }
+        self.waiting.iter().filter(|w| w.row >= written).map(|w| w.row - written).min().unwrap_or(len)
+    }
+
+    /// Rows ..n held (the first the table's row `written`) are about to be written: those
+    /// waiting keep their compensated stop in a patch slot (start i64::MIN until resolved).
+    pub fn leaving(&mut self, written: usize, n: usize) {
+        let from = self.patches.len();
+        for w in self.waiting.iter().filter(|w| w.row >= written && w.row - written < n) {
+            let r = w.row - written;
+            self.patches.push((w.row, i64::MIN, self.comp[1][r]));
+        }
+        // after every earlier slot (rows written before), in row order among themselves
+        self.patches[from..].sort_unstable_by_key(|p| p.0);
+    }
 }
 
 /// pauses: one row per PAUSE record (the recorder's own stalls)
@@ -154,6 +234,7 @@ impl Derived {
         cs.reason.reserve_exact(c);
         [&mut ts.start, &mut ts.stop, &mut ts.elapsed].into_iter().for_each(|v| v.reserve_exact(t));
         [&mut ts.g, &mut ts.name].into_iter().for_each(|v| v.reserve_exact(t));
+        ts.next_start = i64::MAX;
         [&mut ps.start, &mut ps.end, &mut ps.duration].into_iter().for_each(|v| v.reserve_exact(p));
         ps.g.reserve_exact(p);
         ps.reason.reserve_exact(p);

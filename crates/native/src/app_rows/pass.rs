@@ -24,8 +24,6 @@ struct Live {
     regions: nesting::Tracker,
     functions: nesting::Tracker,
     sync: sync::Tracker,
-    /// timer rows whose compensated start waits for the thread's later records
-    timers_pending: Vec<usize>,
 }
 
 /// A thread's begin/end and sync events gathered again from its records, where a pairing must
@@ -106,7 +104,6 @@ pub fn pass(
         regions: nesting::Tracker::new(false).early(st.regions.is_some()),
         functions: nesting::Tracker::new(true).early(st.functions.is_some()),
         sync: Default::default(),
-        timers_pending: Vec::new(),
     };
     let mut p = Pass { chunks, clock, dicts, st, flags, d, live, gathered: Default::default(), pages: Default::default(), sync_writer, far: Far::new(chunks, clock) };
     let mut rows = 0usize;
@@ -136,7 +133,6 @@ impl Pass<'_> {
         live.regions.start(self.d.regions.g.len(), comp, self.d.regions.late.len());
         live.functions.start(self.d.functions.g.len(), comp, self.d.functions.late.len());
         live.sync.start(g, &self.d.sync, comp);
-        live.timers_pending.clear();
         if let Some(cp) = self.d.comp.as_mut() {
             cp.reset();
         }
@@ -160,7 +156,15 @@ impl Pass<'_> {
             let name = if c.has_names { c.names.get(name_key(&r)) } else { -1 };
             let timer_start = ts.wrapping_sub(value);
             let step = match self.d.comp.as_mut() {
-                Some(cp) => cp.track(c.g, r.kind, ts, value, timer_start, (ci, i), &self.far),
+                Some(cp) => {
+                    let step = cp.track(c.g, r.kind, ts, value, timer_start, (ci, i), &self.far);
+                    if ts >= self.d.timers.next_start {
+                        // timers waiting for a record at their start: this one reaches it
+                        let far = &self.far;
+                        self.d.timers.resolve(ts, self.st.written(N_TIMERS), |t| cp.comp(t, far));
+                    }
+                    step
+                }
                 None => Step { ts_comp: 0, at: 0, timer_start: Some(0) },
             };
             events.push(&r, (ts, step.ts_comp), value, g, name, (c.payloads, i), self.flags)?;
@@ -233,7 +237,7 @@ impl Pass<'_> {
             kinds::TIMER_STOP => {
                 let t = &mut d.timers;
                 if start.1.is_none() {
-                    live.timers_pending.push(t.g.len());
+                    t.wait(self.st.written(N_TIMERS) + t.g.len(), start.0);
                 }
                 t.g.push(g);
                 t.name.push(name);
@@ -246,10 +250,7 @@ impl Pass<'_> {
                     t.comp[1].push(at.1);
                     t.comp[2].push(at.1.wrapping_sub(s));
                 }
-                // (rows waiting for their compensated start are written when the thread is done)
-                if live.timers_pending.is_empty() {
-                    self.page_if_full(N_TIMERS)?;
-                }
+                self.timers_pages()?;
             }
             kinds::PAUSE => {
                 let p = &mut d.pauses;
@@ -283,6 +284,23 @@ impl Pass<'_> {
         Ok(())
     }
 
+    /// timers' whole pages written before the first row still waiting for its compensated
+    /// start, or past it where two pages are held (Timers::writable).
+    fn timers_pages(&mut self) -> Result<(), PassErr> {
+        let Some(cap) = self.st.cap(N_TIMERS) else { return Ok(()) };
+        let t = &mut self.d.timers;
+        t.peak = t.peak.max(t.g.len());
+        if t.g.len() < cap {
+            return Ok(());
+        }
+        let written = self.st.written(N_TIMERS);
+        let upto = t.writable(written, cap);
+        let done = derived::drain_pages(N_TIMERS, &self.d, upto, false, self.dicts, self.st, self.flags, &mut self.pages)?;
+        self.d.timers.leaving(written, done);
+        self.d.drain_front(N_TIMERS, done);
+        Ok(())
+    }
+
     /// The current thread's records are all seen (its chunks end before chunk `upto`): its
     /// begin/end and sync events paired (again from its records where the live pairing could
     /// not), its unclosed regions and functions ended when it ended (app_tables._chunk_extent),
@@ -300,7 +318,6 @@ impl Pass<'_> {
         }
         self.live.regions.close_open(&mut self.d.regions, end);
         self.live.functions.close_open(&mut self.d.functions, end);
-        let timers_held = !self.live.timers_pending.is_empty();
         self.compensate_thread();
         let (cp, far) = (self.d.comp.as_ref(), &self.far);
         self.live.regions.finish_early(&mut self.d.regions, |t| cp.map_or(0, |c| c.comp(t, far)));
@@ -308,9 +325,7 @@ impl Pass<'_> {
         if let Some(e) = self.far.failed() {
             return Err(PassErr::Io(e));
         }
-        if timers_held && self.st.timers.is_some() {
-            derived::write_pages(N_TIMERS, &mut self.d, false, self.dicts, self.st, self.flags, &mut self.pages)?;
-        }
+        self.timers_pages()?;
         if self.st.regions.is_some() {
             self.d.regions_peak = self.d.regions_peak.max(self.d.regions.g.len());
             derived::write_pages(N_REGIONS, &mut self.d, false, self.dicts, self.st, self.flags, &mut self.pages)?;
@@ -377,11 +392,7 @@ impl Pass<'_> {
                 part.push_comp(cp.comp(part.request[r], far), acquire, release);
             }
         }
-        let t = &mut d.timers;
-        for r in live.timers_pending.drain(..) {
-            t.comp[0][r] = cp.comp(t.start[r], far);
-            t.comp[2][r] = t.comp[1][r].wrapping_sub(t.comp[0][r]);
-        }
+        d.timers.resolve(i64::MAX, self.st.written(N_TIMERS), |t| cp.comp(t, far));
     }
 
     /// The streamed derived tables' last pages and footers, and sync's.
