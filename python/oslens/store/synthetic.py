@@ -5,7 +5,9 @@ repeats one pattern of records (nested regions, a counter, an event with a paylo
 a lock acquisition) on a TSC clock with a known rate; `enclosing_region` puts each thread's
 records inside one region open from its first record to its last (a "main" region around a
 whole program); `late_timers` makes some timers start after they stop (a start no earlier
-record reaches: compensation learns its cost from later records).
+record reaches: compensation learns its cost from later records); `sync_waits` adds to each
+iteration a lock request never acquired (a failed trylock), a barrier wait and a condition
+wait (SYNC_WAITS).
 """
 
 from __future__ import annotations
@@ -37,23 +39,41 @@ PATTERN = [
     (95, 34, LOCK_NAME, LOCK_ADDR, 0),  # release
     (100, raw.REGION_END, OUTER, 0, 0),
 ]
+# `sync_waits`: after PATTERN, the sync table's rows after the mutex acquisitions
+BARRIER_NAME, COND_NAME, TRY_NAME = 7, 8, 9
+BARRIER_ADDR, COND_ADDR, TRY_ADDR = 0x7F00_0000_2000, 0x7F00_0000_3000, 0x7F00_0000_4000
+SYNC_WAITS = [
+    (110, raw.KINDS["lock_request"], TRY_NAME, TRY_ADDR, 0),  # a trylock that failed: never acquired
+    (120, raw.KINDS["barrier_enter"], BARRIER_NAME, BARRIER_ADDR, 0),
+    (140, raw.KINDS["barrier_exit"], BARRIER_NAME, BARRIER_ADDR, 0),
+    (150, raw.KINDS["cond_wait_enter"], COND_NAME, COND_ADDR, 0),
+    (180, raw.KINDS["cond_wait_exit"], COND_NAME, COND_ADDR, 0),
+]
 PERIOD_NS = 200
 NAMES = [(OUTER, 5, 0, "outer"), (INNER, 5, 0, "inner"), (ITER_COUNTER, 3, 0, "iterations"), (EV, 6, 0, "ev"),
          (TIMER, 4, 0, "t"), (LOCK_NAME, 8, 0, "the-lock"), (MAIN, 5, 0, "main")]
+SYNC_NAMES = [(BARRIER_NAME, 8, 0, "the-barrier"), (COND_NAME, 8, 0, "the-cond"), (TRY_NAME, 8, 0, "the-trylock")]
 
 
 def tsc(ns):
     return (np.asarray(ns, dtype=np.float64) - NS0) * TSC_PER_NS + TSC0
 
 
+def pattern(sync_waits: bool = False) -> list:
+    """One iteration's records (PATTERN, then SYNC_WAITS with `sync_waits`)."""
+    return PATTERN + SYNC_WAITS * sync_waits
+
+
 def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool = False, first: int = 0,
-                   late_timers: tuple = ()) -> np.ndarray:
+                   late_timers: tuple = (), sync_waits: bool = False) -> np.ndarray:
     """The records of thread number t's iterations first..first+iterations as a structured array
     (ts, id, cpu, kind, a, b). `late_timers`: (every, ahead_ns) pairs: the timer of every
     every-th iteration (every - 1, 2 every - 1, ...) stops with elapsed -ahead_ns, so it
     starts ahead_ns after it stops (the last pair wins where two pick one iteration).
-    `unnamed_locks`: the lock records as the preload library's pthread wrappers write them:
-    id 0 (no name), each thread taking one of three locks (LOCK_ADDR + 0x40 * (t % 3))."""
+    `unnamed_locks`: the sync records as the preload library's pthread wrappers write them:
+    id 0 (no name), each thread taking one of three locks (LOCK_ADDR + 0x40 * (t % 3)).
+    `sync_waits`: see pattern."""
+    PATTERN = pattern(sync_waits)  # noqa: N806 (the module's PATTERN, extended)
     k = len(PATTERN)
     n = iterations * k
     rec = np.zeros(n, dtype=[("ts", "<u8"), ("id", "<u4"), ("cpu", "<u2"), ("kind", "u1"), ("a", "<u8"), ("b", "<u8")])
@@ -74,8 +94,8 @@ def thread_records(t: int, iterations: int, start_ns: int, unnamed_locks: bool =
         its = np.arange(first, first + iterations)
         rec["a"][stop_pos + k * np.flatnonzero(its % every == every - 1)] = np.int64(-ahead_ns * TSC_PER_NS).view(np.uint64)
     if unnamed_locks:
-        lock = np.isin(rec["kind"], (32, 33, 34))
-        rec["id"][lock] = 0
+        rec["id"][(rec["kind"] >= 32) & (rec["kind"] <= 38)] = 0
+        lock = rec["a"] == LOCK_ADDR
         rec["a"][lock] = LOCK_ADDR + 0x40 * (t % 3)
     return rec
 
@@ -87,11 +107,11 @@ def ns_of(t: int, iteration: int, offset: int, start_ns: int) -> int:
 
 def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int = 1 << 20, pid: int = 1000,
                 meta_extra: dict | None = None, unnamed_locks: bool = False, enclosing_region: bool = False,
-                late_timers: tuple = ()) -> dict:
-    """Writes a trace directory; returns what the importer must find. `unnamed_locks` and
-    `late_timers`: see thread_records. `enclosing_region`: a region MAIN begun before each
-    thread's first record (same time) and ended after its last (PERIOD_NS - 1 after its last
-    iteration's start)."""
+                late_timers: tuple = (), sync_waits: bool = False) -> dict:
+    """Writes a trace directory; returns what the importer must find. `unnamed_locks`,
+    `late_timers` and `sync_waits`: see thread_records. `enclosing_region`: a region MAIN begun
+    before each thread's first record (same time) and ended after its last (PERIOD_NS - 1 after
+    its last iteration's start)."""
     path = Path(path)
     (path / "raw").mkdir(parents=True, exist_ok=True)
     starts = {}
@@ -102,11 +122,12 @@ def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int
         tid = pid + t
         start_ns = NS0 + 1000 + t * 7
         starts[tid] = start_ns
-        seq, k = 0, len(PATTERN)
+        seq, k = 0, len(pattern(sync_waits))
         # a chunk's records at a time: a thread of 200 M records is never laid out whole
         for s in range(0, max(iterations * k, 1), chunk_records):
             lo, hi = s // k, min(iterations, -(-(s + chunk_records) // k))
-            part = thread_records(t, hi - lo, start_ns, unnamed_locks, first=lo, late_timers=late_timers)[s - lo * k:s - lo * k + chunk_records]
+            part = thread_records(t, hi - lo, start_ns, unnamed_locks, first=lo, late_timers=late_timers,
+                                  sync_waits=sync_waits)[s - lo * k:s - lo * k + chunk_records]
             if enclosing_region:
                 part = _enclosed(part, t, start_ns, iterations, s == 0, s + chunk_records >= iterations * k)
             name = f"app-{pid}-{tid}-{seq}.osl"
@@ -121,14 +142,14 @@ def write_trace(path, threads: int = 2, iterations: int = 10, chunk_records: int
         end_ns = max(end_ns, ns_of(t, iterations - 1, PERIOD_NS - 1, start_ns))
     _native.write_chunk(str(path / "raw" / f"names-{pid}-0.osl"),
                         {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": pid, "tid": 0,
-                         "calib": [calib_pair, (int(tsc(end_ns)), end_ns)]}, [], names=NAMES)
+                         "calib": [calib_pair, (int(tsc(end_ns)), end_ns)]}, [], names=NAMES + SYNC_NAMES * sync_waits)
     meta = {"command": ["synthetic"], "pid": pid, "start_ns": NS0, "end_ns": end_ns + 1,
             "clock_pairs": [list(calib_pair), [int(tsc(end_ns)), end_ns]], "machine": {"hostname": "synthetic"},
             "threads": meta_threads, "damage": []}
     meta.update(meta_extra or {})
     (path / "meta.json").write_text(json.dumps(meta))
     return {"threads": threads, "iterations": iterations, "pid": pid, "starts": starts,
-            "records": threads * (iterations * len(PATTERN) + 2 * enclosing_region)}
+            "records": threads * (iterations * len(pattern(sync_waits)) + 2 * enclosing_region)}
 
 
 def _enclosed(part: np.ndarray, t: int, start_ns: int, iterations: int, first: bool, last: bool) -> np.ndarray:

@@ -377,3 +377,95 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
                 assert ca.statistics == cb.statistics, (f.stem, ca.path_in_schema)
         if f.stem != "meta":  # the same bytes (meta holds the import's time)
             assert f.read_bytes() == (out[True] / f.name).read_bytes(), f.stem
+
+
+def _sync_waits_trace(path, case: str) -> None:
+    """synthetic.write_trace with sync_waits (each iteration a failed trylock, a barrier and a
+    condition wait) in chunks that cut iterations, and a thread more whose barrier and
+    condition pairings go bad after its earlier waits went to disk (an exit closing another
+    object: the thread is paired again). "unnamed": the objects not named, as the preload
+    library writes them; "retry": a request not named of an object then acquired by name
+    (the scans promise an object not named that no row holds: the pass runs again)."""
+    from oslens.store import synthetic
+
+    unnamed = case != "named"
+    synthetic.write_trace(path, threads=3, iterations=150, chunk_records=97, unnamed_locks=unnamed, sync_waits=True)
+    recs = synthetic.thread_records(3, 150, synthetic.NS0 + 5000, unnamed, sync_waits=True).tolist()
+    last = recs[-1][0]
+    other = 0x7F00_0000_5000
+    barrier, cond = (0, 0) if unnamed else (synthetic.BARRIER_NAME, synthetic.COND_NAME)
+    tail = [(BEXIT, barrier, other), (BENTER, barrier, synthetic.BARRIER_ADDR), (CEXIT, cond, other),
+            (BEXIT, barrier, synthetic.BARRIER_ADDR)]
+    if case == "retry":
+        tail += [(REQ, 0, other + 0x40), (ACQ, synthetic.LOCK_NAME, other + 0x40), (REL, synthetic.LOCK_NAME, other + 0x40)]
+    recs += [(last + 10 * (i + 1), ident, 1, kind, addr, 0) for i, (kind, ident, addr) in enumerate(tail)]
+    calib = [(int(synthetic.tsc(synthetic.NS0)), synthetic.NS0), (last + 1000, int(synthetic.NS0 + (last + 1000 - synthetic.TSC0) / synthetic.TSC_PER_NS))]
+    for seq, lo in enumerate(range(0, len(recs), 97)):
+        _native.write_chunk(str(path / "raw" / f"app-1000-1003-{seq}.osl"),
+                            {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": 1000, "tid": 1003,
+                             "seq": seq, "calib": calib, "closed": True}, recs[lo:lo + 97])
+
+
+@pytest.mark.parametrize("case", ["named", "unnamed", "unnamed-unscanned", "retry"])
+@pytest.mark.parametrize("compensation", [False, True])
+def test_sync_waits_go_to_disk_and_come_back_the_same_table(tmp_path, monkeypatch, case, compensation):
+    """Requests never acquired, barrier and condition waits (the sync parts written after every
+    mutex acquisition) leave memory as they are finished and are written back after the last
+    acquisition: in pages of 64 rows that straddle the parts, the tables are the in-memory
+    build's byte for byte, and the sync rows held at once are fewer than one part's rows."""
+    import shutil
+
+    from oslens.store import importer, salvage
+
+    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")  # every chunk let go and read again
+    if case.endswith("unscanned"):  # scans without their sync keys: acquisitions held to the pass's end
+        read = importer._try_read_chunk
+
+        def unscanned(p):
+            path, chunk, scan = read(p)
+            return path, chunk, scan and (*scan[:4], None)
+
+        monkeypatch.setattr(importer, "_try_read_chunk", unscanned)
+    if compensation:
+        cal = tmp_path / "calibration.json"
+        cal.write_text(json.dumps(CALIBRATION))
+        monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
+    passes = []
+    streamed = app_tables.build_streamed
+
+    def spy(*args, **kwargs):
+        got = streamed(*args, **kwargs)
+        passes.append(got["passes"])
+        return got
+
+    monkeypatch.setattr(app_tables, "build_streamed", spy)
+    trace = tmp_path / "t"
+    _sync_waits_trace(trace, case)
+    out = {}
+    for stream in (False, True):
+        build_app = None if stream else app_tables_oracle.build_app
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=compensation, build_app=build_app)
+        if stream:
+            sync = tables["sync"]
+            assert isinstance(sync, app_tables.WrittenTable)
+            assert sync.num_rows == 4 * 4 * 150 + 1 + (case == "retry")  # 4 threads' 4 parts, the tail's
+            acquired = 4 * 150 + (case == "retry")
+            # held: the acquisitions (all of them where the scans lack the sync keys) and less
+            # than a chunk's rows of the other parts, not those parts' 1,800 rows
+            assert sync.peak_rows < (acquired if case in ("unnamed-unscanned", "retry") else 64) + 60
+            assert passes == [2 if case == "retry" else 1]
+        importer.write_tables(trace, tables)
+        out[stream] = tmp_path / f"tables-{stream}"
+        shutil.copytree(trace / "tables", out[stream])
+    assert not [p.name for p in trace.iterdir() if p.name.startswith(".")]  # no spill left
+    import pyarrow.parquet as pq
+
+    sync = pq.read_table(out[True] / "sync.parquet").to_pydict()
+    assert {k: sync["kind"].count(k) for k in set(sync["kind"])} == {"mutex": 1200 + (case == "retry"), "barrier": 601,
+                                                                      "cond": 600}
+    names = sorted(p.name for p in out[False].glob("*.parquet"))
+    assert names == sorted(p.name for p in out[True].glob("*.parquet"))
+    for name in names:
+        if name != "meta.parquet":  # meta holds the import's time
+            assert (out[False] / name).read_bytes() == (out[True] / name).read_bytes(), name

@@ -21,6 +21,7 @@ mod pass;
 mod scan;
 mod source;
 mod sync;
+mod sync_spill;
 mod sync_table;
 
 pub use clock::Clock;

@@ -183,7 +183,8 @@ impl Pass<'_> {
 
     /// The whole pages of the current thread's rows written as its records go by, not held to
     /// its end: regions and functions (those still open too, patched later: nesting.rs Late),
-    /// mutex acquisitions before the oldest lock still held (docs/trace-schema.md, "Import memory").
+    /// mutex acquisitions before the oldest lock still held; the other sync rows finished go to
+    /// disk until the pass's end (docs/trace-schema.md, "Import memory").
     fn write_finished(&mut self) -> Result<(), PassErr> {
         for table in [N_REGIONS, N_FUNCTIONS] {
             if self.st.cap(table).is_none() {
@@ -207,7 +208,7 @@ impl Pass<'_> {
             let done = self.sync_writer.write_finished(&mut self.d, upto, self.dicts, self.st, self.flags)?;
             self.live.sync.mutex.shift(done);
         }
-        Ok(())
+        self.sync_writer.spill_finished(&mut self.d, &mut self.live.sync, self.st)
     }
 
     /// A record's rows in the derived tables (`at`: its time and compensated time; `start`: a

@@ -1,14 +1,17 @@
-//! The sync table written: its dictionaries (kinds, objects), its pages as threads end where
-//! its object dictionary is known before the first page, else when the pass is done.
+//! The sync table written: its dictionaries (kinds, objects), its mutex acquisitions' pages as
+//! threads end where its object dictionary is known before the first page, else when the pass
+//! is done; the parts after them (requests never acquired, barrier and condition waits) kept on
+//! disk as they are finished (sync_spill.rs) and written after the last acquisition.
 
 use super::columns::{bytes_of, dict_col, i64_col, plain_col, plain_strings, who, Dicts};
 use super::derived::{Derived, Streams};
 use super::flags::{decide, Flags, PassErr, N_SYNC_ACQUIRE, N_SYNC_HELD, N_SYNC_RELEASE, N_SYNC_UNNAMED};
 use super::source::Chunk;
-use super::sync::{SyncPart, ACQUIRED};
+use super::sync::{SyncPart, Tracker, ACQUIRED, BARRIER, COND, UNACQUIRED};
+use super::sync_spill::{folder_of, Spill, SpillReader};
 use crate::parquet::{self, Column};
 use oslens_format::kinds;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The sync table's labels of its parts, in their order (app_tables.SYNC_LABELS).
 const SYNC_LABELS: [&str; 4] = ["mutex", "mutex", "barrier", "cond"];
@@ -46,21 +49,16 @@ impl SyncDicts {
     }
 }
 
-/// The addresses of the objects not named in the sync rows, sorted.
-fn unnamed_objects(parts: &[SyncPart; 4]) -> Vec<u64> {
+/// Adds to `seen` the addresses of the objects not named in rows ..n of `p`.
+fn unnamed_objects(p: &SyncPart, n: usize, seen: &mut HashSet<u64>) {
     // few, each in long runs of rows
-    let (mut seen, mut last) = (std::collections::HashSet::new(), None);
-    for p in parts {
-        for (&n, &a) in p.name.iter().zip(&p.addr) {
-            if n < 0 && last != Some(a) {
-                seen.insert(a);
-                last = Some(a);
-            }
+    let mut last = None;
+    for (&n, &a) in p.name[..n].iter().zip(&p.addr) {
+        if n < 0 && last != Some(a) {
+            seen.insert(a);
+            last = Some(a);
         }
     }
-    let mut unnamed: Vec<u64> = seen.into_iter().collect();
-    unnamed.sort_unstable();
-    unnamed
 }
 
 /// The addresses of the objects not named that the sync rows will hold, sorted, from every
@@ -89,21 +87,8 @@ fn part_starts(parts: &[SyncPart; 4]) -> [usize; 5] {
     starts
 }
 
-/// or copied into `tmp` where they straddle parts.
-fn sync_rows<'a>(parts: &'a [SyncPart; 4], starts: &[usize; 5], lo: usize, hi: usize, tmp: &'a mut SyncPart) -> (&'a SyncPart, usize) {
-    if let Some(i) = (0..4).find(|&i| starts[i] <= lo && hi <= starts[i + 1]) {
-        return (&parts[i], starts[i]);
-    }
-    tmp.truncate(0);
-    for (i, p) in parts.iter().enumerate() {
-        let (a, b) = (lo.clamp(starts[i], starts[i + 1]), hi.clamp(starts[i], starts[i + 1]));
-        tmp.extend_from(p, a - starts[i], b - starts[i]);
-    }
-    (tmp, lo)
-}
-
 /// What writing sync pages reuses: a page's kind and object indices and validity bitmaps
-/// (acquire, release), rows copied where a page straddles parts; and the rows written.
+/// (acquire, release), the rows of a page read back (SyncWriter::finish); and the rows written.
 #[derive(Default)]
 struct SyncPage {
     written: usize,
@@ -220,37 +205,85 @@ fn sync_columns<'a>(p: &'a SyncPart, a: usize, b: usize, sd: &'a SyncDicts, dict
     cols
 }
 
-/// The first `upto` rows of the sync parts laid end to end written a page at a time while a
-/// whole page is there (all of them with `last`); returns the rows written. The object column's
-/// dictionary is decided by the first page (names only, or names and the objects not named):
-/// a later page that needs another makes the pass run again with the objects held to its end.
+/// Rows a..a+n of `p`, rows lo..lo+n of the sync parts laid end to end (`starts`), written as
+/// one page. The object column's dictionary is decided by the first page (names only, or names
+/// and the objects not named): a later page that needs another makes the pass run again with
+/// the objects held to its end.
 #[allow(clippy::too_many_arguments)]
-fn sync_pages(d: &Derived, sd: &SyncDicts, upto: usize, last: bool, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, pg: &mut SyncPage) -> Result<usize, PassErr> {
-    let starts = part_starts(&d.sync);
+fn write_page(p: &SyncPart, a: usize, lo: usize, n: usize, starts: &[usize; 5], sd: &SyncDicts, d: &Derived, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, pg: &mut SyncPage) -> Result<(), PassErr> {
     let comp = st.costs.is_some();
+    let Some(sink) = st.sync.as_mut() else { return Ok(()) };
+    decide(flags, N_SYNC_UNNAMED, sd.unnamed.len())?;
+    if !pg.fill(sd, starts, p, a, lo, lo + n) {
+        // the dictionary from the scans lacks an object: written again, held to the end
+        return Err(PassErr::Retry(N_SYNC_HELD));
+    }
+    let nullable = [decide(flags, N_SYNC_ACQUIRE, zeros(&p.acquire_ok, a, a + n))?, decide(flags, N_SYNC_RELEASE, zeros(&p.release_ok, a, a + n))?];
+    pg.validity(p, a, a + n, nullable);
+    pg.censored(p, a, a + n, &d.extent_max);
+    sink.page(&sync_columns(p, a, a + n, sd, dicts, pg, nullable, comp), n)?;
+    pg.written += n;
+    Ok(())
+}
+
+/// The whole pages of the first `upto` mutex acquisitions written; returns the rows written.
+fn acquired_pages(d: &Derived, sd: &SyncDicts, upto: usize, dicts: &Dicts, st: &mut Streams, flags: &mut Flags, pg: &mut SyncPage) -> Result<usize, PassErr> {
+    let starts = part_starts(&d.sync);
     let mut lo = 0;
-    while let Some(sink) = st.sync.as_mut() {
-        let n = sink.cap().min(upto - lo);
-        if n == 0 || (n < sink.cap() && !last) {
+    while let Some(cap) = st.sync.as_ref().map(|s| s.cap()) {
+        if upto - lo < cap {
             break;
         }
-        decide(flags, N_SYNC_UNNAMED, sd.unnamed.len())?;
-        let mut tmp = std::mem::take(&mut pg.tmp);
-        let (p, first) = sync_rows(&d.sync, &starts, lo, lo + n, &mut tmp);
-        let a = lo - first;
-        if !pg.fill(sd, &starts, p, a, lo, lo + n) {
-            // the dictionary from the scans lacks an object: written again, held to the end
-            return Err(PassErr::Retry(N_SYNC_HELD));
-        }
-        let nullable = [decide(flags, N_SYNC_ACQUIRE, zeros(&p.acquire_ok, a, a + n))?, decide(flags, N_SYNC_RELEASE, zeros(&p.release_ok, a, a + n))?];
-        pg.validity(p, a, a + n, nullable);
-        pg.censored(p, a, a + n, &d.extent_max);
-        sink.page(&sync_columns(p, a, a + n, sd, dicts, pg, nullable, comp), n)?;
-        pg.tmp = tmp;
-        pg.written += n;
-        lo += n;
+        write_page(&d.sync[ACQUIRED], lo, lo, cap, &starts, sd, d, dicts, st, flags, pg)?;
+        lo += cap;
     }
     Ok(lo)
+}
+
+/// The sync rows at the pass's end, laid end to end: each part's rows on disk, then those
+/// still in memory.
+struct Rows<'a> {
+    parts: &'a [SyncPart; 4],
+    disk: [Option<SpillReader>; 4],
+    on_disk: [usize; 4],
+    /// per part, its rows taken
+    taken: [usize; 4],
+}
+
+impl Rows<'_> {
+    /// Where each part's rows start.
+    fn starts(&self) -> [usize; 5] {
+        let mut starts = [0; 5];
+        for i in 0..4 {
+            starts[i + 1] = starts[i] + self.on_disk[i] + self.parts[i].g.len();
+        }
+        starts
+    }
+
+    /// The next n rows into `out` (emptied first).
+    fn next(&mut self, mut n: usize, out: &mut SyncPart) -> std::io::Result<()> {
+        out.truncate(0);
+        for i in 0..4 {
+            while n > 0 && self.taken[i] < self.on_disk[i] + self.parts[i].g.len() {
+                let k = match (self.taken[i] < self.on_disk[i], self.disk[i].as_mut()) {
+                    (true, Some(r)) => {
+                        let k = n.min(self.on_disk[i] - self.taken[i]);
+                        r.read(k, out)?;
+                        k
+                    }
+                    _ => {
+                        let a = self.taken[i] - self.on_disk[i];
+                        let k = n.min(self.parts[i].g.len() - a);
+                        out.extend_from(&self.parts[i], a, a + k);
+                        k
+                    }
+                };
+                self.taken[i] += k;
+                n -= k;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The sync table's writer: its dictionaries while its pages are written as threads end (every
@@ -261,6 +294,11 @@ pub struct SyncWriter {
     dicts: Option<SyncDicts>,
     /// `dicts` came from the scans: pages are written as threads end whatever the names
     known: bool,
+    /// where the parts after the mutex acquisitions go as they are finished (None: held)
+    dir: Option<std::path::PathBuf>,
+    spills: [Option<Spill>; 4],
+    /// the objects not named of the rows spilled
+    unnamed: HashSet<u64>,
 }
 
 impl SyncWriter {
@@ -268,9 +306,8 @@ impl SyncWriter {
     /// the object dictionary before the first page, unless an earlier pass found them wrong).
     pub fn new(chunks: &[Chunk], d: &Derived, dicts: &Dicts, st: &Streams, flags: &mut Flags) -> SyncWriter {
         let mut w = SyncWriter::default();
-        if st.sync.is_none() {
-            return w;
-        }
+        let Some(sink) = st.sync.as_ref() else { return w };
+        w.dir = folder_of(sink.w.get_ref()).or_else(|| Some(std::env::temp_dir()));
         // nulls the records' kinds promise: condition waits are never released, and requests
         // beyond the acquisitions are never acquired (no retry when a later page holds them)
         let n = |k: u8| d.counts[k as usize];
@@ -298,11 +335,15 @@ impl SyncWriter {
             return Ok(());
         }
         d.sync_peak = d.sync_peak.max(part_starts(&d.sync)[4]);
+        for part in [UNACQUIRED, BARRIER, COND] {
+            let n = d.sync[part].g.len();
+            self.spill(d, part, n, st.costs.is_some())?;
+        }
         if !self.known && (unnamed || flags[N_SYNC_UNNAMED] == Some(true)) {
             return Ok(());
         }
         let sd = self.dicts.get_or_insert_with(|| SyncDicts::new(&d.counts, dicts.instrument, Vec::new(), &st.object_names));
-        let done = sync_pages(d, sd, d.sync[ACQUIRED].g.len(), false, dicts, st, flags, &mut self.page)?;
+        let done = acquired_pages(d, sd, d.sync[ACQUIRED].g.len(), dicts, st, flags, &mut self.page)?;
         d.sync[ACQUIRED].drain_front(done);
         Ok(())
     }
@@ -317,9 +358,44 @@ impl SyncWriter {
         }
         d.sync_peak = d.sync_peak.max(part_starts(&d.sync)[4]);
         let Some(sd) = self.dicts.as_ref() else { return Ok(0) };
-        let done = sync_pages(d, sd, upto, false, dicts, st, flags, &mut self.page)?;
+        let done = acquired_pages(d, sd, upto, dicts, st, flags, &mut self.page)?;
         d.sync[ACQUIRED].drain_front(done);
         Ok(done)
+    }
+
+    /// While a thread's records go by: its rows of the parts after the mutex acquisitions that
+    /// can no longer change taken to disk: the requests never acquired (but the last, whose
+    /// compensated times wait for the thread's end), and the barrier and condition waits before
+    /// the oldest still open (none where the pairing must be done again: `tracker` says).
+    pub fn spill_finished(&mut self, d: &mut Derived, tracker: &mut Tracker, st: &Streams) -> Result<(), PassErr> {
+        if st.sync.is_none() {
+            return Ok(());
+        }
+        let comp = st.costs.is_some();
+        d.sync_peak = d.sync_peak.max(part_starts(&d.sync)[4]);
+        let u = &d.sync[UNACQUIRED];
+        let n = if comp { u.comp[0].len().min(u.g.len()) } else { u.g.len() };
+        self.spill(d, UNACQUIRED, n, comp)?;
+        for (part, open) in [(BARRIER, &mut tracker.barrier), (COND, &mut tracker.cond)] {
+            if let Some(n) = open.finished(d.sync[part].g.len()) {
+                self.spill(d, part, n, comp)?;
+                open.shift(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// The first n rows of `part` taken to its file.
+    fn spill(&mut self, d: &mut Derived, part: usize, n: usize, comp: bool) -> std::io::Result<()> {
+        let Some(dir) = self.dir.as_ref().filter(|_| n > 0) else { return Ok(()) };
+        let spill = match &mut self.spills[part] {
+            Some(s) => s,
+            none => none.insert(Spill::new(dir, part, comp)?),
+        };
+        spill.append(&d.sync[part], n)?;
+        unnamed_objects(&d.sync[part], n, &mut self.unnamed);
+        d.sync[part].drain_front(n);
+        Ok(())
     }
 
     /// The sync rows still held (the mutex acquisitions not yet written, then the requests never
@@ -330,19 +406,38 @@ impl SyncWriter {
         if st.sync.is_none() {
             return Ok(());
         }
-        let total = part_starts(&d.sync)[4];
-        d.sync_peak = d.sync_peak.max(total);
+        d.sync_peak = d.sync_peak.max(part_starts(&d.sync)[4]);
         let sd = match self.dicts.take() {
             Some(sd) if self.known => sd,
-            _ => SyncDicts::new(&d.counts, dicts.instrument, unnamed_objects(&d.sync), &st.object_names),
+            _ => {
+                let mut seen = std::mem::take(&mut self.unnamed);
+                d.sync.iter().for_each(|p| unnamed_objects(p, p.g.len(), &mut seen));
+                let mut unnamed: Vec<u64> = seen.into_iter().collect();
+                unnamed.sort_unstable();
+                SyncDicts::new(&d.counts, dicts.instrument, unnamed, &st.object_names)
+            }
         };
-        let pg = &mut self.page;
-        sync_pages(d, &sd, total, true, dicts, st, flags, pg)?;
+        let mut rows = Rows { parts: &d.sync, disk: [None, None, None, None], on_disk: [0; 4], taken: [0; 4] };
+        for (i, s) in std::mem::take(&mut self.spills).into_iter().enumerate() {
+            if let Some(s) = s {
+                rows.on_disk[i] = s.rows;
+                rows.disk[i] = Some(s.reader()?);
+            }
+        }
+        let (starts, pg) = (rows.starts(), &mut self.page);
+        let mut tmp = std::mem::take(&mut pg.tmp);
+        let mut lo = 0;
+        while let Some(cap) = st.sync.as_ref().map(|s| s.cap()).filter(|_| lo < starts[4]) {
+            let n = cap.min(starts[4] - lo);
+            rows.next(n, &mut tmp)?;
+            write_page(&tmp, 0, lo, n, &starts, &sd, d, dicts, st, flags, pg)?;
+            lo += n;
+        }
         if self.known && pg.used.iter().any(|&u| !u) {
             return Err(PassErr::Retry(N_SYNC_HELD));
         }
         let nullable = [flags[N_SYNC_ACQUIRE] == Some(true), flags[N_SYNC_RELEASE] == Some(true)];
-        let tmp = std::mem::take(&mut pg.tmp);
+        tmp.truncate(0);
         let _ = pg.fill(&sd, &[0; 5], &tmp, 0, 0, 0);
         pg.validity(&tmp, 0, 0, nullable);
         pg.censored(&tmp, 0, 0, &d.extent_max);

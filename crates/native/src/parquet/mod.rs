@@ -474,6 +474,11 @@ impl<W: Write> Writer<W> {
         Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0, open: Vec::new(), open_rows: 0 })
     }
 
+    /// What the file is written to (the sync table's spill is made beside it).
+    pub fn get_ref(&self) -> &W {
+        self.out.w.get_ref()
+    }
+
     /// Appends rows lo..hi of `columns` to the open row group (opening one if none is), as
     /// data pages of at most PAGE_ROWS rows. Each column's pages are kept in memory,
     /// compressed, until end_group writes the column chunks one after another: the rows'
