@@ -453,6 +453,55 @@ fn footer(columns: &[Column], groups: &[(usize, Vec<ChunkMeta>)], rows: usize) -
     t.buf
 }
 
+/// A column's pages of the open row group held in memory up to this many bytes; past it they
+/// go to the writer's spill file (Spill), so a group of ROW_GROUP rows of every streamed table
+/// is not held in memory (docs/trace-schema.md, "Import memory").
+const SPILL_AT: usize = 256 << 10;
+
+/// An unnamed temporary file (O_TMPFILE in $TMPDIR, never seen in a folder) holding the open
+/// row group's pages column by column, in stretches: (column, offset, length) in the order
+/// written.
+struct Spill {
+    f: std::fs::File,
+    len: u64,
+    parts: Vec<(usize, u64, usize)>,
+}
+
+impl Spill {
+    /// A spill file, None where $TMPDIR's file system has no O_TMPFILE (pages then stay in memory).
+    fn open() -> Option<Spill> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE).open(std::env::temp_dir()).ok()?;
+        Some(Spill { f, len: 0, parts: Vec::new() })
+    }
+
+    fn put(&mut self, col: usize, b: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.f.write_all_at(b, self.len)?;
+        self.parts.push((col, self.len, b.len()));
+        self.len += b.len() as u64;
+        Ok(())
+    }
+
+    /// Column `col`'s stretches copied to `out` in order (`buf`: scratch).
+    fn copy<W: Write>(&self, col: usize, out: &mut Out<W>, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        for &(_, at, n) in self.parts.iter().filter(|p| p.0 == col) {
+            buf.resize(n, 0);
+            self.f.read_exact_at(buf, at)?;
+            out.put(buf)?;
+        }
+        Ok(())
+    }
+
+    /// Emptied for the next row group.
+    fn clear(&mut self) -> std::io::Result<()> {
+        self.parts.clear();
+        self.len = 0;
+        self.f.set_len(0)
+    }
+}
+
 /// A Parquet file written row group by row group: each group's columns may come from buffers
 /// that are refilled for the next (the footer keeps only where each column chunk went). Every
 /// group must describe the same columns (names, types, nullability) in the same order.
@@ -462,16 +511,20 @@ pub struct Writer<W: Write> {
     tmp: Temp,
     rows: usize,
     /// The row group being written page by page: each column's chunk so far (offsets from the
-    /// start of its buffer), and its rows.
+    /// start of the chunk; its bytes past SPILL_AT in `spill`, the rest in its buffer), and its
+    /// rows.
     open: Vec<(Out<Vec<u8>>, ChunkMeta)>,
     open_rows: usize,
+    /// (None: not opened yet, or O_TMPFILE unsupported)
+    spill: Option<Spill>,
+    spill_tried: bool,
 }
 
 impl<W: Write> Writer<W> {
     pub fn new(w: W) -> std::io::Result<Self> {
         let mut out = Out { w: std::io::BufWriter::with_capacity(1 << 20, w), pos: 0 };
         out.put(b"PAR1")?;
-        Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0, open: Vec::new(), open_rows: 0 })
+        Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0, open: Vec::new(), open_rows: 0, spill: None, spill_tried: false })
     }
 
     /// What the file is written to (the sync table's spill is made beside it).
@@ -495,8 +548,18 @@ impl<W: Write> Writer<W> {
             }
             self.open = open;
         }
-        for ((buf, m), c) in self.open.iter_mut().zip(columns) {
+        for ((col, (buf, m)), c) in self.open.iter_mut().enumerate().zip(columns) {
             chunk_pages(buf, c, lo, hi, m, &mut self.tmp)?;
+            if buf.w.len() >= SPILL_AT {
+                if !self.spill_tried {
+                    self.spill_tried = true;
+                    self.spill = Spill::open();
+                }
+                if let Some(sp) = self.spill.as_mut() {
+                    sp.put(col, &buf.w)?;
+                    buf.w.clear();
+                }
+            }
         }
         self.open_rows += hi - lo;
         Ok(())
@@ -508,14 +571,22 @@ impl<W: Write> Writer<W> {
             return Ok(());
         }
         let mut metas = Vec::with_capacity(self.open.len());
-        for (buf, m) in &mut self.open {
+        let mut scratch = std::mem::take(&mut self.tmp.packed);
+        for (col, (buf, m)) in self.open.iter_mut().enumerate() {
             let base = self.out.pos;
+            if let Some(sp) = &self.spill {
+                sp.copy(col, &mut self.out, &mut scratch)?;
+            }
             self.out.put(&buf.w)?;
             let mut m = std::mem::take(m);
             m.start += base;
             m.data_offset += base;
             m.dict_offset = m.dict_offset.map(|d| d + base);
             metas.push(m);
+        }
+        self.tmp.packed = scratch;
+        if let Some(sp) = self.spill.as_mut() {
+            sp.clear()?;
         }
         self.groups.push((self.open_rows, metas));
         self.rows += self.open_rows;
@@ -554,3 +625,41 @@ pub fn write<W: Write>(w: W, columns: &[Column], rows: usize, group_rows: usize)
     wr.finish(columns)
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int64<'a>(name: &str, v: &'a [u8], delta: bool) -> Column<'a> {
+        Column { name: name.into(), physical: INT64, converted: None, validity: None, offset: 0, values: v, width: 8, data: None, dict: None, delta, stats: true }
+    }
+
+    /// A row group written a page at a time, its columns' pages past SPILL_AT going through the
+    /// spill file, is the file written whole, byte for byte (two groups: the spill emptied).
+    #[test]
+    fn pages_spilled_to_the_temporary_file_give_the_bytes_of_the_whole_table() {
+        let n = 5 * PAGE_ROWS + 123;
+        let noisy: Vec<i64> = (0..n as i64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64)).collect();
+        let steps: Vec<i64> = (0..n as i64).map(|i| 1_000_000 + 3 * i + i % 7).collect();
+        let (a, b): (Vec<u8>, Vec<u8>) = (noisy.iter().flat_map(|v| v.to_le_bytes()).collect(), steps.iter().flat_map(|v| v.to_le_bytes()).collect());
+        let cols = [int64("noisy", &a, false), int64("steps", &b, true)];
+        let group = 3 * PAGE_ROWS;
+        let mut whole = Vec::new();
+        write(&mut whole, &cols, n, group).unwrap();
+        let mut paged = Vec::new();
+        let mut w = Writer::new(&mut paged).unwrap();
+        let mut lo = 0;
+        while lo < n {
+            let hi = (lo + PAGE_ROWS).min(n);
+            w.pages(&cols, lo, hi).unwrap();
+            if hi % group == 0 || hi == n {
+                assert!(w.spill.as_ref().is_some_and(|s| s.len > 0), "pages spilled at {hi}");
+                w.end_group().unwrap();
+            }
+            lo = hi;
+        }
+        w.finish(&cols).unwrap();
+        assert_eq!(whole.len(), paged.len());
+        assert!(whole == paged);
+    }
+}
