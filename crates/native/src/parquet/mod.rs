@@ -458,9 +458,18 @@ fn footer(columns: &[Column], groups: &[(usize, Vec<ChunkMeta>)], rows: usize) -
 /// is not held in memory (docs/trace-schema.md, "Import memory").
 const SPILL_AT: usize = 256 << 10;
 
-/// An unnamed temporary file (O_TMPFILE in $TMPDIR, never seen in a folder) holding the open
-/// row group's pages column by column, in stretches: (column, offset, length) in the order
-/// written.
+/// The folder of the spill files (spill_beside), else $TMPDIR.
+static SPILL_DIR: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+
+/// Spill files go, from now on, to the folder of `path` (a table being written): not to
+/// $TMPDIR, where a tmpfs would hold them in memory.
+pub fn spill_beside(path: &std::path::Path) {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).map(|d| d.to_path_buf());
+    *SPILL_DIR.lock().unwrap_or_else(|e| e.into_inner()) = dir;
+}
+
+/// An unnamed temporary file (O_TMPFILE, never seen in a folder) holding the open row group's
+/// pages column by column, in stretches: (column, offset, length) in the order written.
 struct Spill {
     f: std::fs::File,
     len: u64,
@@ -468,10 +477,12 @@ struct Spill {
 }
 
 impl Spill {
-    /// A spill file, None where $TMPDIR's file system has no O_TMPFILE (pages then stay in memory).
+    /// A spill file, None where its folder's file system has no O_TMPFILE (pages then stay in
+    /// memory).
     fn open() -> Option<Spill> {
         use std::os::unix::fs::OpenOptionsExt;
-        let f = std::fs::OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE).open(std::env::temp_dir()).ok()?;
+        let dir = SPILL_DIR.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_else(std::env::temp_dir);
+        let f = std::fs::OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE).open(dir).ok()?;
         Some(Spill { f, len: 0, parts: Vec::new() })
     }
 
