@@ -222,7 +222,10 @@ impl Pass<'_> {
             kinds::REGION_END => live.regions.end(&mut d.regions, at, r.id as u64),
             kinds::FUNC_ENTRY => live.functions.begin(&mut d.functions, g, at, r.a, name, r.b),
             kinds::FUNC_EXIT => live.functions.end(&mut d.functions, at, r.a),
-            kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => live.sync.event(&mut d.sync, SyncEv { ts: at.0, comp: at.1, kind: r.kind, addr: r.a, name }),
+            kinds::LOCK_REQUEST..=kinds::COND_WAIT_EXIT => {
+                live.sync.event(&mut d.sync, SyncEv { ts: at.0, comp: at.1, kind: r.kind, addr: r.a, name });
+                self.sync_writer.spill_if_full(d, &mut live.sync, self.st)?;
+            }
             kinds::COUNTER => {
                 let c = &mut d.counters;
                 c.ts.push(at.0);

@@ -294,8 +294,11 @@ pub struct SyncWriter {
     dicts: Option<SyncDicts>,
     /// `dicts` came from the scans: pages are written as threads end whatever the names
     known: bool,
-    /// where the parts after the mutex acquisitions go as they are finished (None: held)
+    /// where the parts after the mutex acquisitions go as they are finished (None: held), and
+    /// the rows of a part held at most while a chunk's records go by (a page; more where its
+    /// pairing must be done again)
     dir: Option<std::path::PathBuf>,
+    spill_rows: usize,
     spills: [Option<Spill>; 4],
     /// the objects not named of the rows spilled
     unnamed: HashSet<u64>,
@@ -308,6 +311,7 @@ impl SyncWriter {
         let mut w = SyncWriter::default();
         let Some(sink) = st.sync.as_ref() else { return w };
         w.dir = folder_of(sink.w.get_ref()).or_else(|| Some(std::env::temp_dir()));
+        w.spill_rows = sink.cap();
         // nulls the records' kinds promise: condition waits are never released, and requests
         // beyond the acquisitions are never acquired (no retry when a later page holds them)
         let n = |k: u8| d.counts[k as usize];
@@ -381,6 +385,16 @@ impl SyncWriter {
                 self.spill(d, part, n, comp)?;
                 open.shift(n);
             }
+        }
+        Ok(())
+    }
+
+    /// spill_finished where a part after the mutex acquisitions holds a page of rows, so that
+    /// a chunk's waits (a million barrier waits in 64 MiB) are not all held till its end.
+    #[inline(always)]
+    pub fn spill_if_full(&mut self, d: &mut Derived, tracker: &mut Tracker, st: &Streams) -> Result<(), PassErr> {
+        if self.dir.is_some() && [UNACQUIRED, BARRIER, COND].iter().any(|&p| d.sync[p].g.len() >= self.spill_rows) {
+            return self.spill_finished(d, tracker, st);
         }
         Ok(())
     }
