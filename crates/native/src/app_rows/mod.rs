@@ -6,9 +6,10 @@
 //! oslens_format::Record with the trace's clock (clock.rs), and hands each to the trackers of
 //! the tables it makes rows of: app_events (events.rs, written a page at a time, never laid out
 //! whole), regions and functions (nesting.rs), counters, timers, pauses and adapt (derived.rs),
-//! sync (sync.rs, written by sync_table.rs) and compensation's times (compensation.rs). Streamed
-//! tables are written a page at a time as their rows are complete (columns.rs: their Parquet
-//! columns); flags.rs decides which columns are nullable.
+//! sync (sync.rs, written by sync_table.rs, its parts after the mutex acquisitions kept on disk
+//! meanwhile by sync_spill.rs) and compensation's times (compensation.rs). Streamed tables are
+//! written a page at a time as their rows are complete (columns.rs: their Parquet columns);
+//! flags.rs decides which columns are nullable.
 
 mod clock;
 mod columns;
