@@ -2,6 +2,7 @@
 //! continuation records, salvage); Python receives the valid records as one bytes object of
 //! 32-byte records that numpy views without copying (`oslens.capture.raw.RECORD_DTYPE`).
 
+mod anon_file;
 mod app_rows;
 mod constants;
 mod names;

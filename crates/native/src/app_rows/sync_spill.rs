@@ -5,9 +5,9 @@
 //! anonymous file (O_TMPFILE) beside the sync table, gone when the pass ends however it ends.
 
 use super::sync::SyncPart;
-use std::fs::{File, OpenOptions};
+use crate::anon_file::anonymous_file;
+use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Bytes of a row: g, name, address, request, acquire and its flag, release and its flag.
@@ -23,20 +23,6 @@ pub fn folder_of(f: &File) -> Option<PathBuf> {
     path.parent().map(Path::to_path_buf)
 }
 
-/// A file in `dir` with no name: O_TMPFILE, else one made and unlinked at once (named as the
-/// importer's temporary tables are, so that one left by a kill in between is removed by
-/// importer.remove_stale_files).
-fn anonymous_file(dir: &Path, part: usize) -> std::io::Result<File> {
-    let open = || OpenOptions::new().read(true).write(true).mode(0o600).clone();
-    if let Ok(f) = open().custom_flags(libc::O_TMPFILE).open(dir) {
-        return Ok(f);
-    }
-    let path = dir.join(format!(".sync-part{part}.tmp-{}.parquet", std::process::id()));
-    let f = open().create_new(true).open(&path)?;
-    std::fs::remove_file(&path)?;
-    Ok(f)
-}
-
 /// One part's rows on disk, in the order they were taken from memory.
 pub struct Spill {
     w: BufWriter<File>,
@@ -47,8 +33,11 @@ pub struct Spill {
 }
 
 impl Spill {
+    /// Part `part`'s spill in `dir` (where there is no O_TMPFILE, a file named as the importer's
+    /// temporary tables are, so that one left by a kill in between is removed by
+    /// importer.remove_stale_files).
     pub fn new(dir: &Path, part: usize, comp: bool) -> std::io::Result<Spill> {
-        Ok(Spill { w: BufWriter::with_capacity(BUF, anonymous_file(dir, part)?), rows: 0, comp, row: Vec::with_capacity(ROW + COMP) })
+        Ok(Spill { w: BufWriter::with_capacity(BUF, anonymous_file(dir, Some(&format!(".sync-part{part}.tmp-{}.parquet", std::process::id())))?), rows: 0, comp, row: Vec::with_capacity(ROW + COMP) })
     }
 
     /// Appends rows 0..n of `p` (their compensated times too where the pass computes them).

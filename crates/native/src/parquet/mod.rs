@@ -480,9 +480,8 @@ impl Spill {
     /// A spill file, None where its folder's file system has no O_TMPFILE (pages then stay in
     /// memory).
     fn open() -> Option<Spill> {
-        use std::os::unix::fs::OpenOptionsExt;
         let dir = SPILL_DIR.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_else(std::env::temp_dir);
-        let f = std::fs::OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE).open(dir).ok()?;
+        let f = crate::anon_file::anonymous_file(&dir, None).ok()?;
         Some(Spill { f, len: 0, parts: Vec::new() })
     }
 
