@@ -59,18 +59,37 @@ def record(d: Path, n: int) -> Path:
     return trace
 
 
-def import_with(python: str, trace: Path, calibration: Path) -> dict:
+def timed_import(python: str, trace: Path, calibration: Path) -> dict:
+    """`trace` imported by `python` in a fresh process under /usr/bin/time -v: its wall time and
+    peak RSS (VmHWM, and time's maximum)."""
     env = {"OSLENS_CALIBRATION": str(calibration), "OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
     got = subprocess.run(["/usr/bin/time", "-v", python, "-c", IMPORT, str(trace)], check=True, capture_output=True,
                          text=True, env=env)
     wall, hwm = got.stdout.split()
     max_rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", got.stderr).group(1))
+    return {"wall_s": round(float(wall), 2), "vmhwm_mib": int(hwm), "time_v_max_rss_mib": max_rss // 1024}
+
+
+def records_of(trace: Path) -> int:
+    return sum(int(t.get("records", 0)) for t in json.loads((trace / "meta.json").read_text()).get("threads", []))
+
+
+def alternated(pythons: dict, trace: Path, calibration: Path, repeat: int, import_with) -> dict:
+    """`repeat` imports of `trace` by each interpreter, alternated (a before and an after from one run)."""
+    runs = {k: [] for k in pythons}
+    for _ in range(repeat):
+        for name, py in pythons.items():
+            runs[name].append(import_with(py, trace, calibration))
+    return runs
+
+
+def import_with(python: str, trace: Path, calibration: Path) -> dict:
+    timed = timed_import(python, trace, calibration)
     table = trace / "tables" / "functions.parquet"
     out = subprocess.run([python, "-c", "import sys, pyarrow.compute as pc, pyarrow.parquet as pq; t = pq.read_table(sys.argv[1]);"
                           "print(t.num_rows, t.filter(pc.equal(t['name'], 'fib')).num_rows)", str(table)],
                          check=True, capture_output=True, text=True).stdout.split()
-    return {"wall_s": round(float(wall), 2), "vmhwm_mib": int(hwm), "time_v_max_rss_mib": max_rss // 1024,
-            "rows": int(out[0]), "fib_rows": int(out[1]), "sha256": hashlib.sha256(table.read_bytes()).hexdigest()}
+    return {**timed, "rows": int(out[0]), "fib_rows": int(out[1]), "sha256": hashlib.sha256(table.read_bytes()).hexdigest()}
 
 
 def main() -> None:
@@ -91,12 +110,8 @@ def main() -> None:
     result = {"host_load": open("/proc/loadavg").read().split()[:3], "sizes": []}
     for n in args.fib:
         trace = record(d, n)
-        records = sum(int(t.get("records", 0)) for t in json.loads((trace / "meta.json").read_text()).get("threads", []))
-        size = {"fib": n, "calls": fib_calls(n), "records": records, "runs": {k: [] for k in pythons}}
-        for _ in range(args.repeat):
-            for name, py in pythons.items():  # alternated
-                size["runs"][name].append(import_with(py, trace, calibration))
-        result["sizes"].append(size)
+        result["sizes"].append({"fib": n, "calls": fib_calls(n), "records": records_of(trace),
+                                "runs": alternated(pythons, trace, calibration, args.repeat, import_with)})
     print(json.dumps(result, indent=1))
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +51,7 @@ print(t and len(t["kind"]), sorted(collections.Counter(t["tid"][i] for i, k in e
 
 
 sys.path.insert(0, str(Path(__file__).parent))
-from functions import IMPORT  # noqa: E402 (the same timed import in a fresh process)
+from functions import alternated, records_of, timed_import  # noqa: E402 (the same timed import in a fresh process)
 from run import CALIBRATION  # noqa: E402 (the bench's fixed calibration: compensation charged as an import does)
 
 
@@ -89,16 +88,11 @@ def futex_calls(d: Path, threads: int, n: int) -> dict:
 
 
 def import_with(python: str, trace: Path, calibration: Path) -> dict:
-    env = {"OSLENS_CALIBRATION": str(calibration), "OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    got = subprocess.run(["/usr/bin/time", "-v", python, "-c", IMPORT, str(trace)], check=True, capture_output=True,
-                         text=True, env=env)
-    wall, hwm = got.stdout.split()
-    max_rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", got.stderr).group(1))
+    timed = timed_import(python, trace, calibration)
     table = trace / "tables" / "sync.parquet"
     rows, per_thread = subprocess.run([python, "-c", COUNT, str(table)], check=True, capture_output=True,
                                       text=True).stdout.split(" ", 1)
-    return {"wall_s": round(float(wall), 2), "vmhwm_mib": int(hwm), "time_v_max_rss_mib": max_rss // 1024,
-            "rows": int(rows), "barrier_rows_per_thread": json.loads(per_thread),
+    return {**timed, "rows": int(rows), "barrier_rows_per_thread": json.loads(per_thread),
             "sha256": hashlib.sha256(table.read_bytes()).hexdigest()}
 
 
@@ -119,14 +113,10 @@ def main() -> None:
     result = {"host_load": open("/proc/loadavg").read().split()[:3], "threads": args.threads, "sizes": []}
     for n in args.waits:
         trace, printed = record(d, args.threads, n)
-        records = sum(int(t.get("records", 0)) for t in json.loads((trace / "meta.json").read_text()).get("threads", []))
-        size = {"waits_per_thread": n, "program_printed": printed, "records": records,
-                "runs": {k: [] for k in pythons}}
+        size = {"waits_per_thread": n, "program_printed": printed, "records": records_of(trace)}
         if args.futex:
             size["futex_calls_unrecorded"] = futex_calls(d, args.threads, n)
-        for _ in range(args.repeat):
-            for name, py in pythons.items():  # alternated
-                size["runs"][name].append(import_with(py, trace, calibration))
+        size["runs"] = alternated(pythons, trace, calibration, args.repeat, import_with)
         result["sizes"].append(size)
     print(json.dumps(result, indent=1))
 

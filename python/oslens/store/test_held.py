@@ -116,6 +116,20 @@ def _long_thread_trace(path, per_thread: int = 3000, chunk: int = 100):
     (path / "meta.json").write_text(json.dumps({"pid": 60, "end_ns": 10**6}))
 
 
+def _page_by_page(tmp_path, monkeypatch):
+    """Imports from here on with a calibration, pages of 64 rows, every chunk let go and
+    compensation's breakpoints kept for the latest two only: every streamed table's rows cross
+    pages, chunks and the window."""
+    from oslens.store.test_app_tables import CALIBRATION
+
+    cal = tmp_path / "calibration.json"
+    cal.write_text(json.dumps(CALIBRATION))
+    monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
+    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
+    monkeypatch.setenv("OSLENS_IMPORT_COMP_WINDOW", "2")
+
+
 @pytest.mark.parametrize("extensions", [True, False])
 def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_path, monkeypatch, extensions):
     """With every chunk let go, compensation's breakpoints kept for the latest two only (older
@@ -125,16 +139,10 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     import pyarrow.parquet as pq
 
     from oslens.store import app_tables, app_tables_oracle
-    from oslens.store.test_app_tables import CALIBRATION
 
     trace = tmp_path / "t"
     _long_thread_trace(trace)
-    cal = tmp_path / "calibration.json"
-    cal.write_text(json.dumps(CALIBRATION))
-    monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
-    monkeypatch.setattr(importer, "ROW_GROUP", 64)
-    monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
-    monkeypatch.setenv("OSLENS_IMPORT_COMP_WINDOW", "2")
+    _page_by_page(tmp_path, monkeypatch)
     out = {}
     for stream in (False, True):
         build_app = None if stream else app_tables_oracle.build_app
@@ -220,19 +228,13 @@ def test_timers_starting_after_they_stop_are_not_held_to_their_threads_end(tmp_p
     import pyarrow.parquet as pq
 
     from oslens.store import app_tables, app_tables_oracle
-    from oslens.store.test_app_tables import CALIBRATION
 
     trace = tmp_path / "t"
     # every 7th timer starts 3 iterations after it stops (reached 3 iterations later), every 50th
     # after its thread's last record (reached by none: known at the thread's end)
     late = ((7, 3 * synthetic.PERIOD_NS), (50, 10**9))
     spec = synthetic.write_trace(trace, threads=2, iterations=600, chunk_records=256, late_timers=late)
-    cal = tmp_path / "calibration.json"
-    cal.write_text(json.dumps(CALIBRATION))
-    monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
-    monkeypatch.setattr(importer, "ROW_GROUP", 64)
-    monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
-    monkeypatch.setenv("OSLENS_IMPORT_COMP_WINDOW", "2")
+    _page_by_page(tmp_path, monkeypatch)
     out = {}
     for stream in (False, True):
         tables = importer.build_tables(trace, salvage.Losses(), extensions=True,
