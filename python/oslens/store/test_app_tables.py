@@ -412,6 +412,26 @@ def _sync_waits_trace(path, case: str) -> None:
                         "pid": 1000, "tid": 1003, "seq": 0, "calib": calib, "closed": True}, recs)
 
 
+def built_both_ways(trace, out_dir, extensions, check=lambda tables: None) -> dict:
+    """The trace's tables built by the in-memory oracle, then by the streamed pass (`check` looks
+    at the streamed build before it is written), each written and copied to
+    out_dir/tables-{False,True}; returns those folders by `streamed`."""
+    import shutil
+
+    from oslens.store import importer, salvage
+
+    out = {}
+    for stream in (False, True):
+        tables = importer.build_tables(trace, salvage.Losses(), extensions=extensions,
+                                       build_app=None if stream else app_tables_oracle.build_app)
+        if stream:
+            check(tables)
+        importer.write_tables(trace, tables)
+        out[stream] = out_dir / f"tables-{stream}"
+        shutil.copytree(trace / "tables", out[stream])
+    return out
+
+
 @pytest.mark.parametrize("case", ["named", "unnamed", "unnamed-unscanned", "retry"])
 @pytest.mark.parametrize("compensation", [False, True])
 def test_sync_waits_go_to_disk_and_come_back_the_same_table(tmp_path, monkeypatch, case, compensation):
@@ -419,9 +439,7 @@ def test_sync_waits_go_to_disk_and_come_back_the_same_table(tmp_path, monkeypatc
     mutex acquisition) leave memory as they are finished and are written back after the last
     acquisition: in pages of 64 rows that straddle the parts, the tables are the in-memory
     build's byte for byte, and the sync rows held at once are fewer than one part's rows."""
-    import shutil
-
-    from oslens.store import importer, salvage
+    from oslens.store import importer
 
     monkeypatch.setattr(importer, "ROW_GROUP", 64)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")  # every chunk let go and read again
@@ -442,23 +460,19 @@ def test_sync_waits_go_to_disk_and_come_back_the_same_table(tmp_path, monkeypatc
     monkeypatch.setattr(app_tables, "build_streamed", spy)
     trace = tmp_path / "t"
     _sync_waits_trace(trace, case)
-    out = {}
-    for stream in (False, True):
-        build_app = None if stream else app_tables_oracle.build_app
-        tables = importer.build_tables(trace, salvage.Losses(), extensions=compensation, build_app=build_app)
-        if stream:
-            sync = tables["sync"]
-            assert isinstance(sync, app_tables.WrittenTable)
-            assert sync.num_rows == 4 * 4 * 150 + 1 + (case == "retry")  # 4 threads' 4 parts, the tail's
-            acquired = 4 * 150 + (case == "retry")
-            # held: the acquisitions (all of them where the scans lack the sync keys, else a
-            # chunk's: 150 in the last thread's) and a page of each other part, not those parts'
-            # 1,800 rows, nor the last thread's 450
-            assert sync.peak_rows < (acquired if case in ("unnamed-unscanned", "retry") else 150 + 64) + 3 * 64
-            assert passes == [2 if case == "retry" else 1]
-        importer.write_tables(trace, tables)
-        out[stream] = tmp_path / f"tables-{stream}"
-        shutil.copytree(trace / "tables", out[stream])
+
+    def check(tables):
+        sync = tables["sync"]
+        assert isinstance(sync, app_tables.WrittenTable)
+        assert sync.num_rows == 4 * 4 * 150 + 1 + (case == "retry")  # 4 threads' 4 parts, the tail's
+        acquired = 4 * 150 + (case == "retry")
+        # held: the acquisitions (all of them where the scans lack the sync keys, else a
+        # chunk's: 150 in the last thread's) and a page of each other part, not those parts'
+        # 1,800 rows, nor the last thread's 450
+        assert sync.peak_rows < (acquired if case in ("unnamed-unscanned", "retry") else 150 + 64) + 3 * 64
+        assert passes == [2 if case == "retry" else 1]
+
+    out = built_both_ways(trace, tmp_path, compensation, check)
     assert not [p.name for p in trace.iterdir() if p.name.startswith(".")]  # no spill left
     import pyarrow.parquet as pq
 

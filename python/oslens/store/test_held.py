@@ -11,7 +11,7 @@ import pytest
 
 from oslens.errors import OslensError
 from oslens.store import importer, salvage, synthetic
-from oslens.store.test_app_tables import _nested_trace, _random_trace
+from oslens.store.test_app_tables import _nested_trace, _random_trace, built_both_ways
 
 
 def _import(trace, tables_copy):
@@ -138,32 +138,28 @@ def test_rows_written_as_the_records_go_by_are_the_tables_built_in_memory(tmp_pa
     in-memory build makes, byte for byte."""
     import pyarrow.parquet as pq
 
-    from oslens.store import app_tables, app_tables_oracle
+    from oslens.store import app_tables
 
     trace = tmp_path / "t"
     _long_thread_trace(trace)
     _page_by_page(tmp_path, monkeypatch)
-    out = {}
-    for stream in (False, True):
-        build_app = None if stream else app_tables_oracle.build_app
-        tables = importer.build_tables(trace, salvage.Losses(), extensions=extensions, build_app=build_app)
-        if stream:
-            regions, functions, sync = tables["regions"], tables["functions"], tables["sync"]
-            assert all(isinstance(t, app_tables.WrittenTable) for t in (regions, functions, sync))
-            # held: a chunk's rows and less than a page before them, not a thread's (the second
-            # thread's rows after its late bad end are held to its end), though the first
-            # region of each thread is open to its end: the rows behind it are written before
-            # it ends, and patched when the table is moved into place
-            assert regions.num_rows > 700 and regions.peak_rows < regions.num_rows // 6
-            assert regions.patches is not None and regions.patches.num_rows >= 2
-            # functions too, though the first call of each thread is open to its end (main's):
-            # the rows behind it are written before it ends, and patched
-            assert functions.num_rows > 400 and functions.peak_rows < functions.num_rows // 4
-            assert (functions.patches is not None) == (not extensions)  # else patched when symbols named them
-            assert sync.num_rows > 300 and sync.peak_rows < sync.num_rows // 3
-        importer.write_tables(trace, tables)
-        out[stream] = tmp_path / f"tables-{stream}"
-        shutil.copytree(trace / "tables", out[stream])
+
+    def check(tables):
+        regions, functions, sync = tables["regions"], tables["functions"], tables["sync"]
+        assert all(isinstance(t, app_tables.WrittenTable) for t in (regions, functions, sync))
+        # held: a chunk's rows and less than a page before them, not a thread's (the second
+        # thread's rows after its late bad end are held to its end), though the first
+        # region of each thread is open to its end: the rows behind it are written before
+        # it ends, and patched when the table is moved into place
+        assert regions.num_rows > 700 and regions.peak_rows < regions.num_rows // 6
+        assert regions.patches is not None and regions.patches.num_rows >= 2
+        # functions too, though the first call of each thread is open to its end (main's):
+        # the rows behind it are written before it ends, and patched
+        assert functions.num_rows > 400 and functions.peak_rows < functions.num_rows // 4
+        assert (functions.patches is not None) == (not extensions)  # else patched when symbols named them
+        assert sync.num_rows > 300 and sync.peak_rows < sync.num_rows // 3
+
+    out = built_both_ways(trace, tmp_path, extensions, check)
     names = sorted(p.name for p in out[False].glob("*.parquet"))
     assert names == sorted(p.name for p in out[True].glob("*.parquet"))
     regions = pq.read_table(out[True] / "regions.parquet").to_pydict()
@@ -188,25 +184,22 @@ def test_a_region_around_the_whole_program_holds_no_rows_to_its_end(tmp_path, mo
     gives it its end; the tables are the in-memory build's, byte for byte."""
     import pyarrow.parquet as pq
 
-    from oslens.store import app_tables, app_tables_oracle
+    from oslens.store import app_tables
 
     trace = tmp_path / "t"
     spec = synthetic.write_trace(trace, threads=2, iterations=300, chunk_records=256, enclosing_region=True)
     assert spec["records"] == 2 * (300 * len(synthetic.PATTERN) + 2)
     monkeypatch.setattr(importer, "ROW_GROUP", 64)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
-    out = {}
-    for stream in (False, True):
-        tables = importer.build_tables(trace, salvage.Losses(), extensions=False,
-                                       build_app=None if stream else app_tables_oracle.build_app)
-        if stream:
-            regions = tables["regions"]
-            assert isinstance(regions, app_tables.WrittenTable) and regions.num_rows == 2 * (2 * 300 + 1)
-            assert regions.peak_rows < regions.num_rows // 8
-            assert regions.patches.column("row").to_pylist() == [0, 601]  # each thread's main, written early
-        importer.write_tables(trace, tables)
-        out[stream] = (trace / "tables" / "regions.parquet").read_bytes()
-    assert out[False] == out[True]
+
+    def check(tables):
+        regions = tables["regions"]
+        assert isinstance(regions, app_tables.WrittenTable) and regions.num_rows == 2 * (2 * 300 + 1)
+        assert regions.peak_rows < regions.num_rows // 8
+        assert regions.patches.column("row").to_pylist() == [0, 601]  # each thread's main, written early
+
+    out = built_both_ways(trace, tmp_path, False, check)
+    assert (out[False] / "regions.parquet").read_bytes() == (out[True] / "regions.parquet").read_bytes()
     got = pq.read_table(trace / "tables" / "regions.parquet").to_pydict()
     main = [i for i, n in enumerate(got["name"]) if n == "main"]
     assert main == [0, 601]
@@ -227,7 +220,7 @@ def test_timers_starting_after_they_stop_are_not_held_to_their_threads_end(tmp_p
     with a compensation window of two breakpoints (old times added up again from the records)."""
     import pyarrow.parquet as pq
 
-    from oslens.store import app_tables, app_tables_oracle
+    from oslens.store import app_tables
 
     trace = tmp_path / "t"
     # every 7th timer starts 3 iterations after it stops (reached 3 iterations later), every 50th
@@ -235,24 +228,21 @@ def test_timers_starting_after_they_stop_are_not_held_to_their_threads_end(tmp_p
     late = ((7, 3 * synthetic.PERIOD_NS), (50, 10**9))
     spec = synthetic.write_trace(trace, threads=2, iterations=600, chunk_records=256, late_timers=late)
     _page_by_page(tmp_path, monkeypatch)
-    out = {}
-    for stream in (False, True):
-        tables = importer.build_tables(trace, salvage.Losses(), extensions=True,
-                                       build_app=None if stream else app_tables_oracle.build_app)
-        if stream:
-            timers = tables["timers"]
-            assert isinstance(timers, app_tables.WrittenTable) and timers.num_rows == 2 * 600
-            assert timers.peak_rows <= 2 * 64  # two pages at most, not a thread's 600 rows
-            # each thread's timers starting after its end were written before it ended (but
-            # those in its last two pages) and patched; of the 170 reached 3 iterations later,
-            # only those held when two pages filled up
-            patched = set(timers.patches.column("row").to_pylist())
-            assert {600 * t + it for t in range(2) for it in range(49, 400, 50)} <= patched
-            assert patched <= {600 * t + it for t in range(2) for it in range(600) if it % 50 == 49 or it % 7 == 6}
-            assert len(patched) < 2 * 12 + 170 // 10
-        importer.write_tables(trace, tables)
-        out[stream] = (trace / "tables" / "timers.parquet").read_bytes()
-    assert out[False] == out[True]
+
+    def check(tables):
+        timers = tables["timers"]
+        assert isinstance(timers, app_tables.WrittenTable) and timers.num_rows == 2 * 600
+        assert timers.peak_rows <= 2 * 64  # two pages at most, not a thread's 600 rows
+        # each thread's timers starting after its end were written before it ended (but
+        # those in its last two pages) and patched; of the 170 reached 3 iterations later,
+        # only those held when two pages filled up
+        patched = set(timers.patches.column("row").to_pylist())
+        assert {600 * t + it for t in range(2) for it in range(49, 400, 50)} <= patched
+        assert patched <= {600 * t + it for t in range(2) for it in range(600) if it % 50 == 49 or it % 7 == 6}
+        assert len(patched) < 2 * 12 + 170 // 10
+
+    out = built_both_ways(trace, tmp_path, True, check)
+    assert (out[False] / "timers.parquet").read_bytes() == (out[True] / "timers.parquet").read_bytes()
     got = pq.read_table(trace / "tables" / "timers.parquet").to_pydict()
     for t in range(2):
         start_ns = spec["starts"][spec["pid"] + t]
