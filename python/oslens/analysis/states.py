@@ -327,21 +327,22 @@ def _dropped_events(con, tid: int) -> int:
     return int(row[0] or 0) if row else 0
 
 
-_CACHE: dict[int, tuple[object, dict]] = {}
+_CACHE: dict[int, tuple[object, dict, object]] = {}
 
 
 def timelines(con, prog: program.Program | None = None) -> dict[int, Timeline]:
-    """Timelines of every program thread, computed once per connection."""
+    """Timelines of every program thread, computed once per connection and program (the
+    program is computed again when its tables change size: program.program)."""
     key = id(con)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is con:
-        return hit[1]
     prog = prog or program.program(con)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is con and hit[2] is prog:
+        return hit[1]
     has_sched = db.row_count(con, "cpu_slices") > 0
     out = {}
     for tid in prog.tids:
         out[tid] = thread_timeline(con, tid, prog.start[tid], prog.end[tid], has_sched)
     if len(_CACHE) > 8:
         _CACHE.clear()
-    _CACHE[key] = (con, out)
+    _CACHE[key] = (con, out, prog)
     return out

@@ -104,7 +104,7 @@ def _header(report: Report) -> str:
     items = [
         ("trace", h["trace"]),
         ("command", h["command"] or "-"),
-        ("program", f"pid {', '.join(map(str, h['program_pids'])) or '-'}, {h['threads']} thread(s)"),
+        ("program", f"{model.pids_text(h['program_pids'])}, {h['threads']} thread(s)"),
         ("wall time", units.fmt_ns(h["wall_ns"]) + (f" (incomplete trace: {h['incomplete']})" if h.get("incomplete") else "")),
         ("program ended", h.get("exit") or "n/a (not recorded)"),
         ("locks", h.get("sync_mode") or "-"),

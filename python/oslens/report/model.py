@@ -177,6 +177,16 @@ def recorder_cost(m: dict) -> dict:
             "recorder_thread_slots": sum(t.get("ring_slots_self_copied", 0) for t in threads)}
 
 
+def pids_text(pids: list, shown: int = 4) -> str:
+    """The program's processes for the header: every pid of a few, else the first ones and how
+    many more (a shell script or a build has hundreds; the JSON report keeps them all)."""
+    if not pids:
+        return "pid -"
+    if len(pids) <= shown:
+        return f"pid {', '.join(map(str, pids))}"
+    return f"{len(pids):,} processes: pid {', '.join(map(str, pids[:shown]))} and {len(pids) - shown:,} more"
+
+
 def recorder_cost_line(h: dict) -> str | None:
     if h.get("recorder_helper_cpu_ns") is None:
         return None

@@ -44,7 +44,7 @@ def render(report: Report, console: Console | None = None) -> None:
     head.append("oslens report  ", style="bold")
     head.append(str(report.trace))
     head.append(f"\n{h['command'] or ''}\n" if h["command"] else "\n")
-    head.append(f"program pid {', '.join(map(str, h['program_pids'])) or '-'}, {h['threads']} thread(s), wall "
+    head.append(f"program {model.pids_text(h['program_pids'])}, {h['threads']} thread(s), wall "
                 f"{units.fmt_ns(h['wall_ns'])}, CPUs {', '.join(map(str, h['cpus'])) or '-'}\n")
     if h.get("incomplete"):
         head.append(f"incomplete trace: {h['incomplete']}\n", style="bold red")

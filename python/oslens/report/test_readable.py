@@ -86,6 +86,23 @@ def test_header_gives_the_exit_status_or_signal():
     assert "program ended: killed by SIGKILL (status 137)" in _render(model.build(con, "x"), 120)
 
 
+def test_header_names_a_few_processes_and_counts_the_rest():
+    assert model.pids_text([]) == "pid -"
+    assert model.pids_text([100, 101, 102, 103]) == "pid 100, 101, 102, 103"
+    assert model.pids_text(list(range(200, 241))) == "41 processes: pid 200, 201, 202, 203 and 37 more"
+    con = reference_trace()
+    assert "program pid 100, 2 thread(s)" in _render(model.build(con, "x"), 120)
+    # a shell script's children: one line at 80 columns, not one pid per word over four
+    con.execute("INSERT INTO threads (pid, tid, name, parent_tid, start_ns, end_ns, is_traced) "
+                "SELECT 200 + i, 200 + i, 'sh', 100, 1000 * i, 1000 * i + 500, true FROM range(40) t(i)")
+    out = _render(model.build(con, "x"), 80)
+    line = next(x for x in out.splitlines() if "program " in x)
+    assert "41 processes: pid 100, 200, 201, 202 and 37 more, 42 thread(s)" in line, out
+    assert "203" not in out.split("kernel events")[0]
+    page = html.render(model.build(con, "x"))
+    assert "41 processes: pid 100, 200, 201, 202 and 37 more, 42 thread(s)" in page
+
+
 def test_html_puts_findings_first():
     page = html.render(model.build(reference_trace(), "ref"))
     sections = [p.split("'")[0] for p in page.split("<section id='")[1:]]
