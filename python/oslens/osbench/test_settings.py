@@ -63,7 +63,10 @@ def test_sigterm_becomes_an_exception_and_restores(fake_sysctl, tmp_path):
             with settings.signals_as_exceptions():
                 with settings.changed_sysctls({{"kernel.sched_rr_timeslice_ms": 4}}, Path({str(state)!r})):
                     print("changed", flush=True)
-                    time.sleep(30)
+                    # short sleeps: a signal caught just before one long sleep began would be
+                    # handled only when it ended (CPython runs handlers between bytecodes)
+                    for _ in range(300):
+                        time.sleep(0.1)
         except settings.Interrupted as e:
             print("interrupted", e.signum, flush=True)
             sys.exit(3)
