@@ -3,7 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A read-write file in `dir` with no name (O_TMPFILE: gone however the process ends). Where
 /// the file system has no O_TMPFILE, a file named `fallback` is made and unlinked at once;
@@ -20,4 +20,12 @@ pub fn anonymous_file(dir: &Path, fallback: Option<&str>) -> std::io::Result<Fil
             Ok(f)
         }
     }
+}
+
+/// The folder of the file `f` is (None where /proc does not say): spills go beside the table
+/// they belong to, not to a `$TMPDIR` that may be a tmpfs holding them in memory.
+pub fn folder_of(f: &File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()?;
+    path.parent().map(Path::to_path_buf)
 }

@@ -171,8 +171,6 @@ pub fn app_pass<'py>(
                 let _ = std::fs::remove_file(p);
             }
         };
-        // the row groups being written spill beside the tables (parquet::Spill)
-        path.as_ref().or(streams.values().next()).inspect(|p| crate::parquet::spill_beside(std::path::Path::new(p)));
         for _ in 0..=app_rows::NULLABLE {
             let file = path.as_ref().map(std::fs::File::create).transpose()?;
             let sink = |t: &str| -> std::io::Result<Option<app_rows::Sink>> {

@@ -151,7 +151,7 @@ pub struct ParquetStream {
 impl ParquetStream {
     #[new]
     fn new(path: String, group_rows: usize) -> PyResult<Self> {
-        let w = std::fs::File::create(&path).and_then(parquet::Writer::new).map_err(|e| io_err(&path, e))?;
+        let w = std::fs::File::create(&path).and_then(parquet::Writer::new_file).map_err(|e| io_err(&path, e))?;
         Ok(ParquetStream { w: Some(w), path, group_rows: group_rows.max(1), in_group: 0 })
     }
 

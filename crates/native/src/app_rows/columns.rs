@@ -28,7 +28,7 @@ pub struct Sink {
 
 impl Sink {
     pub fn new(f: std::fs::File, group_rows: usize) -> std::io::Result<Sink> {
-        Ok(Sink { w: parquet::Writer::new(f)?, in_group: 0, group_rows: group_rows.max(1), written: 0 })
+        Ok(Sink { w: parquet::Writer::new_file(f)?, in_group: 0, group_rows: group_rows.max(1), written: 0 })
     }
 
     /// Rows the next page holds: PAGE_ROWS, or what the row group has room for.

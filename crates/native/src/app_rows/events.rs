@@ -145,7 +145,7 @@ impl<'a> Events<'a> {
             grp.ts_comp = vec![0; grp.ts.len()];
         }
         grp.cap = grp.ts.len().min(group_rows);
-        let writer = file.map(parquet::Writer::new).transpose()?;
+        let writer = file.map(parquet::Writer::new_file).transpose()?;
         Ok(Events { dicts, grp, writer, group_rows, in_group: 0, last_cols: None, name_bits: 0, pay_bits: 0, cpu_dict: (0..1i64 << 15).collect(), comp })
     }
 

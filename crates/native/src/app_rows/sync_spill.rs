@@ -8,20 +8,13 @@ use super::sync::SyncPart;
 use crate::anon_file::anonymous_file;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Bytes of a row: g, name, address, request, acquire and its flag, release and its flag.
 const ROW: usize = 4 + 4 + 8 + 8 + 8 + 1 + 8 + 1;
 /// Bytes of a row's compensated request, acquire and release.
 const COMP: usize = 3 * 8;
 const BUF: usize = 1 << 18;
-
-/// The folder of the file `f` is (None where /proc does not say).
-pub fn folder_of(f: &File) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    let path = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()?;
-    path.parent().map(Path::to_path_buf)
-}
 
 /// One part's rows on disk, in the order they were taken from memory.
 pub struct Spill {

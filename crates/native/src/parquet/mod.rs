@@ -458,16 +458,6 @@ fn footer(columns: &[Column], groups: &[(usize, Vec<ChunkMeta>)], rows: usize) -
 /// is not held in memory (docs/trace-schema.md, "Import memory").
 const SPILL_AT: usize = 256 << 10;
 
-/// The folder of the spill files (spill_beside), else $TMPDIR.
-static SPILL_DIR: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
-
-/// Spill files go, from now on, to the folder of `path` (a table being written): not to
-/// $TMPDIR, where a tmpfs would hold them in memory.
-pub fn spill_beside(path: &std::path::Path) {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).map(|d| d.to_path_buf());
-    *SPILL_DIR.lock().unwrap_or_else(|e| e.into_inner()) = dir;
-}
-
 /// An unnamed temporary file (O_TMPFILE, never seen in a folder) holding the open row group's
 /// pages column by column, in stretches: (column, offset, length) in the order written.
 struct Spill {
@@ -477,11 +467,10 @@ struct Spill {
 }
 
 impl Spill {
-    /// A spill file, None where its folder's file system has no O_TMPFILE (pages then stay in
+    /// A spill file in `dir`, None where its file system has no O_TMPFILE (pages then stay in
     /// memory).
-    fn open() -> Option<Spill> {
-        let dir = SPILL_DIR.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_else(std::env::temp_dir);
-        let f = crate::anon_file::anonymous_file(&dir, None).ok()?;
+    fn open(dir: &std::path::Path) -> Option<Spill> {
+        let f = crate::anon_file::anonymous_file(dir, None).ok()?;
         Some(Spill { f, len: 0, parts: Vec::new() })
     }
 
@@ -528,13 +517,25 @@ pub struct Writer<W: Write> {
     /// (None: not opened yet, or O_TMPFILE unsupported)
     spill: Option<Spill>,
     spill_tried: bool,
+    /// where the spill goes: beside the file written (new_file), else $TMPDIR
+    spill_dir: Option<std::path::PathBuf>,
+}
+
+impl Writer<std::fs::File> {
+    /// A writer to a file, whose open row groups spill beside it.
+    pub fn new_file(f: std::fs::File) -> std::io::Result<Self> {
+        let dir = crate::anon_file::folder_of(&f);
+        let mut w = Writer::new(f)?;
+        w.spill_dir = dir;
+        Ok(w)
+    }
 }
 
 impl<W: Write> Writer<W> {
     pub fn new(w: W) -> std::io::Result<Self> {
         let mut out = Out { w: std::io::BufWriter::with_capacity(1 << 20, w), pos: 0 };
         out.put(b"PAR1")?;
-        Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0, open: Vec::new(), open_rows: 0, spill: None, spill_tried: false })
+        Ok(Writer { out, groups: Vec::new(), tmp: Temp::default(), rows: 0, open: Vec::new(), open_rows: 0, spill: None, spill_tried: false, spill_dir: None })
     }
 
     /// What the file is written to (the sync table's spill is made beside it).
@@ -563,7 +564,7 @@ impl<W: Write> Writer<W> {
             if buf.w.len() >= SPILL_AT {
                 if !self.spill_tried {
                     self.spill_tried = true;
-                    self.spill = Spill::open();
+                    self.spill = Spill::open(self.spill_dir.as_deref().unwrap_or(&std::env::temp_dir()));
                 }
                 if let Some(sp) = self.spill.as_mut() {
                     sp.put(col, &buf.w)?;
