@@ -17,6 +17,7 @@ from oslens.phases import score
 
 WORKLOAD = ROOT / "workloads" / "phases" / "phases"
 SCRIPT = "compute:500,io:400,faults:400,sleep:400,compute:400,sync:400,io:400"
+KIND_OF_STEP = {"compute": "compute", "io": "io", "faults": "memory", "sleep": "sleep", "sync": "sync"}
 
 
 def _record(d):
@@ -75,9 +76,10 @@ def test_phases_match_the_script(runs):
         f1 = score.boundary_f1([c for c in changes if script[0][1] < c < script[-1][2]],
                                score.truth_boundaries(script), 2 * result["interval_ns"])
         assert f1["f1"] >= 0.9, f1
-        kinds = {result["phases"][labels[int(np.searchsorted(edges, (b + e) // 2)) - 1]]["kind"] for k, b, e in script
-                 if k == "compute"}
-        assert kinds == {"compute"}
+        # each script phase is found as its own kind (at its middle): a sleep phase once came out
+        # as I/O wait when a foreign discard's completion was paired with a traced request
+        found = [(k, result["phases"][labels[int(np.searchsorted(edges, (b + e) // 2)) - 1]]["kind"]) for k, b, e in script]
+        assert all(KIND_OF_STEP[k] == kind for k, kind in found), found
         # CPU utilisation within the phases varies at most a third as much as over the run
         h = result["homogeneity"]
         assert h["ratio"] <= 1 / 3 and h["within_cv"] * 3 <= h["run_cv"], h

@@ -246,13 +246,22 @@ impl State {
             Some(q) if issue && !self.traced.contains(&tid) => q,
             _ => tid,
         };
+        let mut kind = if issue { k::BLOCK_ISSUE } else { k::BLOCK_COMPLETE };
         if !self.system_wide {
             if issue {
                 if !self.traced.contains(&owner) {
-                    self.filtered += 1;
-                    return;
+                    // kept only where it tells a traced request's missing completion from its own
+                    if !self.pending_block.remove(&(dev, sector)) {
+                        self.filtered += 1;
+                        return;
+                    }
+                    kind = k::BLOCK_ISSUE_OTHER;
+                } else {
+                    if self.pending_block.len() > 1 << 16 {
+                        self.pending_block.clear();
+                    }
+                    self.pending_block.insert((dev, sector));
                 }
-                self.pending_block.insert((dev, sector));
             } else {
                 // Every completion is kept: the rings are drained CPU by CPU, so a
                 // completion on one CPU may be read before its issue on another. The
@@ -260,7 +269,6 @@ impl State {
                 self.pending_block.remove(&(dev, sector));
             }
         }
-        let kind = if issue { k::BLOCK_ISSUE } else { k::BLOCK_COMPLETE };
         self.emit(t.cpu, t.record(owner, kind, sector, dev | nsec << k::BLOCK_SECTORS_SHIFT | flags << k::BLOCK_FLAGS_SHIFT));
     }
 }

@@ -12,8 +12,8 @@ from oslens import _native
 
 SWITCH, WAKEUP, FORK, EXEC, EXIT, MIGRATE = (_native.KINDS[n] for n in (
     "sched_switch", "sched_waking", "fork", "exec", "exit", "migrate"))
-SYS_ENTER, SYS_EXIT, FAULT, BLOCK_ISSUE, BLOCK_COMPLETE = (_native.KINDS[n] for n in (
-    "sys_enter", "sys_exit", "page_fault_user", "block_rq_issue", "block_rq_complete"))
+SYS_ENTER, SYS_EXIT, FAULT, BLOCK_ISSUE, BLOCK_COMPLETE, BLOCK_ISSUE_OTHER = (_native.KINDS[n] for n in (
+    "sys_enter", "sys_exit", "page_fault_user", "block_rq_issue", "block_rq_complete", "block_rq_issue_other"))
 IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SAMPLE, LOST, COUNTER, TRACED, TASK = (_native.KINDS[n] for n in (
     "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "sample", "kernel_lost", "kernel_counter",
     "traced_root", "task"))

@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from oslens.store.kernel_fields import (BLOCK_COMPLETE, BLOCK_ISSUE, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY,
+from oslens.store.kernel_fields import (BLOCK_COMPLETE, BLOCK_ISSUE, BLOCK_ISSUE_OTHER, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY,
                                         SOFTIRQ_EXIT, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP)
 
 BATCH_ROWS = 1 << 18
@@ -135,19 +135,22 @@ def call_rows(con, exit_at: dict) -> Iterator[dict]:
 # ---------------------------------------------------------------- block I/O
 
 BLOCK_RECORDS = f"""
-    SELECT b & 4294967295 AS dev, a AS sector, ts, b, id AS tid, kind = {BLOCK_COMPLETE} AS e, seq
-    FROM k WHERE kind IN ({BLOCK_ISSUE}, {BLOCK_COMPLETE}) ORDER BY dev, sector, ts, e, seq"""
+    SELECT b & 4294967295 AS dev, a AS sector, ts, b, id AS tid, kind = {BLOCK_COMPLETE} AS e,
+           kind = {BLOCK_ISSUE_OTHER} AS other, seq
+    FROM k WHERE kind IN ({BLOCK_ISSUE}, {BLOCK_COMPLETE}, {BLOCK_ISSUE_OTHER}) ORDER BY dev, sector, ts, e, seq"""
 BLOCK_COLUMNS = {"issue_ns": "BIGINT", "complete_ns": "BIGINT", "dev": "BIGINT", "sector": "BIGINT", "b": "UBIGINT",
                  "tid": "BIGINT", "grp": "TINYINT", "seq": "BIGINT"}
 
 
 def block_rows(con) -> Iterator[dict]:
-    """One row per issue: completed by the next record of its device and sector when that is a
-    completion (grp 0), else never completed before the end (grp 1, after grp 0 among issues at
-    the same time, as the oracle orders them)."""
+    """One row per traced issue: completed by the next record of its device and sector when that
+    is a completion (grp 0), else never completed before the end (grp 1, after grp 0 among issues
+    at the same time, as the oracle orders them). An untraced task's issue at the sector
+    (BLOCK_ISSUE_OTHER) comes between a request whose completion was lost and that task's own
+    completion, so it makes no row and leaves the request unanswered."""
     for w in windows(con, BLOCK_RECORDS):
         c = w.cur
-        issue = ~c["e"]
+        issue = ~c["e"] & ~c["other"]
         paired = issue & w.same("next", "dev", "sector") & w.next["e"]
         yield {"issue_ns": c["ts"][issue], "complete_ns": _ints(w.next["ts"][issue], paired[issue]),
                "dev": c["dev"][issue].astype(np.int64), "sector": c["sector"][issue].view(np.int64), "b": c["b"][issue],

@@ -12,7 +12,7 @@ import pyarrow as pa
 from oslens.capture import raw
 from oslens.store import kernel_records, kernel_rows
 from oslens.store.kernel_fields import (
-    BLOCK_COMPLETE, BLOCK_FLAGS_SHIFT, BLOCK_ISSUE, BLOCK_SECTORS_BITS, BLOCK_SECTORS_SHIFT, COUNTER,
+    BLOCK_COMPLETE, BLOCK_FLAGS_SHIFT, BLOCK_ISSUE, BLOCK_ISSUE_OTHER, BLOCK_SECTORS_BITS, BLOCK_SECTORS_SHIFT, COUNTER,
     EXEC, EXIT, FAULT, FORK, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, MIGRATE, SAMPLE, SOFTIRQ_ENTRY,
     SOFTIRQ_EXIT, SOFTIRQ_NAMES, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP, dev_name, hi32, i32, i64, nullable, rw_letters,
     strings, syscall_names, table_of)
@@ -208,18 +208,21 @@ def _syscalls(R, pid_of):
 
 
 def _block_io(R, pid_of):
-    iss, com = R.kind(BLOCK_ISSUE), R.kind(BLOCK_COMPLETE)
-    dev = np.concatenate([i32(iss["b"]), i32(com["b"])]) & 0xFFFFFFFF
-    sector = np.concatenate([i64(iss["a"]), i64(com["a"])])
-    ts = np.concatenate([i64(iss["ts"]), i64(com["ts"])])
-    b = np.concatenate([iss["b"], com["b"]]).astype(np.uint64)
-    tid = np.concatenate([i64(iss["id"]), i64(com["id"])])
-    is_end = np.concatenate([np.zeros(len(iss), bool), np.ones(len(com), bool)])
+    # an untraced task's issue (BLOCK_ISSUE_OTHER) sorts as an issue and pairs like one, but makes no row
+    iss, com, other = R.kind(BLOCK_ISSUE), R.kind(BLOCK_COMPLETE), R.kind(BLOCK_ISSUE_OTHER)
+    dev = np.concatenate([i32(iss["b"]), i32(com["b"]), i32(other["b"])]) & 0xFFFFFFFF
+    sector = np.concatenate([i64(iss["a"]), i64(com["a"]), i64(other["a"])])
+    ts = np.concatenate([i64(iss["ts"]), i64(com["ts"]), i64(other["ts"])])
+    b = np.concatenate([iss["b"], com["b"], other["b"]]).astype(np.uint64)
+    tid = np.concatenate([i64(iss["id"]), i64(com["id"]), i64(other["id"])])
+    is_end = np.concatenate([np.zeros(len(iss), bool), np.ones(len(com), bool), np.zeros(len(other), bool)])
+    is_other = np.concatenate([np.zeros(len(iss) + len(com), bool), np.ones(len(other), bool)])
     order, i = _pair(dev, sector, ts, is_end)
+    i = i[~is_other[order[i]]]
     e = is_end[order]
     paired = np.zeros(len(order), bool)
     paired[i] = True
-    lone = np.nonzero(~e & ~paired)[0]  # issued, not completed before the end
+    lone = np.nonzero(~e & ~paired & ~is_other[order])[0]  # issued, not completed before the end
     rows = np.concatenate([i, lone])
     o = order[rows]
     sectors = ((b[o] >> np.uint64(BLOCK_SECTORS_SHIFT)) & np.uint64((1 << BLOCK_SECTORS_BITS) - 1)).astype(np.int64)

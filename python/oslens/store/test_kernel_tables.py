@@ -237,6 +237,17 @@ def test_block_io_pairs_by_device_and_sector(tmp_path):
     assert b[1]["complete_ns"] is None and b[1]["rw"] == "R" and b[1]["tid"] == 9
 
 
+def test_block_issue_of_an_untraced_task_ends_a_request_whose_completion_was_lost(tmp_path):
+    # seen on the virtio disk: a traced discard's completion never came, and 1.8 s later jbd2's
+    # discard of the same sector completed; that completion is jbd2's, not the traced request's
+    dev, ds = (254 << 20), (4 | 16) << 56  # D + S
+    recs = [(100, 9, kt.BLOCK_ISSUE, 4096, dev | (8 << 32) | ds), (1_800_000, 77, kt.BLOCK_ISSUE_OTHER, 4096, dev | (8 << 32) | ds),
+            (1_800_050, 0, kt.BLOCK_COMPLETE, 4096, dev | (8 << 32) | ds),
+            (2_000_000, 9, kt.BLOCK_ISSUE, 4096, dev | (8 << 32) | ds), (2_000_040, 0, kt.BLOCK_COMPLETE, 4096, dev | (8 << 32) | ds)]
+    b = build([chunk(tmp_path, 0, recs)])["block_io"].to_pylist()
+    assert [(r["issue_ns"], r["complete_ns"], r["tid"]) for r in b] == [(100, None, 9), (2_000_000, 2_000_040, 9)]
+
+
 def test_tasks_tree_comm_history_and_lost(tmp_path):
     R, C, T, O = 10, 11, 12, 99
     recs = [
