@@ -287,3 +287,51 @@ def test_eevdf_variant_needs_per_task_slices(tmp_path):
     c = {x.name: x for x in preflight.preflight(quantum.LAB, tmp_path, new, variant="eevdf")}["eevdf-slice"]
     assert c.ok and "sched_runtime" in c.detail
     assert "rr-timeslice" not in {x.name for x in preflight.preflight(quantum.LAB, tmp_path, new, variant="eevdf")}
+
+
+class _WalkContext:
+    """What lab 2's walk reads of a run: the cgroup's OOM kills and refaults, and what it says."""
+
+    def __init__(self):
+        self.oom_kills, self.said = 0, []
+
+    def cap_usage(self):
+        return {"oom_kills": self.oom_kills}
+
+    def refaults(self):
+        return 100 * self.oom_kills
+
+    def say(self, text):
+        self.said.append(text)
+
+
+def _walks(monkeypatch, ctx, outcomes):
+    """thrashing.walk replaced by one that, per call, OOM-kills ('oom'), fails otherwise ('fail'),
+    or returns its number."""
+    calls = iter(outcomes)
+
+    def walk(*_args):
+        what = next(calls)
+        if what == "oom":
+            ctx.oom_kills += 1
+        if what in ("oom", "fail"):
+            raise OslensError("matrix_sum printed no result (exit 137)", 1)
+        return {"walk": what}
+
+    monkeypatch.setattr(thrashing, "walk", walk)
+
+
+def test_lab2_walk_is_run_again_only_after_an_oom_kill(monkeypatch):
+    from oslens.labs import readahead
+
+    p = readahead.params(True)
+    ctx = _WalkContext()
+    _walks(monkeypatch, ctx, ["oom", 2])
+    assert readahead._walk(ctx, "col-normal", None, p, None, "normal") == ({"walk": 2}, 100)
+    assert len(ctx.said) == 1 and "OOM killer killed the normal walk" in ctx.said[0]
+    _walks(monkeypatch, ctx, ["fail"])  # any other failure is not retried
+    with pytest.raises(OslensError):
+        readahead._walk(ctx, "col-normal", None, p, None, "normal")
+    _walks(monkeypatch, ctx, ["oom"] * readahead.WALK_ATTEMPTS)
+    with pytest.raises(OslensError):
+        readahead._walk(ctx, "col-normal", None, p, None, "normal")
