@@ -163,12 +163,57 @@ def test_sched_weights_model_is_the_kernels_table():
 
 def test_read_ahead_model_uses_the_runs_read_ahead_kb():
     from oslens.labs import readahead
-    p = {**thrashing.params(True, advice="normal"), "read_ahead_kb": 128}
+    p = {**readahead.params(True), "read_ahead_kb": 128}
     e = readahead.expect(p, {"params": {"read_ahead_kb": 8192}, "results": {}})
     assert e["readaround_pages"].value == 2048
-    assert e["col_major_faults_per_column"].value == pytest.approx(4882 / 1024)
-    assert e["col_pages_read_per_column"].value == 2 * 4882
+    assert e["col_major_faults_per_column"].value == 1
+    assert e["col_pages_read_per_column"].value == 19532  # the whole file: it starts at page 0, ends at its end
     assert readahead.expect(p, None)["readaround_pages"].value == 32  # no run: the device's own
+    assert not any(x.widen for x in e.values())
+
+
+def _simulated_walk(rows: int, stride: int, offset: int, file_pages: int, w: int, page: int = 4096) -> tuple[int, int]:
+    """The kernel's read-ahead replayed element by element (mm/filemap.c, mm/readahead.c): a
+    touch of an uncached page reads [p - W/2, p + W/2) and marks the page W/4 before its end; a
+    touch of the marked page reads the next W pages and marks their first. (faults, pages read)"""
+    cached, marker, ra_end, faults = set(), None, 0, 0
+
+    def read(start, end):
+        cached.update(range(start, min(end, file_pages)))
+
+    for i in range(rows):
+        p = (i * stride + offset) // page
+        if p not in cached:
+            faults += 1
+            start = max(0, p - w // 2)
+            read(start, start + w)
+            marker, ra_end = start + w - w // 4, start + w
+        elif p == marker:
+            read(ra_end, ra_end + w)
+            marker, ra_end = ra_end, ra_end + w
+    return faults, len(cached)
+
+
+@pytest.mark.parametrize("rows, offset, w", [(20000, 0, 2048), (100000, 8, 2048), (20000, 0, 32), (3000, 40_000_000, 256)])
+def test_read_ahead_model_matches_the_kernels_logic_replayed_page_by_page(rows, offset, w):
+    from oslens.labs import readahead
+    file_pages = thrashing.matrix_pages(rows, 1000, 4, 4096) + offset // 4096
+    first, last = offset // 4096, ((rows - 1) * 4000 + offset) // 4096
+    assert readahead.read_ahead_walk(first, last, file_pages, w) == _simulated_walk(rows, 4000, offset, file_pages, w)
+
+
+def test_read_ahead_model_of_the_labs_sizes():
+    from oslens.labs import readahead
+    quick = {**readahead.params(True), "read_ahead_kb": 8192, "page": 4096}
+    assert readahead.column_model(quick) == {"faults": 1, "pages_read": 19532, "file_pages": 19532}
+    full = {**readahead.params(False), "read_ahead_kb": 8192, "page": 4096}
+    assert readahead.column_model(full)["pages_read"] == 97657  # a column's 97656 pages and the file's last
+    # from the middle of a file: the first window's back half (1024 pages), the 2001 walked, and the
+    # window started when the walk entered the one holding its last page (3119 past it): 3 windows
+    assert readahead.read_ahead_walk(10_000, 12_000, 100_000, 2048) == (1, 1024 + 2001 + 3119)
+    with pytest.raises(OslensError, match="more than a quarter of the 32 MiB cap"):
+        readahead.refuse_small_cap({**quick, "read_ahead_kb": 8196}, 2049)
+    readahead.refuse_small_cap(quick, 2048)  # four windows: allowed
 
 
 def test_exact_questions_are_never_widened():
@@ -301,6 +346,9 @@ class _WalkContext:
     def refaults(self):
         return 100 * self.oom_kills
 
+    def memory_stat(self, key):
+        return {"pgmajfault": 7}[key]
+
     def say(self, text):
         self.said.append(text)
 
@@ -327,7 +375,7 @@ def test_lab2_walk_is_run_again_only_after_an_oom_kill(monkeypatch):
     p = readahead.params(True)
     ctx = _WalkContext()
     _walks(monkeypatch, ctx, ["oom", 2])
-    assert readahead._walk(ctx, "col-normal", None, p, None, "normal") == ({"walk": 2}, 100)
+    assert readahead._walk(ctx, "col-normal", None, p, None, "normal") == ({"walk": 2}, {"refaults": 100, "pgmajfault": 7})
     assert len(ctx.said) == 1 and "OOM killer killed the normal walk" in ctx.said[0]
     _walks(monkeypatch, ctx, ["fail"])  # any other failure is not retried
     with pytest.raises(OslensError):
