@@ -35,7 +35,7 @@ MiB = 1 << 20
 QUICK = {"rows": 20000, "cap_bytes": 32 * MiB}
 MIN_CAP_WINDOWS = 4  # a cap must hold this many read-ahead windows, or the run refuses
 # How far this VM's runs were from the model (3+ runs of each size, docs/labs/02-read-ahead.md):
-# up to 6 extra major faults per column (later columns only) and 29% more pages read.
+# up to 6 extra major faults per column (mostly in later columns) and 29% more pages read.
 EXTRA_FAULTS_SEEN = 7
 PAGES_READ_BAND = 0.35
 
