@@ -10,6 +10,7 @@ Rules, in order, for each instant of a thread's life [start, end):
               inside a system call             -> syscalls
               otherwise                        -> computation
   off a CPU:  left it runnable ('R', preempted, or not yet run) -> preempted
+              woken (sched_waking) since it left, waiting for a CPU -> preempted (runnable)
               left it in 'D' (uninterruptible), or its own block I/O is in flight -> io_wait
               inside a synchronisation wait    -> sync_wait
               otherwise (sleep, poll, pipe...) -> sleeping
@@ -189,8 +190,9 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         if "end_ns" in db.columns(con, "pauses") else (empty, empty)
     cs, ce = _recorder_close(con, tid, end)
     pz_s, pz_e = np.append(pz_s, cs), np.append(pz_e, ce)
+    wake = _wakeups(con, tid, start, end)
     bounds = np.concatenate([[start, end], sl_s, sl_e, sys_s, sys_e, sync_s, sync_e, io_s, io_e, pf_s, pf_e,
-                             open_sys_s, open_sys_e, open_sync_s, open_sync_e, pz_s, pz_e])
+                             open_sys_s, open_sys_e, open_sync_s, open_sync_e, pz_s, pz_e, wake])
     bounds = np.unique(np.clip(bounds, start, end))
     seg_s, seg_e = bounds[:-1], bounds[1:]
     if len(seg_s) == 0:
@@ -232,6 +234,12 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         state[sleepish & in_io] = IO_WAIT
         state[sleepish & ~in_io & (in_sync | in_open_sync)] = SYNC_WAIT
         state[sleepish & ~in_io & ~in_sync & ~in_open_sync & (leave == 3)] = SLEEPING
+        # woken since it left its CPU: runnable, waiting for one (the kernel's run_delay, not its
+        # I/O or sleep: delay accounting ends a task's blkio wait at the wakeup too)
+        if len(wake):
+            last_wake = np.searchsorted(wake, seg_s, side="right") - 1
+            woken = off & (prev >= 0) & (last_wake >= 0) & (wake[np.maximum(last_wake, 0)] >= ends_sorted[np.maximum(prev, 0)])
+            state[woken] = PREEMPTED
         # leave == 0 (no switch record) and no other clue stays unknown
         why[(state == UNKNOWN) & (why == 0)] = NO_SWITCH_STATE
         maybe_on = ~on & intervals.point_in(seg_s, *intervals.merge_intervals(sl_s[sl_inferred], sl_e[sl_inferred]))
@@ -245,6 +253,14 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     state[paused], why[paused] = INSTRUMENTATION, 0
     return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr, sl_s, sl_e, sl_cpu,
                     why, lost_acq)
+
+
+def _wakeups(con, tid: int, start: int, end: int) -> np.ndarray:
+    """When the thread was woken (sched_waking), sorted; empty without a wakeups table."""
+    if not db.table_exists(con, "wakeups"):
+        return np.zeros(0, np.int64)
+    t = con.execute("SELECT ts FROM wakeups WHERE tid = ? AND ts > ? AND ts < ? ORDER BY ts", [tid, start, end]).fetchnumpy()
+    return t["ts"].astype(np.int64)
 
 
 def _recorder_close(con, tid: int, end: int) -> tuple[np.ndarray, np.ndarray]:

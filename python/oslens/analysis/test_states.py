@@ -117,3 +117,21 @@ def test_the_recorders_pauses_and_close_are_instrumentation_not_the_programs_io_
     assert r["instrumentation_ns"] == 20 * MS + 7 * MS
     assert r["computation_ns"] == 10 * MS + 10 * MS and r["sleeping_ns"] == 50 * MS
     check_sum(r)
+
+
+def test_time_after_a_wakeup_is_waiting_for_a_cpu_not_the_wait():
+    # in 'D' from 10 ms, woken at 40 (sched_waking), on a CPU again at 50; asleep in 'S' from 60,
+    # woken at 80, running at 90: the kernel's run_delay counts 40-50 and 80-90 too
+    con = one_thread([(0, 10 * MS), (50 * MS, 60 * MS), (90 * MS, 100 * MS)], ["D", "S", "R"],
+                     wakeups=[(40 * MS, 0, 100, 0, 7), (80 * MS, 0, 100, 0, 7)])
+    r = row(con)
+    assert (r["io_wait_ns"], r["sleeping_ns"], r["preempted_ns"]) == (30 * MS, 20 * MS, 20 * MS)
+    check_sum(r)
+
+
+def test_a_wakeup_before_the_thread_left_its_cpu_changes_nothing():
+    # woken at 9 ms while still running (a wake-up that raced the sleep), then in 'S' 10-90
+    con = one_thread([(0, 10 * MS), (90 * MS, 100 * MS)], ["S"], wakeups=[(9 * MS, 0, 100, 0, 7)])
+    r = row(con)
+    assert (r["sleeping_ns"], r["preempted_ns"]) == (80 * MS, 0)
+    check_sum(r)

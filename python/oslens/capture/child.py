@@ -122,14 +122,32 @@ class Child:
 
     def _schedstat_before_reap(self) -> dict | None:
         """Waits for the child to exit without reaping it, then reads its main thread's
-        /proc/PID/schedstat (CPU ns, runnable-wait ns, times run), gone once it is reaped."""
+        /proc/PID/schedstat (CPU ns, runnable-wait ns, times run), gone once it is reaped, and,
+        when the kernel's delay accounting is on (kernel.task_delayacct), its block I/O delay."""
         try:
             os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
             with open(f"/proc/{self.pid}/schedstat") as f:
                 cpu, delay, runs = (int(x) for x in f.read().split()[:3])
         except (OSError, ValueError):
             return None
-        return {"cpu_ns": cpu, "run_delay_ns": delay, "timeslices": runs}
+        out = {"cpu_ns": cpu, "run_delay_ns": delay, "timeslices": runs}
+        blkio = _blkio_delay_ns(self.pid)
+        if blkio is not None:
+            out["blkio_delay_ns"] = blkio
+        return out
+
+
+def _blkio_delay_ns(pid: int) -> int | None:
+    """The main thread's delayacct_blkio_ticks (/proc/PID/stat field 42, clock ticks, so 10 ms
+    steps): time off a CPU in io_schedule until the wakeup; None when delay accounting is off."""
+    try:
+        if Path("/proc/sys/kernel/task_delayacct").read_text().strip() != "1":
+            return None
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[39])
+    except (OSError, ValueError, IndexError):
+        return None
+    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def _exec_in_child(argv, env, prepare, parent: int, gate: tuple[int, int], errors: tuple[int, int]) -> None:

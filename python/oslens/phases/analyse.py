@@ -44,7 +44,7 @@ def dominant_functions(vec: vectors.IntervalVectors, mask: np.ndarray) -> list[s
 
 def homogeneity(vec: vectors.IntervalVectors, labels: np.ndarray) -> dict | None:
     """How uniform CPU utilisation is within the phases. Per interval, the CPU demand: the share
-    of thread time on a CPU or runnable (runnable time is the host's load, not the phase).
+    of thread time on a CPU, of the time not spent waiting for one (resources.without_runnable).
     `within_cv`: each phase's standard deviation of it, weighted by the phase's intervals, over the
     run's mean; `run_cv`: the run's standard deviation over its mean; `ratio` of the two (good
     phases: well below 1; issue 23 asks <= 1/3). `phase_cv` divides each phase's deviation by its

@@ -122,7 +122,7 @@ def code_vector(con, trace, tids: list[int], edges: np.ndarray) -> CodeVector | 
 
 def scale_by_demand(cv: CodeVector, cpu_demand: np.ndarray) -> None:
     """With scheduling records, each interval's code vector becomes its sample mix times its CPU
-    demand (on-CPU plus runnable share of thread time): an interval starved by other load keeps
+    demand (on-CPU share of the time not spent waiting for a CPU): an interval starved by other load keeps
     its code (the mix carried over from the last interval with samples) instead of reading 0."""
     totals = cv.counts.sum(axis=1)
     mix = np.zeros_like(cv.counts)

@@ -13,18 +13,14 @@ SYNC_SHARE = 0.25  # a quarter of the thread time waiting on locks makes a phase
 FAULTS_PER_S = 20_000  # faulting this often while on a CPU makes a compute phase `memory`
 # (page faults without durations count as CPU time: the fault rate tells them apart)
 
-F = {name: i for i, name in enumerate(resources.FRACTIONS)}
 R = {name: i for i, name in enumerate(resources.RATES)}
 
 
 def classify(fractions: np.ndarray, rates: np.ndarray) -> str:
-    """The kind of a phase from its mean fractions (resources.FRACTIONS) and rates (RATES)."""
-    shares = {
-        "compute": fractions[F["user"]] + fractions[F["system"]] + fractions[F["runnable"]],
-        "io": fractions[F["io_wait"]],
-        "sync": fractions[F["sync_wait"]],
-        "sleep": fractions[F["sleeping"]],
-    }
+    """The kind of a phase from its mean fractions (resources.FRACTIONS) and rates (RATES), over
+    the time it was not waiting for a CPU (resources.without_runnable)."""
+    user, system, io_wait, sleeping, sync_wait = resources.without_runnable(fractions)
+    shares = {"compute": user + system, "io": io_wait, "sync": sync_wait, "sleep": sleeping}
     if shares["sync"] >= SYNC_SHARE and shares["sync"] >= max(shares["io"], shares["sleep"]):
         return "sync"
     kind = max(shares, key=lambda k: shares[k])

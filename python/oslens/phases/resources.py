@@ -118,14 +118,26 @@ def standardise_rates(rates: np.ndarray) -> np.ndarray:
     return (logs - logs.mean(axis=0)) / spread / rates.shape[1]
 
 
+WHILE_NOT_RUNNABLE = ["user", "system", "io_wait", "sleeping", "sync_wait"]
+
+
+def without_runnable(fractions: np.ndarray) -> np.ndarray:
+    """The shares of WHILE_NOT_RUNNABLE in the thread time that was not spent waiting for a CPU
+    (an interval that never ran counts as all user). Time runnable but not running, after a
+    preemption or after a wakeup, measures the host's other load, not the program's phase: an I/O
+    phase on a loaded host waits for a CPU after each fdatasync, and stays an I/O phase."""
+    f = np.atleast_2d(fractions)
+    runnable = f[:, FRACTIONS.index("runnable")]
+    rest = 1.0 - runnable
+    out = f[:, [FRACTIONS.index(n) for n in WHILE_NOT_RUNNABLE]] / np.where(rest > 1e-9, rest, 1.0)[:, None]
+    out[rest <= 1e-9] = [1.0, 0.0, 0.0, 0.0, 0.0]
+    return out.reshape(-1) if np.ndim(fractions) == 1 else out
+
+
 def demand(fractions: np.ndarray) -> np.ndarray:
-    """(user, system) CPU demand: on-CPU time plus runnable time, the runnable part split as the
-    on-CPU time was (all user when the interval never ran). Time spent runnable but not running
-    measures the host's other load, not the program's phase, so distances use demand."""
-    user, system, runnable = (fractions[:, FRACTIONS.index(n)] for n in ("user", "system", "runnable"))
-    on = user + system
-    share_user = np.where(on > 0, user / np.where(on > 0, on, 1.0), 1.0)
-    return np.column_stack([user + runnable * share_user, system + runnable * (1 - share_user)])
+    """(user, system) CPU demand of each interval: its on-CPU shares of the time it was not
+    waiting for a CPU (without_runnable)."""
+    return without_runnable(fractions)[:, :2]
 
 
 def resource_vector(con, prog, edges: np.ndarray) -> ResourceVector | None:
@@ -134,7 +146,6 @@ def resource_vector(con, prog, edges: np.ndarray) -> ResourceVector | None:
         return None
     fractions, known = _fractions(con, prog, edges)
     rates = _rates(con, list(prog.tids), edges)
-    off_cpu = fractions[:, [FRACTIONS.index(n) for n in ("io_wait", "sleeping", "sync_wait")]]
-    matrix = np.hstack([demand(fractions), off_cpu, standardise_rates(rates)])
+    matrix = np.hstack([without_runnable(fractions), standardise_rates(rates)])
     names = ["user demand", "system demand", "io_wait", "sleeping", "sync_wait"] + [f"log {r}/s" for r in RATES]
     return ResourceVector(matrix, fractions, rates, known, names)

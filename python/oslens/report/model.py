@@ -219,8 +219,9 @@ def _program_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Sectio
     bd_notes = breakdown.notes(con)
     bd_notes.append(
         "Each row adds up to the thread's wall time (start to end): computation = on a CPU in user code; "
-        "syscalls = on a CPU inside a system call; preempted = runnable but not running; sync wait = inside a "
-        "lock/barrier/condition wait; I/O wait = off-CPU in uninterruptible sleep or with own block I/O in flight; "
+        "syscalls = on a CPU inside a system call; preempted = runnable but not running (preempted, or woken and "
+        "waiting for a CPU); sync wait = inside a lock/barrier/condition wait; I/O wait = off-CPU in uninterruptible "
+        "sleep or with own block I/O in flight, until woken; "
         "sleeping = any other off-CPU wait."
     )
     S.append(Section(
