@@ -10,10 +10,10 @@ the read-around starts at W; get_next_ra_size keeps it at W). The column walk mo
 page per row, so a column of D pages takes one major fault (at its first page) and reads about D
 pages: the first window's back half (none when the column starts at page 0) plus the last window
 past the column's end (none past the end of the file). The cgroup counts most re-read pages as
-refaults: the cap evicted them during the previous column. Where the chain of asynchronous reads
-breaks (a page still cached from the previous column is not marked; the cap may evict a page read
-ahead first) the walk faults and reads around again: the few extra major faults some runs see;
-mmap_miss turns read-around off only after MMAP_LOTSAMISS (100) more misses than hits."""
+refaults: the cap evicted them during the previous column. Asynchronous windows are read in ever
+larger folios (up to 2 MiB) and the cap reclaims untouched read-ahead folios first, so now and then
+one just ahead of the walk is evicted before the walk gets there: it faults there and reads around
+again (the few extra major faults some runs see; traced in docs/labs/02-read-ahead.md). mmap_miss turns read-around off only after MMAP_LOTSAMISS (100) more misses than hits."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ MiB = 1 << 20
 QUICK = {"rows": 20000, "cap_bytes": 32 * MiB}
 MIN_CAP_WINDOWS = 4  # a cap must hold this many read-ahead windows, or the run refuses
 # How far this VM's runs were from the model (3+ runs of each size, docs/labs/02-read-ahead.md):
-# up to 6 extra major faults per column (mostly in later columns) and 29% more pages read.
+# up to 6 extra major faults per column (read-ahead evicted before use) and 30% more pages read.
 EXTRA_FAULTS_SEEN = 7
 PAGES_READ_BAND = 0.35
 
@@ -162,9 +162,8 @@ def _observations(ctx, p: dict, out: dict, w: int, cm: dict) -> None:
             f"column: one read-around at the column's first page, then asynchronous read-ahead a window ahead")
     extra = out[f"{n}_col_majflt_per_column"] - cm["faults"]
     if extra >= 1:
-        ctx.say(f"  {extra:,.1f} more major faults per column than the model: the chain of asynchronous reads broke "
-                f"(a page of the previous column still cached is not marked; a page read ahead can be evicted by "
-                f"the cap first), so the walk faulted at a missing page and read around again (see the sheet)")
+        ctx.say(f"  {extra:,.1f} more major faults per column than the model: the cap evicted a folio read ahead before "
+                f"the walk got there, so the walk faulted on it and read around again (see the sheet)")
     faster = out[f"{n}_col_s_per_column"] < out[f"{r}_col_s_per_column"]
     out["slower_with_readahead"] = not faster
     ctx.say(f"  the column walk got {'faster' if faster else 'slower'} with read-ahead here "
@@ -219,7 +218,7 @@ def expect(p: dict, results: dict | None) -> dict:
             cm["faults"], 0.0, f"one read-around at the column's first page; touching its marked page W/4 before its "
                                f"end reads the next window, whose first page is marked, and so on: asynchronous "
                                f"read-ahead stays a window ahead of the walk (up to {EXTRA_FAULTS_SEEN} more seen where "
-                               f"that chain broke in a later column)",
+                               f"the cap evicted a folio read ahead before the walk got there)",
             r.get("normal_col_majflt_per_column"), abs_band=EXTRA_FAULTS_SEEN, widen=False),
         "col_pages_read_per_column": Expectation(
             cm["pages_read"], PAGES_READ_BAND, f"the column's {d} pages, each read once, plus the first window's back "
