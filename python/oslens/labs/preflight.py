@@ -210,14 +210,15 @@ def read_costs(data: Path, kb: int, singles: int = 16, windows: int = 3) -> tupl
 
 
 def read_ahead_verdict(one_s: float, window_s: float, window_pages: int) -> tuple[bool, str]:
-    """Does read-ahead make lab 2's column walk slower here? Each fault then reads a window and
-    uses half of it, so per page of the column it pays window_s / (W/2) instead of one_s."""
-    half = window_s / (window_pages / 2)
+    """Does read-ahead make lab 2's column walk slower here? Asynchronous read-ahead keeps a window
+    ahead of the walk, which uses every page of it (docs/labs/02-read-ahead.md), so per page of
+    the column it pays window_s / W instead of one_s."""
+    per_page = window_s / window_pages
     text = (f"a 4 KiB read costs {one_s * 1e6:,.0f} µs, a {window_pages}-page read-ahead window "
-            f"{window_s * 1e3:,.1f} ms, i.e. {half * 1e6:,.1f} µs per page the column walk uses")
-    if half > one_s:
+            f"{window_s * 1e3:,.1f} ms, i.e. {per_page * 1e6:,.1f} µs per page the column walk uses")
+    if per_page > one_s:
         return True, text + ": read-ahead costs more than it saves here, the column walk gets slower"
-    return False, (text + f": {one_s / half:,.0f}× cheaper than reading pages one by one, so on this device the "
+    return False, (text + f": {one_s / per_page:,.0f}× cheaper than reading pages one by one, so on this device the "
                    "column walk gets faster with read-ahead, not slower (its transfer time per page is "
                    "below its per-request latency; see the sheet)")
 

@@ -192,9 +192,8 @@ def _walk(ctx, label: str, data, p: dict, cg, advice: str) -> tuple[dict, dict]:
 def _why(ctx, out: dict, w: int, data, p: dict) -> None:
     """The measured reason: what one read of a window costs on this disk against single-page
     reads, timed with O_DIRECT on a probe file beside the data (preflight.read_costs). The verdict
-    (preflight.read_ahead_verdict, also `oslens lab preflight 2`) charges the window to W/2 pages,
-    as if only the read-around served the walk: asynchronous read-ahead uses all W, so where it
-    says faster, the walk is faster by twice as much."""
+    (preflight.read_ahead_verdict, also `oslens lab preflight 2`) charges the window to all W
+    pages: asynchronous read-ahead keeps it ahead of the walk, which uses every page."""
     costs = preflight.read_costs(data, p["read_ahead_kb"]) if p["read_ahead_kb"] else None
     if costs is None:
         ctx.say("  (the disk's read costs could not be timed here)")

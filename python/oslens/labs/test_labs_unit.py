@@ -264,12 +264,14 @@ def test_mutex_models():
     assert not check.judge("answers", "one_futex_per_op", 0.01, one).ok  # one call in a hundred operations: wrong
 
 
-def test_read_ahead_verdict_compares_a_window_with_half_its_pages_read_singly():
-    # 2048-page window: slower only when the window costs more than 1024 single-page reads
-    slower, text = preflight.read_ahead_verdict(100e-6, 0.2, 2048)
+def test_read_ahead_verdict_compares_a_window_with_its_pages_read_singly():
+    # 2048-page window: slower only when the window costs more than 2048 single-page reads
+    slower, text = preflight.read_ahead_verdict(100e-6, 0.21, 2048)
     assert slower and "the column walk gets slower" in text
+    slower, text = preflight.read_ahead_verdict(100e-6, 0.15, 2048)
+    assert not slower and "1× cheaper" in text
     slower, text = preflight.read_ahead_verdict(100e-6, 0.01, 2048)
-    assert not slower and "10× cheaper" in text and "gets faster with read-ahead, not slower" in text
+    assert not slower and "20× cheaper" in text and "gets faster with read-ahead, not slower" in text
 
 
 def test_zram_variant_preflight_says_why_it_cannot_run(tmp_path):
