@@ -61,7 +61,8 @@ def _check_against_truth(result, truth):
     assert [s["kind"] for s in segs] == ["compute", "io", "compute"]
     assert segs[0]["phase"] == segs[2]["phase"] != segs[1]["phase"]
     io_phase = next(p for p in result["phases"] if p["phase"] == segs[1]["phase"])
-    assert io_phase["io_wait"] > 0.5
+    # of the time not spent waiting for a CPU (a loaded host makes each wake-up wait for one)
+    assert io_phase["io_wait"] / (1 - io_phase["runnable"]) > 0.5, io_phase
     assert "sys:fdatasync" in io_phase["functions"] or "sys:write" in io_phase["functions"]
     compute_phase = next(p for p in result["phases"] if p["phase"] == segs[0]["phase"])
     assert compute_phase["functions"].split(", ")[0].startswith("compute_kernel") or "libm" in compute_phase["functions"]
