@@ -9,6 +9,11 @@ program (workloads/phases: 4 KiB writes + fdatasync, 1 ms nanosleeps, a compute 
   preemption or after a wakeup. oslens's starts at sched_waking, the kernel's at the enqueue, so
   oslens's is the larger, by that wake-up latency, which the I/O wait's lower bound allows for.
 
+Delay accounting can count more than the thread was ever off a CPU after a switch in D: in one CI
+run it said 850 ms where the switches add up to 533 ms, and its CPU time, run_delay and blkio
+delay together exceeded the thread's wall time by 389 ms (the start and end of each delay are
+read on different CPUs' clocks). So the lower bound is taken from the smaller of the two.
+
 Before the breakdown split the time after a wakeup off the wait, a thread woken from fdatasync
 that waited for a CPU had that counted as I/O wait: 1,394 ms of I/O wait against the kernel's
 1,010 ms, and 75 ms runnable against its 543 ms (docs/report.md)."""
@@ -43,7 +48,16 @@ def recorded(tmp_path_factory):
     table = report["tables"]["breakdown"]
     rows = [dict(zip(table["columns"], r)) for r in table["rows"]]
     main = next(r for r in rows if r["tid"] == meta["pid"])
+    main["d_off_cpu_ns"] = _off_cpu_after_d(d / "trace", meta["pid"])
     return meta["schedstat"], main
+
+
+def _off_cpu_after_d(trace, tid: int) -> int:
+    """The thread's time from each switch off a CPU in D to its next slice, from the raw tables."""
+    sql = f"""WITH s AS (SELECT end_ns, lead(start_ns) OVER (ORDER BY start_ns) AS next_ns FROM cpu_slices WHERE tid = {tid})
+              SELECT coalesce(sum(next_ns - end_ns), 0) AS ns FROM s
+              WHERE EXISTS (SELECT 1 FROM switches w WHERE w.prev_tid = {tid} AND w.ts = s.end_ns AND w.prev_state LIKE 'D%')"""
+    return int(json.loads(run_oslens("sql", trace, sql, "--format", "json").stdout)[0]["ns"])
 
 
 def test_io_wait_matches_the_kernels_block_io_delay(recorded):
@@ -53,7 +67,7 @@ def test_io_wait_matches_the_kernels_block_io_delay(recorded):
     # never more than the kernel's (which ends later); short of it by at most the wake-up latency
     wake_latency = max(0, main["preempted_ns"] - kernel["run_delay_ns"])
     assert main["io_wait_ns"] <= 1.02 * blkio + TICK_NS, (main, kernel)
-    assert main["io_wait_ns"] + wake_latency >= 0.9 * blkio - TICK_NS, (main, kernel)
+    assert main["io_wait_ns"] + wake_latency >= 0.9 * min(blkio, main["d_off_cpu_ns"]) - TICK_NS, (main, kernel)
 
 
 def test_runnable_time_covers_the_kernels_run_delay(recorded):
