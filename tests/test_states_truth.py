@@ -3,7 +3,7 @@ program (workloads/phases: 4 KiB writes + fdatasync, 1 ms nanosleeps, a compute 
 
 - I/O wait against delay accounting's block I/O delay (/proc/PID/stat field 42 with
   kernel.task_delayacct = 1, in 10 ms ticks): both start when the thread leaves its CPU in
-  io_schedule. oslens's ends at sched_waking (as Perfetto's thread states do), the kernel's at the
+  io_schedule (oslens's at any switch in D, so it may be a little larger). oslens's ends at sched_waking (as Perfetto's thread states do), the kernel's at the
   enqueue, which on this VM can come tens of µs later (an IPI to the woken thread's CPU).
 - runnable time (`preempted`) against schedstat's run_delay: every wait for a CPU, after a
   preemption or after a wakeup. oslens's starts at sched_waking, the kernel's at the enqueue, so
@@ -64,9 +64,10 @@ def test_io_wait_matches_the_kernels_block_io_delay(recorded):
     kernel, main = recorded
     blkio = kernel["blkio_delay_ns"]
     assert blkio >= 20 * TICK_NS, kernel  # the workload waits on its disk for a good part of 0.8 s
-    # never more than the kernel's (which ends later); short of it by at most the wake-up latency
+    # not above the kernel's, but for D waits outside io_schedule (up to 6% over in 10 loaded runs;
+    # the bug this guards against was 38% over); short of it by at most the wake-up latency
     wake_latency = max(0, main["preempted_ns"] - kernel["run_delay_ns"])
-    assert main["io_wait_ns"] <= 1.02 * blkio + TICK_NS, (main, kernel)
+    assert main["io_wait_ns"] <= 1.15 * blkio + TICK_NS, (main, kernel)
     assert main["io_wait_ns"] + wake_latency >= 0.9 * min(blkio, main["d_off_cpu_ns"]) - TICK_NS, (main, kernel)
 
 
