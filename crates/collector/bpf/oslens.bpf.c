@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* oslens collector, eBPF half: the hot events (sched_switch, sched_waking, fork, sys_enter,
  * sys_exit) filtered in the kernel to the traced tree and written as oslens 32-byte records
- * (crates/format/src/kernel.rs; the check byte is filled in by the collector) into one BPF ring
+ * (declared in crates/format/src/kernel.rs and packed by the osl_pack_* functions generated from it
+ * into oslens_kinds.h; the check byte is filled in by the collector) into one BPF ring
  * buffer without wake-ups; the collector polls it. Switch records carry both comms after the
  * record (64 bytes), fork records the child's comm (48 bytes).
  * Build: crates/collector/bpf/build.sh (clang -target bpf, CO-RE against the kernel's BTF). */
@@ -9,22 +10,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include "oslens_kinds.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define K_SWITCH 64
-#define K_WAKEUP 65
-#define K_FORK 66
-#define K_EXEC 67
-#define K_EXIT 68
-#define K_MIGRATE 69
-#define K_SYS_ENTER 70
-#define K_SYS_EXIT 71
-#define K_FAULT 72
-#define K_IRQ_ENTRY 75
-#define K_IRQ_EXIT 76
-#define K_SOFTIRQ_ENTRY 77
-#define K_SOFTIRQ_EXIT 78
 #define OSL_CLONE_THREAD 0x10000
 
 struct osl_rec {
@@ -118,23 +107,23 @@ static __always_inline void count_lost(void) {
         __sync_fetch_and_add(v, 1);
 }
 
-static __always_inline void fill(struct osl_rec *r, __u8 kind, __u32 id, __u64 a, __u64 b) {
+static __always_inline void fill(struct osl_rec *r, __u8 kind, struct osl_words w) {
     r->ts = bpf_ktime_get_ns();
-    r->id = id;
+    r->id = w.id;
     r->cpu = bpf_get_smp_processor_id();
     r->kind = kind;
     r->check = 0;
-    r->a = a;
-    r->b = b;
+    r->a = w.a;
+    r->b = w.b;
 }
 
-static __always_inline void emit(__u8 kind, __u32 id, __u64 a, __u64 b) {
+static __always_inline void emit(__u8 kind, struct osl_words w) {
     struct osl_rec *r = bpf_ringbuf_reserve(&osl_rb, sizeof(*r), 0);
     if (!r) {
         count_lost();
         return;
     }
-    fill(r, kind, id, a, b);
+    fill(r, kind, w);
     bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
@@ -145,7 +134,7 @@ int BPF_PROG(osl_sys_enter, struct pt_regs *regs, long id) {
     if (!traced(tid) && !system_wide())
         return 0;
     __u64 arg0 = BPF_CORE_READ(regs, di);
-    emit(K_SYS_ENTER, tid, ((__u64)(__u32)id) | ((pt >> 32) << 32), arg0);
+    emit(OSL_K_SYS_ENTER, osl_pack_sys_enter(tid, id, pt >> 32, arg0));
     return 0;
 }
 
@@ -156,7 +145,7 @@ int BPF_PROG(osl_sys_exit, struct pt_regs *regs, long ret) {
     if (!traced(tid) && !system_wide())
         return 0;
     long nr = BPF_CORE_READ(regs, orig_ax);
-    emit(K_SYS_EXIT, tid, ((__u64)(__u32)nr) | ((pt >> 32) << 32), (__u64)ret);
+    emit(OSL_K_SYS_EXIT, osl_pack_sys_exit(tid, nr, pt >> 32, ret));
     return 0;
 }
 
@@ -173,14 +162,14 @@ int BPF_PROG(osl_sched_switch, bool preempt, struct task_struct *prev, struct ta
     /* as the tracepoint reports it: TASK_REPORT bits, 0x100 (TASK_REPORT_MAX) when preempted */
     __u64 state;
     if (preempt)
-        state = 0x100;
+        state = OSL_STATE_PREEMPTED;
     else if ((prev_state & 0x402) == 0x402) /* TASK_IDLE */
-        state = 0x80;
+        state = OSL_STATE_IDLE;
     else if (prev_state & 0x80) /* TASK_DEAD: report the exit state (Z or X) */
-        state = (BPF_CORE_READ(prev, exit_state) & 0x30) ?: 0x10;
+        state = (BPF_CORE_READ(prev, exit_state) & 0x30) ?: OSL_STATE_DEAD;
     else
         state = prev_state & 0x7f;
-    fill(&s->r, K_SWITCH, p, (__u64)n | ((__u64)(__u32)prev->tgid << 32), state | ((__u64)(__u32)prev->prio << 32));
+    fill(&s->r, OSL_K_SCHED_SWITCH, osl_pack_sched_switch(p, n, prev->tgid, state, prev->prio));
     __builtin_memcpy(s->prev_comm, prev->comm, 16);
     __builtin_memcpy(s->next_comm, next->comm, 16);
     bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
@@ -194,7 +183,7 @@ int BPF_PROG(osl_sched_waking, struct task_struct *p) {
     if (!traced(waker) && !traced(woken) && !system_wide())
         return 0;
     __u32 target = BPF_CORE_READ(p, thread_info.cpu); /* task_cpu(p), as the tracepoint reports */
-    emit(K_WAKEUP, waker, (__u64)woken | ((pt >> 32) << 32), (__u64)target | ((__u64)(__u32)p->prio << 32));
+    emit(OSL_K_SCHED_WAKING, osl_pack_sched_waking(waker, woken, pt >> 32, target, p->prio));
     return 0;
 }
 
@@ -214,7 +203,7 @@ int BPF_PROG(osl_sched_process_fork, struct task_struct *parent, struct task_str
         return 0;
     }
     __u64 flags = ctgid == ptgid ? OSL_CLONE_THREAD : 0;
-    fill(&f->r, K_FORK, ptid, (__u64)ctid | ((__u64)ctgid << 32), (__u64)ptgid | (flags << 32));
+    fill(&f->r, OSL_K_FORK, osl_pack_fork(ptid, ctid, ctgid, ptgid, flags));
     __builtin_memcpy(f->comm, child->comm, 16);
     bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
     return 0;
@@ -231,7 +220,7 @@ int BPF_PROG(osl_sched_process_exec, struct task_struct *p, pid_t old_pid, struc
         count_lost();
         return 0;
     }
-    fill(&e->r, K_EXEC, tid, (pt >> 32) | ((__u64)(__u32)old_pid << 32), 0);
+    fill(&e->r, OSL_K_EXEC, osl_pack_exec(tid, pt >> 32, old_pid));
     const char *fn = BPF_CORE_READ(bprm, filename);
     if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), fn) < 0)
         e->name[0] = 0;
@@ -245,7 +234,7 @@ int BPF_PROG(osl_sched_process_exit, struct task_struct *p) {
     if (!traced(tid) && !system_wide())
         return 0;
     int live = BPF_CORE_READ(p, signal, live.counter);
-    emit(K_EXIT, tid, (__u64)(__u32)p->tgid, live == 0);
+    emit(OSL_K_EXIT, osl_pack_exit(tid, p->tgid, live == 0));
     return 0;
 }
 
@@ -255,7 +244,7 @@ int BPF_PROG(osl_sched_migrate_task, struct task_struct *p, int dest_cpu) {
     if (!traced(tid) && !system_wide())
         return 0;
     __u32 orig = BPF_CORE_READ(p, thread_info.cpu);
-    emit(K_MIGRATE, tid, (__u64)orig | ((__u64)(__u32)dest_cpu << 32), (__u32)bpf_get_current_pid_tgid());
+    emit(OSL_K_MIGRATE, osl_pack_migrate(tid, orig, dest_cpu, (__u32)bpf_get_current_pid_tgid()));
     return 0;
 }
 
@@ -264,8 +253,7 @@ int BPF_PROG(osl_page_fault_user, unsigned long address, struct pt_regs *regs, u
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     if (!traced(tid) && !system_wide())
         return 0;
-    __u64 ip = BPF_CORE_READ(regs, ip) & 0xffffffffffffULL;
-    emit(K_FAULT, tid, address, ip | ((__u64)(error_code & 0xffff) << 48));
+    emit(OSL_K_PAGE_FAULT_USER, osl_pack_page_fault_user(tid, address, BPF_CORE_READ(regs, ip), error_code));
     return 0;
 }
 
@@ -280,7 +268,7 @@ int BPF_PROG(osl_irq_handler_entry, int irq, struct irqaction *action) {
         count_lost();
         return 0;
     }
-    fill(&e->r, K_IRQ_ENTRY, tid, (__u64)(__u32)irq, pt >> 32);
+    fill(&e->r, OSL_K_IRQ_ENTRY, osl_pack_irq_entry(tid, irq, pt >> 32));
     const char *name = BPF_CORE_READ(action, name);
     if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), name) < 0)
         e->name[0] = 0;
@@ -293,7 +281,7 @@ int BPF_PROG(osl_irq_handler_exit, int irq, struct irqaction *action, int ret) {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     if (!traced(tid) && !system_wide())
         return 0;
-    emit(K_IRQ_EXIT, tid, (__u64)(__u32)irq, (__u64)(__s64)ret);
+    emit(OSL_K_IRQ_EXIT, osl_pack_irq_exit(tid, irq, (__s64)ret));
     return 0;
 }
 
@@ -302,7 +290,7 @@ int BPF_PROG(osl_softirq_entry, unsigned int vec) {
     __u64 pt = bpf_get_current_pid_tgid();
     if (!traced((__u32)pt) && !system_wide())
         return 0;
-    emit(K_SOFTIRQ_ENTRY, (__u32)pt, vec, pt >> 32);
+    emit(OSL_K_SOFTIRQ_ENTRY, osl_pack_softirq_entry((__u32)pt, vec, pt >> 32));
     return 0;
 }
 
@@ -311,6 +299,6 @@ int BPF_PROG(osl_softirq_exit, unsigned int vec) {
     __u64 pt = bpf_get_current_pid_tgid();
     if (!traced((__u32)pt) && !system_wide())
         return 0;
-    emit(K_SOFTIRQ_EXIT, (__u32)pt, vec, pt >> 32);
+    emit(OSL_K_SOFTIRQ_EXIT, osl_pack_softirq_exit((__u32)pt, vec, pt >> 32));
     return 0;
 }

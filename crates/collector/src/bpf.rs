@@ -254,30 +254,24 @@ impl Drop for Bpf {
 
 #[cfg(test)]
 mod tests {
-    use oslens_format::kernel as k;
-
     /// The eBPF program is C, built apart (bpf/build.sh) and committed as an object, so it cannot
-    /// import crates/format: its copies of the record kinds and of FAULT's layout are checked here.
+    /// import crates/format: it packs its records with oslens_kinds.h, generated from
+    /// crates/format/src/kernel.rs (a test there keeps it so), and must not define kinds or
+    /// shift fields into place itself.
     #[test]
-    fn the_ebpf_sources_constants_are_crates_formats() {
+    fn the_ebpf_source_packs_with_the_generated_header() {
         let src = include_str!("../bpf/oslens.bpf.c");
-        let expected = [("K_SWITCH", k::SWITCH), ("K_WAKEUP", k::WAKEUP), ("K_FORK", k::FORK), ("K_EXEC", k::EXEC),
-                        ("K_EXIT", k::EXIT), ("K_MIGRATE", k::MIGRATE), ("K_SYS_ENTER", k::SYS_ENTER),
-                        ("K_SYS_EXIT", k::SYS_EXIT), ("K_FAULT", k::FAULT), ("K_IRQ_ENTRY", k::IRQ_ENTRY),
-                        ("K_IRQ_EXIT", k::IRQ_EXIT), ("K_SOFTIRQ_ENTRY", k::SOFTIRQ_ENTRY),
-                        ("K_SOFTIRQ_EXIT", k::SOFTIRQ_EXIT)];
-        let defines: Vec<(&str, u8)> = src
-            .lines()
-            .filter_map(|l| l.strip_prefix("#define K_"))
-            .filter_map(|l| {
-                let mut it = l.split_whitespace();
-                Some((it.next()?, it.next()?.parse().ok()?))
-            })
-            .collect();
-        assert_eq!(defines.len(), expected.len(), "a kind defined in oslens.bpf.c is not checked here");
-        for (name, kind) in expected {
-            assert!(defines.contains(&(&name[2..], kind)), "{name} in oslens.bpf.c is not {kind}");
+        assert!(src.contains("#include \"oslens_kinds.h\""));
+        assert!(!src.contains("#define K_"), "a kind defined in oslens.bpf.c rather than crates/format");
+        for (i, line) in src.lines().enumerate() {
+            if line.contains("emit(") || line.contains("fill(&") {
+                assert!(line.contains("osl_pack_") || line.contains("static"), "line {}: packs by hand: {line}", i + 1);
+            }
         }
-        assert!(src.contains(&format!("(error_code & 0xffff) << {})", k::FAULT_IP_BITS)));
+        for kind in oslens_format::kernel::KINDS {
+            let used = src.contains(&format!("OSL_K_{} ", kind.name.to_ascii_uppercase()))
+                || src.contains(&format!("OSL_K_{},", kind.name.to_ascii_uppercase()));
+            assert_eq!(used, src.contains(&format!("osl_pack_{}(", kind.name)), "{}", kind.name);
+        }
     }
 }

@@ -24,10 +24,10 @@ impl State {
         match r.kind {
             k::SWITCH => {
                 self.note_comm(cpu, r.ts, r.id, comm(32));
-                self.note_comm(cpu, r.ts, (r.a & 0xffff_ffff) as u32, comm(48));
+                self.note_comm(cpu, r.ts, k::switch::F.next_tid.get(&r) as u32, comm(48));
             }
             k::FORK => {
-                let child = (r.a & 0xffff_ffff) as u32;
+                let child = k::fork::F.child_tid.get(&r) as u32;
                 if !self.system_wide || self.traced.contains(&r.id) {
                     self.traced.insert(child);
                 }
@@ -41,7 +41,7 @@ impl State {
                 return;
             }
             k::IRQ_ENTRY => {
-                let irq = r.a as u32 as i32 as i64;
+                let irq = k::irq_entry::F.irq.get(&r);
                 if self.irq_names.insert(irq) {
                     let raw = &b[32.min(b.len())..];
                     let name = raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())].to_vec();

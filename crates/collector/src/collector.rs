@@ -100,7 +100,8 @@ impl Collector {
                 self.st.traced.insert(root);
             }
             let cpu = self.cpus[0];
-            self.st.emit(cpu, Record::new(now_ns(), root, cpu as u16, k::TRACED, self.opts.system_wide as u64, 0));
+            let w = k::traced::pack(root as u64, self.opts.system_wide as u64);
+            self.st.emit(cpu, Record::new(now_ns(), w.id, cpu as u16, k::TRACED, w.a, w.b));
         }
         for &fd in &self.fds {
             perf::enable(fd);
@@ -117,7 +118,8 @@ impl Collector {
             let before = p.last_total;
             let v = p.total(self.opts.pid as u32);
             if v != before || before == 0 {
-                self.st.emit(cpu, Record::new(ts, k::COUNTER_CONTEXT_SWITCHES, u16::MAX, k::COUNTER, v, 0));
+                let w = k::counter::pack(k::COUNTER_CONTEXT_SWITCHES as u64, v, 0);
+                self.st.emit(cpu, Record::new(ts, w.id, u16::MAX, k::COUNTER, w.a, w.b));
             }
         }
         for i in 0..self.counters.len() {
@@ -125,7 +127,8 @@ impl Collector {
                 if v.0 != self.counters[i].last.0 || self.counters[i].last == (0, 0) {
                     self.counters[i].last = v;
                     let id = self.counters[i].id;
-                    self.st.emit(cpu, Record::new(ts, id, u16::MAX, k::COUNTER, v.0, v.1));
+                    let w = k::counter::pack(id as u64, v.0, v.1);
+                    self.st.emit(cpu, Record::new(ts, w.id, u16::MAX, k::COUNTER, w.a, w.b));
                 }
             }
         }

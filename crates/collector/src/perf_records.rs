@@ -6,6 +6,7 @@ use crate::state::State;
 use crate::tracefs::Field;
 use crate::tracepoints::{bytes, comm16, rw_flags, sval, uval, Ev};
 use oslens_format::kernel as k;
+use oslens_format::kernel_layout::Words;
 use oslens_format::record::Record;
 
 /// What a perf ring carries: tracepoint samples or cpu-clock samples.
@@ -27,8 +28,9 @@ struct Tp<'a> {
 }
 
 impl Tp<'_> {
-    fn record(&self, id: u32, kind: u8, a: u64, b: u64) -> Record {
-        Record::new(self.ts, id, self.cpu as u16, kind, a, b)
+    /// A record of `kind` with the words its `pack` made (crates/format/src/kernel.rs).
+    fn record(&self, kind: u8, w: Words) -> Record {
+        Record::new(self.ts, w.id, self.cpu as u16, kind, w.a, w.b)
     }
 }
 
@@ -60,7 +62,8 @@ impl State {
         let tid = u32::from_le_bytes(body[12..16].try_into().unwrap());
         let ts = u64::from_le_bytes(body[16..24].try_into().unwrap());
         let kernel = (misc & perf::MISC_CPUMODE_MASK) == perf::MISC_KERNEL;
-        self.emit(cpu, Record::new(ts, tid, cpu as u16, k::SAMPLE, ip, pid as u64 | (kernel as u64) << 32));
+        let w = k::sample::pack(tid as u64, ip, pid as u64, kernel as u64);
+        self.emit(cpu, Record::new(ts, w.id, cpu as u16, k::SAMPLE, w.a, w.b));
     }
 
     pub fn record(&mut self, cpu: u32, kind: RingKind, typ: u32, misc: u16, body: &[u8]) {
@@ -114,29 +117,27 @@ impl State {
             Ev::Exec => {
                 let old = sval(raw, f[2]) as u32;
                 let file = bytes(raw, f[0]).to_vec();
-                self.emit(cpu, t.record(tid, k::EXEC, pid as u64 | (old as u64) << 32, 0));
+                self.emit(cpu, t.record(k::EXEC, k::exec::pack(tid as u64, pid as u64, old as u64)));
                 self.exec_names(cpu, ts, tid, &file);
             }
             Ev::Exit => {
                 let dead = uval(raw, f[1]);
-                self.emit(cpu, t.record(tid, k::EXIT, pid as u64, dead));
+                self.emit(cpu, t.record(k::EXIT, k::exit::pack(tid as u64, pid as u64, dead)));
             }
             Ev::Migrate => self.migrate(&t),
             Ev::SysEnter => {
-                let nr = sval(raw, f[0]) as u32 as u64;
+                let nr = sval(raw, f[0]) as u64;
                 let arg0 = uval(raw, Field { offset: f[1].offset, size: 8, data_loc: false });
-                self.emit(cpu, t.record(tid, k::SYS_ENTER, nr | (pid as u64) << 32, arg0));
+                self.emit(cpu, t.record(k::SYS_ENTER, k::sys_enter::pack(tid as u64, nr, pid as u64, arg0)));
             }
             Ev::SysExit => {
-                let nr = sval(raw, f[0]) as u32 as u64;
+                let nr = sval(raw, f[0]) as u64;
                 let ret = sval(raw, f[1]) as u64;
-                self.emit(cpu, t.record(tid, k::SYS_EXIT, nr | (pid as u64) << 32, ret));
+                self.emit(cpu, t.record(k::SYS_EXIT, k::sys_exit::pack(tid as u64, nr, pid as u64, ret)));
             }
             Ev::Fault => {
-                let addr = uval(raw, f[0]);
-                let ip = uval(raw, f[1]) & ((1 << k::FAULT_IP_BITS) - 1);
-                let code = uval(raw, f[2]) & 0xffff;
-                self.emit(cpu, t.record(tid, k::FAULT, addr, ip | code << k::FAULT_IP_BITS));
+                let w = k::fault::pack(tid as u64, uval(raw, f[0]), uval(raw, f[1]), uval(raw, f[2]));
+                self.emit(cpu, t.record(k::FAULT, w));
             }
             Ev::BioQueue => self.bio_queue(&t),
             Ev::BlockIssue | Ev::BlockComplete => self.block_request(&t, ev == Ev::BlockIssue),
@@ -146,17 +147,21 @@ impl State {
                     let name = bytes(raw, f[1]).to_vec();
                     self.emit_name(cpu, ts, irq as u32, k::NAME_IRQ, &name);
                 }
-                self.emit(cpu, t.record(tid, k::IRQ_ENTRY, irq as u64, pid as u64));
+                self.emit(cpu, t.record(k::IRQ_ENTRY, k::irq_entry::pack(tid as u64, irq as u64, pid as u64)));
             }
             Ev::IrqExit => {
                 let irq = sval(raw, f[0]);
                 let ret = sval(raw, f[1]);
-                self.emit(cpu, t.record(tid, k::IRQ_EXIT, irq as u64, ret as u64));
+                self.emit(cpu, t.record(k::IRQ_EXIT, k::irq_exit::pack(tid as u64, irq as u64, ret as u64)));
             }
             Ev::SoftEntry | Ev::SoftExit => {
                 let vec = uval(raw, f[0]);
-                let kind = if ev == Ev::SoftEntry { k::SOFTIRQ_ENTRY } else { k::SOFTIRQ_EXIT };
-                self.emit(cpu, t.record(tid, kind, vec, pid as u64));
+                let (kind, w) = if ev == Ev::SoftEntry {
+                    (k::SOFTIRQ_ENTRY, k::softirq_entry::pack(tid as u64, vec, pid as u64))
+                } else {
+                    (k::SOFTIRQ_EXIT, k::softirq_exit::pack(tid as u64, vec, pid as u64))
+                };
+                self.emit(cpu, t.record(kind, w));
             }
         }
     }
@@ -171,9 +176,8 @@ impl State {
         }
         self.note_comm(t.cpu, t.ts, prev, comm16(raw, f[0]));
         self.note_comm(t.cpu, t.ts, next, comm16(raw, f[4]));
-        let state = uval(raw, f[3]) & 0xffff_ffff;
-        let prio = sval(raw, f[2]) as i32 as u32 as u64;
-        self.emit(t.cpu, t.record(prev, k::SWITCH, next as u64 | (t.pid as u64) << 32, state | prio << 32));
+        let w = k::switch::pack(prev as u64, next as u64, t.pid as u64, uval(raw, f[3]), sval(raw, f[2]) as u64);
+        self.emit(t.cpu, t.record(k::SWITCH, w));
     }
 
     fn waking(&mut self, t: &Tp) {
@@ -190,9 +194,8 @@ impl State {
             }
         }
         self.last_waking.insert(t.cpu, (t.ts, tid, woken));
-        let target = sval(raw, f[2]) as i32 as u32 as u64;
-        let prio = sval(raw, f[1]) as i32 as u32 as u64;
-        self.emit(t.cpu, t.record(tid, k::WAKEUP, woken as u64 | (t.pid as u64) << 32, target | prio << 32));
+        let w = k::wakeup::pack(tid as u64, woken as u64, t.pid as u64, sval(raw, f[2]) as u64, sval(raw, f[1]) as u64);
+        self.emit(t.cpu, t.record(k::WAKEUP, w));
     }
 
     fn new_task(&mut self, t: &Tp) {
@@ -206,7 +209,7 @@ impl State {
             self.traced.insert(child);
         }
         self.note_comm(t.cpu, t.ts, child, comm16(raw, f[1]));
-        self.emit(t.cpu, t.record(tid, k::FORK, child as u64 | (child_pid as u64) << 32, pid as u64 | (flags & 0xffff_ffff) << 32));
+        self.emit(t.cpu, t.record(k::FORK, k::fork::pack(tid as u64, child as u64, child_pid as u64, pid as u64, flags)));
     }
 
     fn migrate(&mut self, t: &Tp) {
@@ -216,9 +219,8 @@ impl State {
             self.filtered += 1;
             return;
         }
-        let orig = sval(raw, f[1]) as i32 as u32 as u64;
-        let dest = sval(raw, f[2]) as i32 as u32 as u64;
-        self.emit(t.cpu, t.record(who, k::MIGRATE, orig | dest << 32, t.tid as u64));
+        let w = k::migrate::pack(who as u64, sval(raw, f[1]) as u64, sval(raw, f[2]) as u64, t.tid as u64);
+        self.emit(t.cpu, t.record(k::MIGRATE, w));
     }
 
     /// Not recorded: remembers which traced task a bio is for, since the request may be
@@ -238,7 +240,7 @@ impl State {
         let (f, raw, tid) = (t.f, t.raw, t.tid);
         let dev = uval(raw, f[0]) & 0xffff_ffff;
         let sector = uval(raw, f[1]);
-        let nsec = uval(raw, f[2]) & ((1 << k::BLOCK_SECTORS_BITS) - 1);
+        let nsec = uval(raw, f[2]);
         let flags = rw_flags(bytes(raw, f[3]));
         // the task a request is for: its issuer when traced, else the traced task that
         // queued its first bio
@@ -269,6 +271,7 @@ impl State {
                 self.pending_block.remove(&(dev, sector));
             }
         }
-        self.emit(t.cpu, t.record(owner, kind, sector, dev | nsec << k::BLOCK_SECTORS_SHIFT | flags << k::BLOCK_FLAGS_SHIFT));
+        // BLOCK_COMPLETE and BLOCK_ISSUE_OTHER are laid out as BLOCK_ISSUE (kernel.rs)
+        self.emit(t.cpu, t.record(kind, k::block_issue::pack(owner as u64, sector, dev, nsec, flags)));
     }
 }

@@ -96,7 +96,8 @@ impl State {
 
     pub fn lost(&mut self, cpu: u32, n: u64) {
         let ts = now_ns();
-        self.emit(cpu, Record::new(ts, 0, cpu as u16, k::LOST, n, 0));
+        let w = k::lost::pack(n);
+        self.emit(cpu, Record::new(ts, w.id, cpu as u16, k::LOST, w.a, w.b));
         let w = self.writers.get_mut(&cpu).unwrap();
         let _ = w.count_lost(n);
     }

@@ -3,73 +3,167 @@
 //! clock = CLOCK_MONOTONIC_NS, pid = 0 and cpu = N. The collector owns this file: each kind
 //! documents its id / a / b fields. `ts` is CLOCK_MONOTONIC ns (perf's `use_clockid`), `cpu`
 //! the CPU the event happened on. "tid" is the kernel's task id, "pid" the thread-group id.
-//! `python/oslens/store/kernel_tables.py` mirrors these numbers, and the eBPF programs in
-//! `crates/collector/bpf/oslens.bpf.c` write the same layouts (the collector fills in `check`).
+//! Each kind and its fields are declared once, below (`kernel_kinds!`, kernel_layout.rs): the
+//! collector packs with `<kind>::pack`, the eBPF program with the generated
+//! `crates/collector/bpf/oslens_kinds.h`, and Python decodes with `oslens._native.KERNEL_KINDS`
+//! (python/oslens/store/kernel_layout.py). The collector fills in `check`.
 
-/// sched:sched_switch. id = prev tid; a = next tid | prev pid << 32;
-/// b = prev_state (the tracepoint's value: bits 0..7 S D T t X Z P I, 0 = runnable (preempted),
-/// 0x100 = preempted) | prev prio << 32 (as u32) .
-pub const SWITCH: u8 = 64;
-/// sched:sched_waking. id = waker tid (the current task); a = woken tid | waker pid << 32;
-/// b = target cpu | woken prio << 32.
-pub const WAKEUP: u8 = 65;
-/// A fork or clone (task:task_newtask through perf, sched:sched_process_fork through eBPF).
-/// id = parent tid; a = child tid | child pid << 32; b = parent pid | (clone flags & 0xffffffff)
-/// << 32 (through eBPF only CLONE_THREAD, derived from the child's thread group).
-pub const FORK: u8 = 66;
-/// sched:sched_process_exec. id = tid; a = pid | old tid << 32. The new comm follows as a
-/// NAME_TASK record and the file name as a NAME_EXEC record (both id = tid).
-pub const EXEC: u8 = 67;
-/// sched:sched_process_exit. id = tid; a = pid; b = 1 when the whole thread group is dead
-/// (through eBPF: its signal struct's live count reached 0).
-pub const EXIT: u8 = 68;
-/// sched:sched_migrate_task. id = migrated tid; a = orig cpu | dest cpu << 32; b = current tid.
-pub const MIGRATE: u8 = 69;
-/// raw_syscalls:sys_enter. id = tid; a = syscall nr (u32) | pid << 32; b = first argument.
-pub const SYS_ENTER: u8 = 70;
-/// raw_syscalls:sys_exit. id = tid; a = syscall nr (u32) | pid << 32; b = return value (i64).
-pub const SYS_EXIT: u8 = 71;
-/// exceptions:page_fault_user. id = tid; a = faulting address;
-/// b = ip (low FAULT_IP_BITS bits) | error code (low 16 bits) << FAULT_IP_BITS.
-pub const FAULT: u8 = 72;
-/// FAULT's b: how many low bits hold the ip (a user address fits in 47).
-pub const FAULT_IP_BITS: u32 = 48;
-/// block:block_rq_issue. id = tid of the issuing task; a = sector;
-/// b = dev (u32) | sectors (low BLOCK_SECTORS_BITS bits) << BLOCK_SECTORS_SHIFT | RW_* flags << BLOCK_FLAGS_SHIFT.
-pub const BLOCK_ISSUE: u8 = 73;
-/// BLOCK_*'s b: where the request's sector count starts, its width, and where the RW_* flags start.
-pub const BLOCK_SECTORS_SHIFT: u32 = 32;
-pub const BLOCK_SECTORS_BITS: u32 = 24;
-pub const BLOCK_FLAGS_SHIFT: u32 = 56;
-/// block:block_rq_complete. id = current tid (usually not the issuer); a and b as BLOCK_ISSUE.
-pub const BLOCK_COMPLETE: u8 = 74;
-/// irq:irq_handler_entry / exit. id = interrupted tid; a = irq; b = pid (entry) / ret (exit).
-/// The handler name comes as a NAME_IRQ record (id = irq).
-pub const IRQ_ENTRY: u8 = 75;
-pub const IRQ_EXIT: u8 = 76;
-/// irq:softirq_entry / exit. id = interrupted tid; a = vector; b = pid.
-pub const SOFTIRQ_ENTRY: u8 = 77;
-pub const SOFTIRQ_EXIT: u8 = 78;
-/// cpu-clock sample (`--sample HZ`). id = tid; a = instruction pointer; b = pid | 1 << 32 when
-/// the IP is in the kernel.
-pub const SAMPLE: u8 = 79;
-/// perf's PERF_RECORD_LOST: the kernel dropped records on this CPU's ring. id = 0;
-/// a = number of records lost; b = 0. The chunk header's dropped_events also counts them.
-pub const LOST: u8 = 80;
-/// A per-process software counter (the unprivileged tier). id = COUNTER_*; a = value
-/// (cumulative over the traced tree); b = time enabled in ns.
-pub const COUNTER: u8 = 81;
-/// The traced process tree's root, written once at start. id = root pid; a = flags (1 =
-/// system-wide); b = 0.
-pub const TRACED: u8 = 82;
-/// A task known to be alive at start (system-wide, or a partner seen first without a fork).
-/// Not written yet; reserved.
-pub const TASK: u8 = 83;
-/// block:block_rq_issue by an untraced task, at a device and sector where a traced request's
-/// completion has not been seen (the virtio disk drops most completions): the completion that
-/// follows is that task's, not the traced request's. id = issuing tid; a and b as BLOCK_ISSUE.
-/// It makes no block_io row.
-pub const BLOCK_ISSUE_OTHER: u8 = 84;
+crate::kernel_kinds! {
+    /// A context switch: `prev_state` is the tracepoint's value (STATE_BITS; 0 = runnable,
+    /// STATE_PREEMPTED when preempted).
+    SWITCH = 64, "sched_switch", switch, "sched:sched_switch" {
+        prev_tid: id[0..32] u "the task leaving the CPU",
+        next_tid: a[0..32] s "the task taking the CPU",
+        prev_pid: a[32..64] s "prev's thread group (0: unknown)",
+        prev_state: b[0..32] u "prev's state (STATE_BITS)",
+        prev_prio: b[32..64] s "prev's priority",
+    }
+    /// A task is woken (the waker is the current task).
+    WAKEUP = 65, "sched_waking", wakeup, "sched:sched_waking" {
+        waker_tid: id[0..32] u "the current task",
+        tid: a[0..32] s "the woken task",
+        waker_pid: a[32..64] s "the waker's thread group",
+        target_cpu: b[0..32] s "the CPU the woken task will run on",
+        prio: b[32..64] s "the woken task's priority",
+    }
+    /// A fork or clone (task:task_newtask through perf, sched:sched_process_fork through eBPF;
+    /// through eBPF `clone_flags` holds only CLONE_THREAD, derived from the child's thread group).
+    FORK = 66, "fork", fork, "task:task_newtask / sched:sched_process_fork" {
+        parent_tid: id[0..32] u "the task calling fork or clone",
+        child_tid: a[0..32] s "the new task",
+        child_pid: a[32..64] s "the new task's thread group",
+        parent_pid: b[0..32] s "the parent's thread group",
+        clone_flags: b[32..64] u "clone flags (low 32 bits)",
+    }
+    /// An exec: the new comm follows as a NAME_TASK record and the file name as a NAME_EXEC
+    /// record (both id = tid).
+    EXEC = 67, "exec", exec, "sched:sched_process_exec" {
+        tid: id[0..32] u "the task",
+        pid: a[0..32] s "its thread group",
+        old_tid: a[32..64] s "its tid before the exec",
+    }
+    /// A task exits; `group_dead` is 1 when the whole thread group is dead (through eBPF: its
+    /// signal struct's live count reached 0).
+    EXIT = 68, "exit", exit, "sched:sched_process_exit" {
+        tid: id[0..32] u "the task",
+        pid: a[0..32] s "its thread group",
+        group_dead: b[0..64] u "1 when the thread group is dead",
+    }
+    MIGRATE = 69, "migrate", migrate, "sched:sched_migrate_task" {
+        tid: id[0..32] u "the migrated task",
+        orig_cpu: a[0..32] s "the CPU it leaves",
+        dest_cpu: a[32..64] s "the CPU it goes to",
+        current_tid: b[0..32] u "the task running the migration",
+    }
+    SYS_ENTER = 70, "sys_enter", sys_enter, "raw_syscalls:sys_enter" {
+        tid: id[0..32] u "the calling task",
+        nr: a[0..32] s "the system call's number",
+        pid: a[32..64] s "the caller's thread group",
+        arg0: b[0..64] u "the first argument",
+    }
+    SYS_EXIT = 71, "sys_exit", sys_exit, "raw_syscalls:sys_exit" {
+        tid: id[0..32] u "the calling task",
+        nr: a[0..32] s "the system call's number (-1 after rt_sigreturn)",
+        pid: a[32..64] s "the caller's thread group",
+        ret: b[0..64] s "the return value",
+    }
+    /// A user page fault: a user address fits in `ip`'s 48 bits.
+    FAULT = 72, "page_fault_user", fault, "exceptions:page_fault_user" {
+        tid: id[0..32] u "the faulting task",
+        address: a[0..64] u "the faulting address",
+        ip: b[0..48] u "the faulting instruction",
+        error_code: b[48..64] u "the fault's error code (low 16 bits)",
+    }
+    /// A block request issued: `tid` is the traced task it is for (its issuer, or the task that
+    /// queued its first bio).
+    BLOCK_ISSUE = 73, "block_rq_issue", block_issue, "block:block_rq_issue" {
+        tid: id[0..32] u "the task the request is for",
+        sector: a[0..64] u "the first sector",
+        dev: b[0..32] u "the device (dev_t as the kernel holds it)",
+        sectors: b[32..56] u "the request's size in sectors",
+        rw: b[56..64] u "RW_* flags",
+    }
+    /// A block request completed (`tid`: the current task, usually not the issuer).
+    BLOCK_COMPLETE = 74, "block_rq_complete", block_complete, "block:block_rq_complete" {
+        tid: id[0..32] u "the current task",
+        sector: a[0..64] u "the first sector",
+        dev: b[0..32] u "the device",
+        sectors: b[32..56] u "the request's size in sectors",
+        rw: b[56..64] u "RW_* flags",
+    }
+    /// The handler name comes as a NAME_IRQ record (id = irq).
+    IRQ_ENTRY = 75, "irq_entry", irq_entry, "irq:irq_handler_entry" {
+        tid: id[0..32] u "the interrupted task",
+        irq: a[0..32] s "the interrupt line",
+        pid: b[0..32] s "the interrupted task's thread group",
+    }
+    IRQ_EXIT = 76, "irq_exit", irq_exit, "irq:irq_handler_exit" {
+        tid: id[0..32] u "the interrupted task",
+        irq: a[0..32] s "the interrupt line",
+        ret: b[0..64] s "the handler's return value",
+    }
+    SOFTIRQ_ENTRY = 77, "softirq_entry", softirq_entry, "irq:softirq_entry" {
+        tid: id[0..32] u "the interrupted task",
+        vec: a[0..32] u "the softirq vector",
+        pid: b[0..32] s "the interrupted task's thread group",
+    }
+    SOFTIRQ_EXIT = 78, "softirq_exit", softirq_exit, "irq:softirq_exit" {
+        tid: id[0..32] u "the interrupted task",
+        vec: a[0..32] u "the softirq vector",
+        pid: b[0..32] s "the interrupted task's thread group",
+    }
+    /// A cpu-clock sample (`--sample HZ`).
+    SAMPLE = 79, "sample", sample, "cpu-clock sample" {
+        tid: id[0..32] u "the sampled task",
+        ip: a[0..64] u "the instruction pointer",
+        pid: b[0..32] s "the sampled task's thread group",
+        in_kernel: b[32..33] u "1 when the IP is in the kernel",
+    }
+    /// perf's PERF_RECORD_LOST: the kernel dropped records on this CPU's ring (id = 0). The
+    /// chunk header's dropped_events also counts them.
+    LOST = 80, "kernel_lost", lost, "PERF_RECORD_LOST" {
+        count: a[0..64] u "records lost",
+    }
+    /// A per-process software counter (the unprivileged tier).
+    COUNTER = 81, "kernel_counter", counter, "perf software counter" {
+        counter: id[0..32] u "COUNTER_*",
+        value: a[0..64] u "the value, cumulative over the traced tree",
+        time_enabled_ns: b[0..64] u "time enabled",
+    }
+    /// The traced process tree's root, written once at start.
+    TRACED = 82, "traced_root", traced, "the collector" {
+        root_pid: id[0..32] u "the root's pid",
+        flags: a[0..64] u "1 = system-wide",
+    }
+    /// A task known to be alive at start (system-wide, or a partner seen first without a fork).
+    /// Not written yet; reserved.
+    TASK = 83, "task", task, "reserved" {}
+    /// block:block_rq_issue by an untraced task, at a device and sector where a traced request's
+    /// completion has not been seen (the virtio disk drops most completions): the completion that
+    /// follows is that task's, not the traced request's. It makes no block_io row.
+    BLOCK_ISSUE_OTHER = 84, "block_rq_issue_other", block_issue_other, "block:block_rq_issue" {
+        tid: id[0..32] u "the issuing task",
+        sector: a[0..64] u "the first sector",
+        dev: b[0..32] u "the device",
+        sectors: b[32..56] u "the request's size in sectors",
+        rw: b[56..64] u "RW_* flags",
+    }
+}
+
+/// SWITCH's prev_state bits as sched:sched_switch reports them (TASK_REPORT: S D T t X Z P I),
+/// with their letters in the switches table; 0 is runnable (preempted or yielded).
+pub const STATE_BITS: [(u64, &str); 8] =
+    [(0x01, "S"), (0x02, "D"), (0x04, "T"), (0x08, "t"), (0x10, "X"), (0x20, "Z"), (0x40, "P"), (0x80, "I")];
+/// prev_state of a preempted task (TASK_REPORT_MAX, as the tracepoint reports it).
+pub const STATE_PREEMPTED: u64 = 0x100;
+/// The bits of prev_state that mean the task left the CPU asleep (any of STATE_BITS).
+pub const STATE_ASLEEP: u64 = 0xff;
+/// The layout's constants the eBPF program needs besides the kinds (oslens_kinds.h).
+pub const C_CONSTANTS: [(&str, u64, &str); 3] = [
+    ("OSL_STATE_PREEMPTED", STATE_PREEMPTED, "SWITCH prev_state of a preempted task"),
+    ("OSL_STATE_IDLE", 0x80, "SWITCH prev_state of an idle kthread (TASK_REPORT_IDLE, letter I)"),
+    ("OSL_STATE_DEAD", 0x10, "SWITCH prev_state of a dead task (X)"),
+];
 
 /// NAME classes used in kernel chunks (beside kinds::NAME_*).
 pub const NAME_TASK: u64 = 8;
@@ -138,35 +232,13 @@ pub fn counter_name(id: u32) -> &'static str {
 }
 
 pub fn kind_name(kind: u8) -> &'static str {
-    match kind {
-        SWITCH => "sched_switch",
-        WAKEUP => "sched_waking",
-        FORK => "fork",
-        EXEC => "exec",
-        EXIT => "exit",
-        MIGRATE => "migrate",
-        SYS_ENTER => "sys_enter",
-        SYS_EXIT => "sys_exit",
-        FAULT => "page_fault_user",
-        BLOCK_ISSUE => "block_rq_issue",
-        BLOCK_COMPLETE => "block_rq_complete",
-        IRQ_ENTRY => "irq_entry",
-        IRQ_EXIT => "irq_exit",
-        SOFTIRQ_ENTRY => "softirq_entry",
-        SOFTIRQ_EXIT => "softirq_exit",
-        SAMPLE => "sample",
-        LOST => "kernel_lost",
-        COUNTER => "kernel_counter",
-        TRACED => "traced_root",
-        TASK => "task",
-        BLOCK_ISSUE_OTHER => "block_rq_issue_other",
-        _ => "unknown",
-    }
+    crate::kernel_layout::kind(KINDS, kind).map_or("unknown", |k| k.name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel_layout::Field;
 
     #[test]
     fn event_sets_parse_with_aliases_and_reject_unknown_names() {
@@ -184,5 +256,52 @@ mod tests {
             assert_eq!(crate::kinds::kind_name(k), kind_name(k));
         }
         assert_eq!(kind_name(127), "unknown");
+    }
+
+    #[test]
+    fn fields_pack_and_read_back_within_their_width() {
+        let w = switch::pack(7, (-1i64) as u64, 3, STATE_PREEMPTED, (-5i64) as u64);
+        assert_eq!((w.id, w.a, w.b), (7, 0xffff_ffff | 3 << 32, 0x100 | 0xffff_fffb << 32));
+        let r = crate::Record::new(0, w.id, 0, SWITCH, w.a, w.b);
+        assert_eq!((switch::F.next_tid.get(&r), switch::F.prev_pid.get(&r), switch::F.prev_prio.get(&r)), (-1, 3, -5));
+        // a value wider than its field is cut, not spilled into the next one
+        let w = fault::pack(1, 2, u64::MAX, 0x1_0002);
+        assert_eq!(w.b, (1 << 48) - 1 | 2 << 48);
+    }
+
+    #[test]
+    fn each_kinds_fields_fit_their_words_without_overlapping() {
+        for k in KINDS {
+            let mut used = [0u64; 3];
+            for f in k.fields {
+                let word = f.word as usize;
+                assert!(f.bits > 0 && f.shift + f.bits <= if word == 0 { 32 } else { 64 }, "{}.{}", k.name, f.name);
+                assert_eq!(used[word] & f.mask() << f.shift, 0, "{}.{} overlaps", k.name, f.name);
+                used[word] |= f.mask() << f.shift;
+            }
+        }
+    }
+
+    /// The collector packs BLOCK_COMPLETE and BLOCK_ISSUE_OTHER with block_issue::pack, and the
+    /// importer reads the three kinds with one query.
+    #[test]
+    fn the_block_kinds_share_one_layout() {
+        let bits = |fs: &[Field]| fs.iter().map(|f| (f.name, f.word, f.shift, f.bits, f.signed)).collect::<Vec<_>>();
+        assert_eq!(bits(block_complete::FIELDS), bits(block_issue::FIELDS));
+        assert_eq!(bits(block_issue_other::FIELDS), bits(block_issue::FIELDS));
+    }
+
+    /// The eBPF program is C, built apart and committed as an object, so it includes a header
+    /// generated from KINDS; this keeps the header equal to the declaration (OSLENS_BLESS=1
+    /// rewrites it).
+    #[test]
+    fn the_ebpf_header_is_generated_from_the_declaration() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../collector/bpf/oslens_kinds.h");
+        let want = crate::kernel_layout::c_header(KINDS, &C_CONSTANTS);
+        if std::env::var_os("OSLENS_BLESS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(have == want, "{path} differs from crates/format/src/kernel.rs: run OSLENS_BLESS=1 cargo test -p oslens-format");
     }
 }

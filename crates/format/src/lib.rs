@@ -11,6 +11,7 @@
 pub mod hash;
 pub mod header;
 pub mod kernel;
+pub mod kernel_layout;
 pub mod kinds;
 pub mod object;
 pub mod reader;

@@ -36,6 +36,24 @@ fn record_fields() -> Vec<(&'static str, usize, &'static str)> {
     vec![field!(ts), field!(id), field!(cpu), field!(kind), field!(check), field!(a), field!(b)]
 }
 
+/// The kernel record kinds' declaration (crates/format/src/kernel.rs): {kind name: {"kind": n,
+/// "fields": {field: (word, shift, bits, signed)}}}, fields in declaration order, from which
+/// python/oslens/store/kernel_layout.py builds its numpy and SQL readers.
+fn kernel_kinds<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for k in kernel::KINDS {
+        let fields = PyDict::new(py);
+        for f in k.fields {
+            fields.set_item(f.name, (f.word.name(), f.shift, f.bits, f.signed))?;
+        }
+        let d = PyDict::new(py);
+        d.set_item("kind", k.kind)?;
+        d.set_item("fields", fields)?;
+        out.set_item(k.name, d)?;
+    }
+    Ok(out)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("RECORD_FIELDS", record_fields())?;
@@ -62,12 +80,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernel_classes.set_item("exec", kernel::NAME_EXEC)?;
     kernel_classes.set_item("irq", kernel::NAME_IRQ)?;
     m.add("KERNEL_NAME_CLASSES", kernel_classes)?;
-    let layout = PyDict::new(py);
-    layout.set_item("fault_ip_bits", kernel::FAULT_IP_BITS)?;
-    layout.set_item("block_sectors_shift", kernel::BLOCK_SECTORS_SHIFT)?;
-    layout.set_item("block_sectors_bits", kernel::BLOCK_SECTORS_BITS)?;
-    layout.set_item("block_flags_shift", kernel::BLOCK_FLAGS_SHIFT)?;
-    m.add("KERNEL_FIELD_LAYOUT", layout)?;
+    m.add("KERNEL_KINDS", kernel_kinds(py)?)?;
+    m.add("KERNEL_STATE_BITS", kernel::STATE_BITS.to_vec())?;
+    m.add("KERNEL_STATE_PREEMPTED", kernel::STATE_PREEMPTED)?;
+    m.add("KERNEL_STATE_ASLEEP", kernel::STATE_ASLEEP)?;
     let rw = PyDict::new(py);
     for (name, bit) in [("write", kernel::RW_WRITE), ("read", kernel::RW_READ), ("discard", kernel::RW_DISCARD),
                         ("flush", kernel::RW_FLUSH), ("sync", kernel::RW_SYNC), ("meta", kernel::RW_META),

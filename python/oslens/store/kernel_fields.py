@@ -1,6 +1,7 @@
-"""What the kernel collector's records hold and how their fields read (kinds 64..127 and their
-field layouts, documented in crates/format/src/kernel.rs and named through oslens._native), for
-the kernel tables (oslens.store.kernel_tables) and the small per-task build (kernel_tasks).
+"""What the kernel collector's records hold (kinds 64..127, declared in crates/format/src/kernel.rs
+and named through oslens._native; their fields are read through kernel_layout) and how their
+values read as text, for the kernel tables (oslens.store.kernel_tables) and the small per-task
+build (kernel_tasks).
 """
 
 from __future__ import annotations
@@ -22,11 +23,9 @@ RW_LETTERS = tuple((_native.BLOCK_RW_FLAGS[n], letter) for n, letter in (
     ("write", "W"), ("read", "R"), ("discard", "D"), ("flush", "F"), ("sync", "S"), ("meta", "M"), ("ahead", "A"),
     ("fua", "U")))
 COUNTER_NAMES = _native.KERNEL_COUNTER_NAMES
-FAULT_IP_BITS, BLOCK_SECTORS_SHIFT, BLOCK_SECTORS_BITS, BLOCK_FLAGS_SHIFT = (_native.KERNEL_FIELD_LAYOUT[n] for n in (
-    "fault_ip_bits", "block_sectors_shift", "block_sectors_bits", "block_flags_shift"))
-STATE_LETTERS = ((0x01, "S"), (0x02, "D"), (0x04, "T"), (0x08, "t"), (0x10, "X"), (0x20, "Z"), (0x40, "P"), (0x80, "I"))
+STATE_LETTERS = tuple(_native.KERNEL_STATE_BITS)
+STATE_ASLEEP = _native.KERNEL_STATE_ASLEEP
 SOFTIRQ_NAMES = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"]
-LOW32 = np.uint64(0xFFFFFFFF)
 CLONE_THREAD = 0x10000
 
 _SYSCALL_NAMES = (
@@ -100,7 +99,7 @@ def strings(values: np.ndarray, fmt) -> pa.Array:
 
 
 def state_letters(state: int) -> str:
-    s = state & 0xFF
+    s = state & STATE_ASLEEP
     if s == 0:
         return "R"
     return "|".join(letter for bit, letter in STATE_LETTERS if s & bit)
@@ -112,15 +111,6 @@ def rw_letters(flags: int) -> str:
 
 def i64(x) -> np.ndarray:
     return np.asarray(x).astype(np.int64)
-
-
-def i32(x) -> np.ndarray:
-    """Low 32 bits as a signed value (pids, cpus, syscall numbers)."""
-    return (np.asarray(x, dtype=np.uint64) & LOW32).astype(np.uint32).view(np.int32).astype(np.int64)
-
-
-def hi32(x) -> np.ndarray:
-    return (np.asarray(x, dtype=np.uint64) >> np.uint64(32)).astype(np.int64)
 
 
 def nullable(values: np.ndarray, valid: np.ndarray, typ=pa.int64()) -> pa.Array:

@@ -14,7 +14,15 @@ import numpy as np
 import pyarrow as pa
 
 from oslens.store.kernel_fields import (BLOCK_COMPLETE, BLOCK_ISSUE, BLOCK_ISSUE_OTHER, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY,
-                                        SOFTIRQ_EXIT, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP)
+                                        SOFTIRQ_EXIT, STATE_ASLEEP, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP)
+from oslens.store.kernel_layout import field, field_sql, same_layout
+
+# one query reads each group of kinds, so they must hold what it reads in the same bits
+assert same_layout("sys_enter", "sys_exit", "tid", "nr", "pid")
+assert same_layout("block_rq_issue", "block_rq_complete", "sector", "dev") and same_layout(
+    "block_rq_issue", "block_rq_issue_other", "sector", "dev")
+assert all(field("irq_entry", "irq")[:3] == field(k, n)[:3] for k, n in (
+    ("irq_exit", "irq"), ("softirq_entry", "vec"), ("softirq_exit", "vec")))
 
 BATCH_ROWS = 1 << 18
 
@@ -84,7 +92,8 @@ def _ints(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 # ---------------------------------------------------------------- syscalls
 
 SYSCALL_RECORDS = f"""
-    SELECT id AS tid, lo32(a) AS nr, ts, hi32(a) AS pid, CASE WHEN kind = {SYS_EXIT} THEN b ELSE 0 END AS v,
+    SELECT {field_sql("sys_enter", "tid")} AS tid, {field_sql("sys_enter", "nr")} AS nr, ts,
+           {field_sql("sys_enter", "pid")} AS pid, CASE WHEN kind = {SYS_EXIT} THEN {field_sql("sys_exit", "ret")} ELSE 0 END AS v,
            kind = {SYS_EXIT} AS e, seq
     FROM k WHERE kind IN ({SYS_ENTER}, {SYS_EXIT}) ORDER BY tid, ts, e, seq"""
 CALL_COLUMNS = {"pid": "BIGINT", "tid": "BIGINT", "nr": "BIGINT", "start_ns": "BIGINT", "end_ns": "BIGINT", "ret": "BIGINT",
@@ -135,7 +144,8 @@ def call_rows(con, exit_at: dict) -> Iterator[dict]:
 # ---------------------------------------------------------------- block I/O
 
 BLOCK_RECORDS = f"""
-    SELECT b & 4294967295 AS dev, a AS sector, ts, b, id AS tid, kind = {BLOCK_COMPLETE} AS e,
+    SELECT {field_sql("block_rq_issue", "dev")} AS dev, {field_sql("block_rq_issue", "sector")} AS sector, ts, b,
+           {field_sql("block_rq_issue", "tid")} AS tid, kind = {BLOCK_COMPLETE} AS e,
            kind = {BLOCK_ISSUE_OTHER} AS other, seq
     FROM k WHERE kind IN ({BLOCK_ISSUE}, {BLOCK_COMPLETE}, {BLOCK_ISSUE_OTHER}) ORDER BY dev, sector, ts, e, seq"""
 BLOCK_COLUMNS = {"issue_ns": "BIGINT", "complete_ns": "BIGINT", "dev": "BIGINT", "sector": "BIGINT", "b": "UBIGINT",
@@ -161,7 +171,8 @@ def block_rows(con) -> Iterator[dict]:
 # ---------------------------------------------------------------- interrupts
 
 IRQ_RECORDS = f"""
-    SELECT CASE WHEN kind IN ({IRQ_ENTRY}, {IRQ_EXIT}) THEN 0 ELSE 1 END AS grp, cpu, a AS num, ts, id AS tid,
+    SELECT CASE WHEN kind IN ({IRQ_ENTRY}, {IRQ_EXIT}) THEN 0 ELSE 1 END AS grp, cpu, {field_sql("irq_entry", "irq")} AS num, ts,
+           {field_sql("irq_entry", "tid")} AS tid,
            kind IN ({IRQ_EXIT}, {SOFTIRQ_EXIT}) AS e, seq
     FROM k WHERE kind IN ({IRQ_ENTRY}, {IRQ_EXIT}, {SOFTIRQ_ENTRY}, {SOFTIRQ_EXIT}) ORDER BY grp, cpu, ts, e, seq"""
 IRQ_COLUMNS = {"cpu": "BIGINT", "tid": "BIGINT", "num": "BIGINT", "grp": "INTEGER", "start_ns": "BIGINT", "end_ns": "BIGINT",
@@ -181,9 +192,11 @@ def irq_rows(con) -> Iterator[dict]:
 # ---------------------------------------------------------------- CPU slices
 
 SWITCHES_BY_CPU = f"""
-    SELECT ts, cpu, seq, id AS prev, lo32(a) AS nxt FROM k WHERE kind = {SWITCH} ORDER BY cpu, ts, seq"""
+    SELECT ts, cpu, seq, {field_sql("sched_switch", "prev_tid")} AS prev, {field_sql("sched_switch", "next_tid")} AS nxt
+    FROM k WHERE kind = {SWITCH} ORDER BY cpu, ts, seq"""
 SWITCHES_BY_TASK = f"""
-    SELECT ts, cpu, seq, id AS prev, (b & 255) != 0 AS asleep FROM k WHERE kind = {SWITCH} ORDER BY prev, ts, cpu, seq"""
+    SELECT ts, cpu, seq, {field_sql("sched_switch", "prev_tid")} AS prev, ({field_sql("sched_switch", "prev_state")} & {STATE_ASLEEP}) != 0 AS asleep
+    FROM k WHERE kind = {SWITCH} ORDER BY prev, ts, cpu, seq"""
 SLICE_COLUMNS = {"tid": "BIGINT", "cpu": "BIGINT", "start_ns": "BIGINT", "end_ns": "BIGINT", "start_inferred": "BOOLEAN",
                  "o": "BIGINT"}
 
@@ -245,7 +258,7 @@ def _first_wakeup(con, tids: np.ndarray, after: np.ndarray, until: np.ndarray) -
     """For each task, the time of its first wakeup in [after, until] (0 if none)."""
     con.register("wake_query", pa.table({"i": np.arange(len(tids), dtype=np.int64), "tid": tids, "lo": after, "hi": until}))
     got = con.execute(f"""SELECT q.i, min(w.ts) AS ts FROM wake_query q
-                          JOIN (SELECT ts, lo32(a) AS tid FROM k WHERE kind = {WAKEUP}) w
+                          JOIN (SELECT ts, {field_sql("sched_waking", "tid")} AS tid FROM k WHERE kind = {WAKEUP}) w
                           ON w.tid = q.tid AND w.ts >= q.lo AND w.ts <= q.hi GROUP BY q.i""").fetchnumpy()
     con.unregister("wake_query")
     out = np.zeros(len(tids), np.int64)

@@ -3,8 +3,7 @@ kernel tables (oslens.store.kernel_tables) are built by queries that spill to di
 from every record held in memory (docs/trace-schema.md, "Import memory").
 
 Table `k`: one row per valid kernel record but NAME records, with `seq` its place in the order the
-chunks were given and their records within each; the macros lo32 (signed) and hi32 (unsigned)
-read the halves of `a` and `b`.
+chunks were given and their records within each; kernel_layout.field_sql reads their fields.
 NAME records (the comm history, exe and irq names: a few per task) are returned in Python, with
 the lost-record counts per chunk.
 """
@@ -23,9 +22,6 @@ SLICE_RECORDS = 1 << 18
 
 SCHEMA = """
 CREATE TABLE k (ts BIGINT, cpu INTEGER, kind UTINYINT, id UINTEGER, a UBIGINT, b UBIGINT, seq BIGINT);
-CREATE MACRO lo32(x) AS CASE WHEN (x & 4294967295) >= 2147483648 THEN CAST(x & 4294967295 AS BIGINT) - 4294967296
-                             ELSE CAST(x & 4294967295 AS BIGINT) END;
-CREATE MACRO hi32(x) AS CAST(x >> 32 AS BIGINT);
 """
 
 

@@ -32,9 +32,8 @@ from oslens.capture import raw
 from oslens.store import kernel_pairs, kernel_records, kernel_rows, parquet_options
 from oslens.store.app_tables import WrittenTable
 from oslens.store.kernel_fields import (
-    BLOCK_FLAGS_SHIFT, BLOCK_SECTORS_BITS, BLOCK_SECTORS_SHIFT, COUNTER, EXEC, EXIT, FAULT, FORK, IRQ_ENTRY, MIGRATE,
-    SAMPLE, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SOFTIRQ_NAMES, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP, dev_name, rw_letters,
-    strings, syscall_name)
+    COUNTER, EXIT, FAULT, MIGRATE, SAMPLE, SOFTIRQ_NAMES, SWITCH, WAKEUP, dev_name, i64, rw_letters, strings, syscall_name)
+from oslens.store.kernel_layout import field_np, field_sql, kind_of
 from oslens.store.kernel_tasks import SMALL_KINDS, Comms, PidMap, tasks, whole_tasks
 
 # DuckDB's share of the import's memory; past it, its sorts and tables spill to `folder`
@@ -44,16 +43,17 @@ MEMORY_LIMIT = os.environ.get("OSLENS_IMPORT_KERNEL_MEMORY", "128MB")
 SPILL_PREFIX = ".kernel-tables-"
 BATCH_ROWS = 1 << 18
 
-# the (tid, pid) pairs records name, in the order the oracle reads them (the last one wins)
+# the (kind, tid field, pid field) pairs records name, in the order the oracle reads them (the
+# last one wins)
 PID_PAIRS = (
-    (SWITCH, "id", "hi32(a)"), (WAKEUP, "id", "hi32(a)"), (SYS_ENTER, "id", "hi32(a)"), (SYS_EXIT, "id", "hi32(a)"),
-    (FORK, "id", "lo32(b)"), (FORK, "lo32(a)", "hi32(a)"), (EXEC, "id", "lo32(a)"), (EXIT, "id", "lo32(a)"),
-    (SAMPLE, "id", "lo32(b)"), (IRQ_ENTRY, "id", "lo32(b)"), (SOFTIRQ_ENTRY, "id", "lo32(b)"),
-    (SOFTIRQ_EXIT, "id", "lo32(b)"),
+    ("sched_switch", "prev_tid", "prev_pid"), ("sched_waking", "waker_tid", "waker_pid"), ("sys_enter", "tid", "pid"),
+    ("sys_exit", "tid", "pid"), ("fork", "parent_tid", "parent_pid"), ("fork", "child_tid", "child_pid"),
+    ("exec", "tid", "pid"), ("exit", "tid", "pid"), ("sample", "tid", "pid"), ("irq_entry", "tid", "pid"),
+    ("softirq_entry", "tid", "pid"), ("softirq_exit", "tid", "pid"),
 )
 # the tids `tasks` has a row for
-SEEN_TIDS = ((SWITCH, "id"), (SWITCH, "lo32(a)"), (FORK, "lo32(a)"), (FORK, "id"), (EXEC, "id"), (EXIT, "id"),
-             (SYS_ENTER, "id"), (SAMPLE, "id"), (FAULT, "id"))
+SEEN_TIDS = (("sched_switch", "prev_tid"), ("sched_switch", "next_tid"), ("fork", "child_tid"), ("fork", "parent_tid"),
+             ("exec", "tid"), ("exit", "tid"), ("sys_enter", "tid"), ("sample", "tid"), ("page_fault_user", "tid"))
 
 # tables with a row per record of one kind, in time order
 ROW_TABLES = {
@@ -96,12 +96,12 @@ def _syscall_rows(b: pa.RecordBatch, pid_of, comms) -> pa.Table:
 
 def _block_rows(b: pa.RecordBatch, pid_of, comms) -> pa.Table:
     c = _columns(b)
-    bits, tid, dev = c["b"].to_numpy(), c["tid"].to_numpy(), c["dev"].to_numpy()
-    sectors = ((bits >> np.uint64(BLOCK_SECTORS_SHIFT)) & np.uint64((1 << BLOCK_SECTORS_BITS) - 1)).astype(np.int64)
+    words, tid, dev = {"b": c["b"].to_numpy()}, c["tid"].to_numpy(), c["dev"].to_numpy()
+    sectors = i64(field_np("block_rq_issue", "sectors", words))
     return pa.table({
         "issue_ns": c["issue_ns"], "complete_ns": c["complete_ns"], "dev": strings(dev, dev_name),
         "sector": c["sector"], "bytes": sectors * 512,
-        "rw": strings((bits >> np.uint64(BLOCK_FLAGS_SHIFT)).astype(np.int64), rw_letters), "tid": tid, "pid": pid_of(tid),
+        "rw": strings(i64(field_np("block_rq_issue", "rw", words)), rw_letters), "tid": tid, "pid": pid_of(tid),
         "dev_num": dev,
     })
 
@@ -164,8 +164,9 @@ def _small_kinds(con) -> dict[int, np.ndarray]:
 def _pid_map(con) -> PidMap:
     # the last pair of each tid in (PID_PAIRS order, time, record order), by an aggregate that
     # holds a row per tid: the three keys packed into one 128-bit number
-    pairs = " UNION ALL ".join(f"SELECT {tid} AS tid, {pid} AS pid, ({g}::HUGEINT << 104) + (ts::HUGEINT << 40) + seq AS o "
-                               f"FROM k WHERE kind = {kind}" for g, (kind, tid, pid) in enumerate(PID_PAIRS))
+    pairs = " UNION ALL ".join(f"SELECT {field_sql(k, tid)} AS tid, {field_sql(k, pid)} AS pid, "
+                               f"({g}::HUGEINT << 104) + (ts::HUGEINT << 40) + seq AS o "
+                               f"FROM k WHERE kind = {kind_of(k)}" for g, (k, tid, pid) in enumerate(PID_PAIRS))
     got = con.execute(f"SELECT tid, arg_max(pid, o) AS pid FROM ({pairs}) WHERE pid > 0 GROUP BY tid").fetchnumpy()
     return PidMap(got["tid"].astype(np.int64), got["pid"].astype(np.int64))
 
@@ -197,7 +198,7 @@ def write_kernel_tables(chunks: list, meta: dict, folder: Path) -> dict:
         for name, (kind, rows) in ROW_TABLES.items():
             out[name] = _write(con, _row_query(kind), lambda b, rows=rows: rows(_record_columns(b), pid_of, comms),
                                Path(folder) / f".{name}-{spill.name}.parquet")
-        exit_at = dict(con.execute(f"SELECT id, max(ts) FROM k WHERE kind = {EXIT} GROUP BY id").fetchall())
+        exit_at = dict(con.execute(f"SELECT {field_sql('exit', 'tid')}, max(ts) FROM k WHERE kind = {EXIT} GROUP BY id").fetchall())
         kernel_pairs.stage(con, "cpu_slices_rows", kernel_pairs.SLICE_COLUMNS,
                            kernel_pairs.slice_rows(con, whole_tasks(small, meta)))
         kernel_pairs.stage(con, "syscalls_rows", kernel_pairs.CALL_COLUMNS, kernel_pairs.call_rows(con, exit_at))
@@ -207,7 +208,7 @@ def write_kernel_tables(chunks: list, meta: dict, folder: Path) -> dict:
             out[name] = _write(con, PAIRED_ORDER[name], lambda b, rows=rows: rows(b, pid_of, comms),
                                Path(folder) / f".{name}-{spill.name}.parquet")
             con.execute(f"DROP TABLE {name}_rows")
-        seen = " UNION ".join(f"SELECT {tid} AS tid FROM k WHERE kind = {kind}" for kind, tid in SEEN_TIDS)
+        seen = " UNION ".join(f"SELECT {field_sql(k, tid)} AS tid FROM k WHERE kind = {kind_of(k)}" for k, tid in SEEN_TIDS)
         seen_tids = con.execute(f"SELECT DISTINCT tid FROM ({seen})").fetchnumpy()["tid"].astype(np.int64)
         last_seen = con.execute("SELECT coalesce(max(ts), 0) FROM k").fetchone()[0]
         out["tasks"] = tasks(small, seen_tids, int(last_seen), pid_of, comms, meta)

@@ -12,11 +12,25 @@ import pyarrow as pa
 from oslens.capture import raw
 from oslens.store import kernel_records, kernel_rows
 from oslens.store.kernel_fields import (
-    BLOCK_COMPLETE, BLOCK_FLAGS_SHIFT, BLOCK_ISSUE, BLOCK_ISSUE_OTHER, BLOCK_SECTORS_BITS, BLOCK_SECTORS_SHIFT, COUNTER,
+    BLOCK_COMPLETE, BLOCK_ISSUE, BLOCK_ISSUE_OTHER, COUNTER,
     EXEC, EXIT, FAULT, FORK, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, MIGRATE, SAMPLE, SOFTIRQ_ENTRY,
-    SOFTIRQ_EXIT, SOFTIRQ_NAMES, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP, dev_name, hi32, i32, i64, nullable, rw_letters,
+    SOFTIRQ_EXIT, SOFTIRQ_NAMES, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP, dev_name, i64, nullable, rw_letters,
     strings, syscall_names, table_of)
 from oslens.store.kernel_tasks import Comms, PidMap, SMALL_KINDS, tasks, whole_tasks
+
+# The oracle reads the words with its own shifts, written from crates/format/src/kernel.rs's
+# declaration by hand rather than through kernel_layout, so that a wrong layout there shows as
+# a difference between the two builds.
+BLOCK_SECTORS_SHIFT, BLOCK_SECTORS_BITS, BLOCK_FLAGS_SHIFT = 32, 24, 56
+
+
+def i32(x) -> np.ndarray:
+    """Low 32 bits as a signed value (pids, cpus, syscall numbers)."""
+    return (np.asarray(x, dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32).astype(np.int64)
+
+
+def hi32(x) -> np.ndarray:
+    return (np.asarray(x, dtype=np.uint64) >> np.uint64(32)).astype(np.int64)
 
 
 class _Records:

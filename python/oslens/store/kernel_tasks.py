@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from oslens.store.kernel_fields import EXEC, EXIT, FORK, NAME_EXEC, NAME_IRQ, NAME_TASK, TRACED, i32, i64, nullable, table_of
+from oslens.store.kernel_fields import EXEC, EXIT, FORK, NAME_EXEC, NAME_IRQ, NAME_TASK, TRACED, i64, nullable, table_of
+from oslens.store.kernel_layout import field_np
 
 # the kinds `tasks` reads in full (a few records per task)
 SMALL_KINDS = (FORK, EXEC, EXIT, TRACED)
@@ -111,14 +112,14 @@ class Comms:
 def root_of(small: dict, meta) -> int:
     """The traced program's first task: from the collector's TRACED record, else meta's pid."""
     traced_rec = small[TRACED]
-    return int(traced_rec["id"][0]) if len(traced_rec) else int(meta.get("pid") or 0)
+    return int(field_np("traced_root", "root_pid", traced_rec)[0]) if len(traced_rec) else int(meta.get("pid") or 0)
 
 
 def tree_of(small: dict, root: int) -> set[int]:
     """The root and every task forked from it, recursively (the tree the collector follows)."""
     forks = small[FORK]
     members = {root}
-    for parent, kid in zip(i64(forks["id"]).tolist(), i32(forks["a"]).tolist()):  # forks are few
+    for parent, kid in zip(i64(field_np("fork", "parent_tid", forks)).tolist(), field_np("fork", "child_tid", forks).tolist()):  # forks are few
         if parent in members:
             members.add(kid)
     return members
@@ -152,11 +153,11 @@ def tasks(small: dict, seen_tids: np.ndarray, last_seen: int, pid_of, comms: Com
     parent_tid = np.zeros(n, np.int64)
     parent_pid = np.zeros(n, np.int64)
     parent_ok = np.zeros(n, bool)
-    child = i32(forks["a"])
+    child = field_np("fork", "child_tid", forks)
     idx = np.searchsorted(tids, child)
     start[idx], start_ok[idx] = i64(forks["ts"]), True
-    parent_tid[idx], parent_pid[idx], parent_ok[idx] = i64(forks["id"]), i32(forks["b"]), True
-    idx = np.searchsorted(tids, i64(exits["id"]))
+    parent_tid[idx], parent_pid[idx], parent_ok[idx] = i64(field_np("fork", "parent_tid", forks)), field_np("fork", "parent_pid", forks), True
+    idx = np.searchsorted(tids, i64(field_np("exit", "tid", exits)))
     end[idx], end_ok[idx] = i64(exits["ts"]), True
     traced = np.zeros(n, bool)
     if root:
@@ -199,7 +200,7 @@ EXEC_KILL_WINDOW_NS = 50_000_000
 def _exec_times(execs, tids: np.ndarray, first: bool):
     """Each task's first (or last) successful exec (sched_process_exec), if seen."""
     out, ok = np.zeros(len(tids), np.int64), np.zeros(len(tids), bool)
-    e_tid, e_ts = i64(execs["id"]), i64(execs["ts"])
+    e_tid, e_ts = i64(field_np("exec", "tid", execs)), i64(execs["ts"])
     for t, ts in sorted(zip(e_tid.tolist(), e_ts.tolist()), key=lambda x: -x[1] if first else x[1]):  # execs are few
         j = np.searchsorted(tids, t)
         if j < len(tids) and tids[j] == t:
@@ -216,7 +217,7 @@ def _killed_by_exec_unnamed(tids, pid, end, end_ok, renamed, execs) -> np.ndarra
     if len(execs) == 0:
         return out
     exec_by_pid: dict[int, list[int]] = {}
-    for t, a, ts in zip(i64(execs["id"]).tolist(), i32(execs["a"]).tolist(), i64(execs["ts"]).tolist()):
+    for t, a, ts in zip(i64(field_np("exec", "tid", execs)).tolist(), field_np("exec", "pid", execs).tolist(), i64(execs["ts"]).tolist()):
         exec_by_pid.setdefault(a if a > 0 else t, []).append(ts)
     for j in np.nonzero(end_ok & (tids != pid) & ~renamed)[0]:
         if any(0 <= x - end[j] <= EXEC_KILL_WINDOW_NS for x in exec_by_pid.get(int(pid[j]), ())):
