@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* oslens collector, eBPF half: the hot events (sched_switch, sched_waking, fork, sys_enter,
+/* oslens collector, eBPF half: the hot events (sched_switch, sched_waking, sched_wakeup, fork, sys_enter,
  * sys_exit) filtered in the kernel to the traced tree and written as oslens 32-byte records
  * (declared in crates/format/src/kernel.rs and packed by the osl_pack_* functions generated from it
  * into oslens_kinds.h; the check byte is filled in by the collector) into one BPF ring
@@ -184,6 +184,18 @@ int BPF_PROG(osl_sched_waking, struct task_struct *p) {
         return 0;
     __u32 target = BPF_CORE_READ(p, thread_info.cpu); /* task_cpu(p), as the tracepoint reports */
     emit(OSL_K_SCHED_WAKING, osl_pack_sched_waking(waker, woken, pt >> 32, target, p->prio));
+    return 0;
+}
+
+/* the woken task joins a run queue; kept when it is traced (the current task is whichever runs
+ * where the enqueue happens, often an IPI on the target CPU) */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(osl_sched_wakeup, struct task_struct *p) {
+    __u32 woken = p->pid;
+    if (!traced(woken) && !system_wide())
+        return 0;
+    __u32 target = BPF_CORE_READ(p, thread_info.cpu);
+    emit(OSL_K_SCHED_WAKEUP, osl_pack_sched_wakeup((__u32)bpf_get_current_pid_tgid(), woken, target, p->prio));
     return 0;
 }
 

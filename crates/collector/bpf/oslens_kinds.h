@@ -239,4 +239,15 @@ static __always_inline struct osl_words osl_pack_block_rq_issue_other(__u64 tid,
     return w;
 }
 
+/* sched_wakeup: sched:sched_wakeup */
+#define OSL_K_SCHED_WAKEUP 85
+static __always_inline struct osl_words osl_pack_sched_wakeup(__u64 current_tid, __u64 tid, __u64 target_cpu, __u64 prio) {
+    struct osl_words w = {0, 0, 0};
+    w.id |= (__u32)((current_tid & 0xffffffffULL) << 0); /* the task running where it was enqueued */
+    w.a |= ((tid & 0xffffffffULL) << 0); /* the woken task */
+    w.b |= ((target_cpu & 0xffffffffULL) << 0); /* the CPU whose run queue it joined */
+    w.b |= ((prio & 0xffffffffULL) << 32); /* the woken task's priority */
+    return w;
+}
+
 #endif

@@ -86,12 +86,13 @@ pub struct Want {
 }
 
 /// (program, tracepoint it covers, wanted)
-pub fn programs(w: &Want) -> [(&'static CStr, &'static str, bool); 13] {
+pub fn programs(w: &Want) -> [(&'static CStr, &'static str, bool); 14] {
     [
         (c"osl_sys_enter", "raw_syscalls/sys_enter", w.syscalls),
         (c"osl_sys_exit", "raw_syscalls/sys_exit", w.syscalls),
         (c"osl_sched_switch", "sched/sched_switch", w.sched),
         (c"osl_sched_waking", "sched/sched_waking", w.sched),
+        (c"osl_sched_wakeup", "sched/sched_wakeup", w.sched),
         (c"osl_sched_process_fork", "sched/sched_process_fork", true),
         (c"osl_sched_process_exec", "sched/sched_process_exec", true),
         (c"osl_sched_process_exit", "sched/sched_process_exit", true),

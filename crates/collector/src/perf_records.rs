@@ -108,6 +108,7 @@ impl State {
         match ev {
             Ev::Switch => self.switch(&t),
             Ev::Waking => self.waking(&t),
+            Ev::Enqueue => self.enqueue(&t),
             Ev::NewTask => self.new_task(&t),
             Ev::Rename => {
                 // kernels that dropped the field rename only the current task
@@ -196,6 +197,18 @@ impl State {
         self.last_waking.insert(t.cpu, (t.ts, tid, woken));
         let w = k::wakeup::pack(tid as u64, woken as u64, t.pid as u64, sval(raw, f[2]) as u64, sval(raw, f[1]) as u64);
         self.emit(t.cpu, t.record(k::WAKEUP, w));
+    }
+
+    /// Kept when the woken task is traced: the current task is unrelated (it runs where the
+    /// enqueue happens), so it neither keeps nor drops the record.
+    fn enqueue(&mut self, t: &Tp) {
+        let woken = sval(t.raw, t.f[0]) as u32;
+        if self.filter_switches && !self.traced.contains(&woken) {
+            self.filtered += 1;
+            return;
+        }
+        let w = k::enqueue::pack(t.tid as u64, woken as u64, sval(t.raw, t.f[2]) as u64, sval(t.raw, t.f[1]) as u64);
+        self.emit(t.cpu, t.record(k::ENQUEUE, w));
     }
 
     fn new_task(&mut self, t: &Tp) {

@@ -8,6 +8,7 @@ use oslens_format::kernel as k;
 pub enum Ev {
     Switch,
     Waking,
+    Enqueue,
     NewTask,
     Rename,
     Exec,
@@ -26,9 +27,12 @@ pub enum Ev {
 }
 
 /// (tracepoint, handler, event set, opened for every task on the CPU rather than per task)
-pub const TRACEPOINTS: [(&str, Ev, &str, bool); 17] = [
+pub const TRACEPOINTS: [(&str, Ev, &str, bool); 18] = [
     ("sched/sched_switch", Ev::Switch, "sched", true),
     ("sched/sched_waking", Ev::Waking, "sched", true),
+    // the woken task joins a run queue: the wake-up latency's end (per CPU: it often runs in an
+    // IPI on the target CPU, in whatever task's context)
+    ("sched/sched_wakeup", Ev::Enqueue, "sched", true),
     ("task/task_newtask", Ev::NewTask, "", false),
     // a rename's own time: switches alone see a new name only when the thread next leaves a CPU
     ("task/task_rename", Ev::Rename, "", false),
@@ -52,7 +56,7 @@ pub const TRACEPOINTS: [(&str, Ev, &str, bool); 17] = [
 pub fn fields_of(ev: Ev) -> &'static [&'static str] {
     match ev {
         Ev::Switch => &["prev_comm", "prev_pid", "prev_prio", "prev_state", "next_comm", "next_pid"],
-        Ev::Waking => &["pid", "prio", "target_cpu"],
+        Ev::Waking | Ev::Enqueue => &["pid", "prio", "target_cpu"],
         Ev::NewTask => &["pid", "comm", "clone_flags"],
         Ev::Rename => &["pid", "newcomm"],
         Ev::Exec => &["filename", "pid", "old_pid"],

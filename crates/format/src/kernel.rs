@@ -148,6 +148,15 @@ crate::kernel_kinds! {
         sectors: b[32..56] u "the request's size in sectors",
         rw: b[56..64] u "RW_* flags",
     }
+    /// A woken task is put on a run queue (after its WAKEUP, often on the target CPU from an
+    /// IPI): from WAKEUP to this is the wake-up latency, from this to its next switch-in the wait
+    /// for a CPU. Laid out as WAKEUP but for the waker's pid, which this context does not know.
+    ENQUEUE = 85, "sched_wakeup", enqueue, "sched:sched_wakeup" {
+        current_tid: id[0..32] u "the task running where it was enqueued",
+        tid: a[0..32] s "the woken task",
+        target_cpu: b[0..32] s "the CPU whose run queue it joined",
+        prio: b[32..64] s "the woken task's priority",
+    }
 }
 
 /// SWITCH's prev_state bits as sched:sched_switch reports them (TASK_REPORT: S D T t X Z P I),
@@ -250,11 +259,15 @@ mod tests {
 
     #[test]
     fn kernel_kinds_are_named_and_in_range() {
-        for k in SWITCH..=BLOCK_ISSUE_OTHER {
+        for k in KINDS.iter().map(|k| k.kind) {
             assert!(k >= crate::kinds::KERNEL_FIRST && k <= 127);
             assert_ne!(kind_name(k), "unknown", "{k}");
             assert_eq!(crate::kinds::kind_name(k), kind_name(k));
         }
+        let mut names: Vec<_> = KINDS.iter().map(|k| k.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), KINDS.len());
         assert_eq!(kind_name(127), "unknown");
     }
 

@@ -13,7 +13,7 @@ from functools import partial
 
 import pyarrow as pa
 
-from oslens.store.kernel_fields import COUNTER_NAMES, i64, state_letters, strings, table_of
+from oslens.store.kernel_fields import COUNTER_NAMES, i64, nullable, state_letters, strings, table_of
 from oslens.store.kernel_layout import field_np
 
 
@@ -34,11 +34,13 @@ def switch_rows(s, pid_of, comms) -> pa.Table:
 
 
 def wakeup_rows(w, pid_of) -> pa.Table:
+    """`w` carries `enqueue_ts` too: when the woken task joined a run queue (0: not recorded)."""
     f = partial(field_np, "sched_waking", r=w)
-    tid = f("tid")
+    tid, enqueue = f("tid"), i64(w["enqueue_ts"])
     return table_of({
         "ts": i64(w["ts"]), "cpu": i64(w["cpu"]), "tid": tid, "target_cpu": f("target_cpu"),
         "waker_tid": i64(f("waker_tid")), "pid": pid_of(tid), "waker_pid": f("waker_pid"),
+        "enqueue_ts_ns": nullable(enqueue, enqueue > 0),
     })
 
 

@@ -33,7 +33,7 @@ from oslens.store import kernel_pairs, kernel_records, kernel_rows, parquet_opti
 from oslens.store.app_tables import WrittenTable
 from oslens.store.kernel_fields import (
     COUNTER, EXIT, FAULT, MIGRATE, SAMPLE, SOFTIRQ_NAMES, SWITCH, WAKEUP, dev_name, i64, rw_letters, strings, syscall_name)
-from oslens.store.kernel_layout import field_np, field_sql, kind_of
+from oslens.store.kernel_layout import field_np, field_sql, kind_of, same_layout
 from oslens.store.kernel_tasks import SMALL_KINDS, Comms, PidMap, tasks, whole_tasks
 
 # DuckDB's share of the import's memory; past it, its sorts and tables spill to `folder`
@@ -122,7 +122,22 @@ PAIRED_ROWS = {"cpu_slices": _slice_rows, "syscalls": _syscall_rows, "block_io":
 
 
 def _row_query(kind: int) -> str:
+    if kind == WAKEUP:
+        return WAKEUP_QUERY
     return f"SELECT ts, cpu, id, a, b FROM k WHERE kind = {kind} ORDER BY ts, seq"
+
+
+# Each wakeup with the time its task then joined a run queue (sched_wakeup, 0 when not
+# recorded): the woken task's next record of the two kinds, when it is an enqueue (a wakeup at
+# the same time sorts first).
+assert same_layout("sched_waking", "sched_wakeup", "tid")
+WAKEUP_QUERY = f"""
+    SELECT ts, cpu, id, a, b, enqueue_ts FROM (
+        SELECT ts, cpu, id, a, b, kind, seq,
+               CASE WHEN lead(kind) OVER w = {kind_of("sched_wakeup")} THEN lead(ts) OVER w ELSE 0 END AS enqueue_ts
+        FROM k WHERE kind IN ({WAKEUP}, {kind_of("sched_wakeup")})
+        WINDOW w AS (PARTITION BY {field_sql("sched_waking", "tid")} ORDER BY ts, kind, seq))
+    WHERE kind = {WAKEUP} ORDER BY ts, seq"""
 
 
 def _record_columns(b: pa.RecordBatch) -> dict:

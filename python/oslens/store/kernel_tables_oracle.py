@@ -16,6 +16,7 @@ from oslens.store.kernel_fields import (
     EXEC, EXIT, FAULT, FORK, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, MIGRATE, SAMPLE, SOFTIRQ_ENTRY,
     SOFTIRQ_EXIT, SOFTIRQ_NAMES, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP, dev_name, i64, nullable, rw_letters,
     strings, syscall_names, table_of)
+from oslens.store.kernel_layout import kind_of
 from oslens.store.kernel_tasks import Comms, PidMap, SMALL_KINDS, tasks, whole_tasks
 
 # The oracle reads the words with its own shifts, written from crates/format/src/kernel.rs's
@@ -278,6 +279,22 @@ def _irqs(R, comms):
     return t.take(pa.array(np.argsort(t.column("start_ns").to_numpy(), kind="stable")))
 
 
+def _wakeups_enqueued(R: _Records) -> dict:
+    """The wakeup records' columns with enqueue_ts: the woken task's next wakeup or enqueue
+    (sched_wakeup) record in (time, kind, record) order, when it is an enqueue; else 0."""
+    enqueue = kind_of("sched_wakeup")
+    at = np.nonzero(np.isin(R.r["kind"], (WAKEUP, enqueue)))[0]  # R.r is in (time, record) order
+    r = R.r[at]
+    o = np.lexsort((at, r["kind"], r["ts"], i32(r["a"])))
+    tid, kind, ts = i32(r["a"])[o], r["kind"][o], r["ts"][o].astype(np.int64)
+    enq = np.zeros(len(o), np.int64)
+    enq[:-1] = np.where((tid[1:] == tid[:-1]) & (kind[1:] == enqueue), ts[1:], 0)
+    by_record = np.empty(len(o), np.int64)
+    by_record[o] = enq
+    w = r["kind"] == WAKEUP
+    return {**{c: r[c][w] for c in ("ts", "cpu", "id", "a", "b")}, "enqueue_ts": by_record[w]}
+
+
 def build_kernel_tables_oracle(chunks: list, meta: dict) -> dict[str, pa.Table]:
     """The kernel tables of a trace from its kernel chunks (source = SOURCE_KERNEL_CPU)."""
     R = _Records(chunks)
@@ -285,7 +302,7 @@ def build_kernel_tables_oracle(chunks: list, meta: dict) -> dict[str, pa.Table]:
     comms = Comms(R.names)
     small = {k: R.kind(k) for k in SMALL_KINDS}
     sw = kernel_rows.switch_rows(R.kind(SWITCH), pid_of, comms)
-    wk_table = kernel_rows.wakeup_rows(R.kind(WAKEUP), pid_of)
+    wk_table = kernel_rows.wakeup_rows(_wakeups_enqueued(R), pid_of)
     wk = {c: wk_table.column(c).to_numpy().astype(np.int64) for c in ("ts", "tid")}
     forks = R.kind(FORK)
     seen = [i64(R.kind(SWITCH)["id"]), i32(R.kind(SWITCH)["a"]), i32(forks["a"]), i64(forks["id"]), i64(R.kind(EXEC)["id"]),

@@ -52,7 +52,7 @@ KERNEL_SCHEMAS: dict[str, dict[str, pa.DataType]] = {
         "next_pid": I64, "next_tid": I64, "next_comm": STR,
     },
     "cpu_slices": {"tid": I64, "pid": I64, "comm": STR, "cpu": I64, "start_ns": I64, "end_ns": I64, "start_inferred": BOOL},
-    "wakeups": {"ts": I64, "cpu": I64, "tid": I64, "target_cpu": I64, "waker_tid": I64},
+    "wakeups": {"ts": I64, "cpu": I64, "tid": I64, "target_cpu": I64, "waker_tid": I64, "enqueue_ts_ns": I64},
     "syscalls": {"pid": I64, "tid": I64, "nr": I64, "name": STR, "start_ns": I64, "end_ns": I64, "ret": I64},
     "faults": {"ts": I64, "pid": I64, "tid": I64, "address": U64, "ip": U64, "error_code": I64},
     "block_io": {

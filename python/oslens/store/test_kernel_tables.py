@@ -226,6 +226,19 @@ def test_faults_wakeups_samples(tmp_path):
     assert s[0]["in_kernel"] and not s[1]["in_kernel"] and s[0]["ip"] == 0xFFFFFFFF81000000 and s[1]["pid"] == T
 
 
+def test_each_wakeup_has_the_time_its_task_joined_a_run_queue(tmp_path):
+    """A wakeup's enqueue is its task's next wakeup-or-enqueue record when that is an enqueue,
+    on whichever CPU it ran; a wakeup followed by another wakeup, or never enqueued, has none."""
+    W, A, B = 5, 71, 72
+    enq = _native.KINDS["sched_wakeup"]
+    cpu0 = [(100, W, kt.WAKEUP, A | hi(W), 1), (300, W, kt.WAKEUP, A | hi(W), 1), (400, W, kt.WAKEUP, B | hi(W), 0),
+            (400, W, enq, B, 0), (600, W, kt.WAKEUP, A | hi(W), 1), (900, W, kt.WAKEUP, B | hi(W), 0)]
+    cpu1 = [(150, 9, enq, A, 1), (650, 9, enq, A, 1), (660, 9, enq, A, 1)]
+    t = build([chunk(tmp_path, 0, cpu0), chunk(tmp_path, 1, cpu1, seq=1)])
+    got = [(w["ts"], w["tid"], w["enqueue_ts_ns"]) for w in t["wakeups"].to_pylist()]
+    assert got == [(100, A, 150), (300, A, None), (400, B, 400), (600, A, 650), (900, B, None)]
+
+
 def test_block_io_pairs_by_device_and_sector(tmp_path):
     dev = (8 << 20) | 16
     w = kt.RW_LETTERS[0][0] | 16  # W + S
