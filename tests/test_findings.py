@@ -80,3 +80,15 @@ def test_an_interferer_whose_switches_off_were_not_recorded_has_no_invented_cpu_
     assert f["title"] == "python (pid ?, other process) preempted the program 20 times"
     assert "CPU time the trace cannot tell (n/a: its switches off the CPU were not recorded)" in f["text"]
     assert "counted with the tasks whose switches were not recorded" in f["text"] and " 0 ns" not in f["text"]
+
+
+def test_wakeups_slow_to_reach_a_run_queue_make_a_wakeup_latency_finding():
+    # thread a sleeps 10-90 ms; woken at 80, on a run queue only at 86 (sched_wakeup), runs at 90:
+    # 6 ms of its 100 ms were the wake-up itself, 4 ms waiting for the CPU
+    slices = [(1, 1, "a", 0, 0, 10 * MS), (0, 0, "swapper/0", 0, 10 * MS, 90 * MS), (1, 1, "a", 0, 90 * MS, 100 * MS)]
+    con = make_con({
+        "threads": [(1, 1, "a", None, 0, 100 * MS, True)], "cpu_slices": slices,
+        "switches": switches_from_slices(slices, {}, {}), "wakeups": [(80 * MS, 1, 1, 0, 5, 86 * MS)]})
+    f = [x for x in findings.findings(con).to_pylist() if x["code"] == "wakeup_latency"]
+    assert len(f) == 1 and f[0]["share"] == 0.06 and f[0]["value"] == 6 * MS
+    assert f[0]["text"].startswith("1 wakeup of program threads took 6.00 ms on average (at most 6.00 ms)")

@@ -1,7 +1,8 @@
 """Execution-time distribution per thread (Kohr et al. Table 3).
 
 Each program thread's life, from its start to its end, is split into computation, system calls,
-I/O wait, page-fault handling, runnable-but-waiting (preempted), blocked on synchronisation,
+I/O wait, page-fault handling, woken but not yet on a run queue (wakeup_latency), runnable-but-
+waiting (preempted), blocked on synchronisation,
 sleeping for other reasons, instrumentation and unknown (see oslens.analysis.states for the
 rules). The columns of one row add up to the thread's wall time exactly.
 
@@ -26,6 +27,7 @@ TIME_COLUMNS = [
     "io_wait_ns",
     "page_faults_ns",
     "preempted_ns",
+    "wakeup_latency_ns",
     "sync_wait_ns",
     "sleeping_ns",
     "instrumentation_ns",

@@ -10,7 +10,9 @@ Rules, in order, for each instant of a thread's life [start, end):
               inside a system call             -> syscalls
               otherwise                        -> computation
   off a CPU:  left it runnable ('R', preempted, or not yet run) -> preempted
-              woken (sched_waking) since it left, waiting for a CPU -> preempted (runnable)
+              woken (sched_waking) since it left, not yet on a run queue (sched_wakeup)
+                                               -> wakeup_latency
+              woken and on a run queue, waiting for a CPU -> preempted (runnable)
               left it in 'D' (uninterruptible), or its own block I/O is in flight -> io_wait
               inside a synchronisation wait    -> sync_wait
               otherwise (sleep, poll, pipe...) -> sleeping
@@ -34,9 +36,10 @@ import numpy as np
 
 from oslens.analysis import db, intervals, program
 
-COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNKNOWN, INSTRUMENTATION = range(9)
+COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNKNOWN, INSTRUMENTATION, WAKEUP_LATENCY = \
+    range(10)
 STATE_NAMES = ["computation", "syscalls", "io_wait", "page_faults", "preempted", "sync_wait", "sleeping", "unknown",
-               "instrumentation"]
+               "instrumentation", "wakeup_latency"]
 
 # why a segment is unknown (Timeline.why), 0 when it is not
 NO_SCHED, NO_SWITCH_STATE, SYSCALL_EXIT_LOST, ACQUIRE_LOST, NO_SLICES, SWITCH_IN_LOST = 1, 2, 3, 4, 5, 6
@@ -190,9 +193,9 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         if "end_ns" in db.columns(con, "pauses") else (empty, empty)
     cs, ce = _recorder_close(con, tid, end)
     pz_s, pz_e = np.append(pz_s, cs), np.append(pz_e, ce)
-    wake = _wakeups(con, tid, start, end)
+    wake, enqueue = _wakeups(con, tid, start, end)
     bounds = np.concatenate([[start, end], sl_s, sl_e, sys_s, sys_e, sync_s, sync_e, io_s, io_e, pf_s, pf_e,
-                             open_sys_s, open_sys_e, open_sync_s, open_sync_e, pz_s, pz_e, wake])
+                             open_sys_s, open_sys_e, open_sync_s, open_sync_e, pz_s, pz_e, wake, enqueue])
     bounds = np.unique(np.clip(bounds, start, end))
     seg_s, seg_e = bounds[:-1], bounds[1:]
     if len(seg_s) == 0:
@@ -240,6 +243,8 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
             last_wake = np.searchsorted(wake, seg_s, side="right") - 1
             woken = off & (prev >= 0) & (last_wake >= 0) & (wake[np.maximum(last_wake, 0)] >= ends_sorted[np.maximum(prev, 0)])
             state[woken] = PREEMPTED
+            # until it joins a run queue it is not yet waiting for a CPU (sched_wakeup)
+            state[woken & (seg_s < enqueue[np.maximum(last_wake, 0)])] = WAKEUP_LATENCY
         # leave == 0 (no switch record) and no other clue stays unknown
         why[(state == UNKNOWN) & (why == 0)] = NO_SWITCH_STATE
         maybe_on = ~on & intervals.point_in(seg_s, *intervals.merge_intervals(sl_s[sl_inferred], sl_e[sl_inferred]))
@@ -255,12 +260,15 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
                     why, lost_acq)
 
 
-def _wakeups(con, tid: int, start: int, end: int) -> np.ndarray:
-    """When the thread was woken (sched_waking), sorted; empty without a wakeups table."""
+def _wakeups(con, tid: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """When the thread was woken (sched_waking), sorted, and when each wakeup put it on a run
+    queue (sched_wakeup; the wakeup's own time when not recorded); empty without a wakeups table."""
     if not db.table_exists(con, "wakeups"):
-        return np.zeros(0, np.int64)
-    t = con.execute("SELECT ts FROM wakeups WHERE tid = ? AND ts > ? AND ts < ? ORDER BY ts", [tid, start, end]).fetchnumpy()
-    return t["ts"].astype(np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    enq = "coalesce(enqueue_ts_ns, ts)" if "enqueue_ts_ns" in db.columns(con, "wakeups") else "ts"
+    t = con.execute(f"SELECT ts, {enq} AS enq FROM wakeups WHERE tid = ? AND ts > ? AND ts < ? ORDER BY ts",
+                    [tid, start, end]).fetchnumpy()
+    return t["ts"].astype(np.int64), t["enq"].astype(np.int64)
 
 
 def _recorder_close(con, tid: int, end: int) -> tuple[np.ndarray, np.ndarray]:

@@ -135,3 +135,13 @@ def test_a_wakeup_before_the_thread_left_its_cpu_changes_nothing():
     r = row(con)
     assert (r["sleeping_ns"], r["preempted_ns"]) == (80 * MS, 0)
     check_sum(r)
+
+
+def test_from_a_wakeup_to_its_enqueue_is_wakeup_latency_then_waiting_for_a_cpu():
+    # asleep in 'S' from 10 ms, woken at 40 (sched_waking), on a run queue at 44 (sched_wakeup),
+    # on a CPU at 50; a second wakeup at 80 has no enqueue recorded: preempted until it runs
+    con = one_thread([(0, 10 * MS), (50 * MS, 60 * MS), (90 * MS, 100 * MS)], ["S", "S", "R"],
+                     wakeups=[(40 * MS, 0, 100, 0, 7, 44 * MS), (80 * MS, 0, 100, 0, 7, None)])
+    r = row(con)
+    assert (r["sleeping_ns"], r["wakeup_latency_ns"], r["preempted_ns"]) == (50 * MS, 4 * MS, 16 * MS)
+    check_sum(r)

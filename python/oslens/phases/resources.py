@@ -26,6 +26,7 @@ _STATE_TO_FRACTION = {
     states.SYSCALLS: "system",
     states.PAGE_FAULTS: "system",
     states.PREEMPTED: "runnable",
+    states.WAKEUP_LATENCY: "runnable",
     states.IO_WAIT: "io_wait",
     states.SLEEPING: "sleeping",
     states.SYNC_WAIT: "sync_wait",

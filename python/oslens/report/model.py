@@ -68,6 +68,7 @@ BREAKDOWN_COLUMNS = [
     C("syscalls_ns", "syscalls", "ms"),
     C("io_wait_ns", "I/O wait", "ms"),
     C("page_faults_ns", "page faults", "ms"),
+    C("wakeup_latency_ns", "wake-up", "ms"),
     C("preempted_ns", "preempted", "ms"),
     C("sync_wait_ns", "sync wait", "ms"),
     C("sleeping_ns", "sleeping", "ms"),
@@ -219,8 +220,8 @@ def _program_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Sectio
     bd_notes = breakdown.notes(con)
     bd_notes.append(
         "Each row adds up to the thread's wall time (start to end): computation = on a CPU in user code; "
-        "syscalls = on a CPU inside a system call; preempted = runnable but not running (preempted, or woken and "
-        "waiting for a CPU); sync wait = inside a lock/barrier/condition wait; I/O wait = off-CPU in uninterruptible "
+        "syscalls = on a CPU inside a system call; wake-up = woken but not yet on a run queue (sched_waking to "
+        "sched_wakeup); preempted = runnable but not running (preempted, or woken, queued and waiting for a CPU); sync wait = inside a lock/barrier/condition wait; I/O wait = off-CPU in uninterruptible "
         "sleep or with own block I/O in flight, until woken; "
         "sleeping = any other off-CPU wait."
     )

@@ -20,6 +20,7 @@ STATE_COLORS = {
     "syscalls_ns": "#8172b2",
     "io_wait_ns": "#c44e52",
     "page_faults_ns": "#937860",
+    "wakeup_latency_ns": "#f0b27a",
     "preempted_ns": "#dd8452",
     "sync_wait_ns": "#da8bc3",
     "sleeping_ns": "#8c8c8c",

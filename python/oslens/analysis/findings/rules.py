@@ -153,6 +153,26 @@ def preemption(ctx: Context) -> list[dict]:
         f"time. The tasks that held their CPUs meanwhile: {top}.", pre, share)]
 
 
+def wakeup_latency(ctx: Context) -> list[dict]:
+    """Time from a thread's wakeup (sched_waking) to its joining a run queue (sched_wakeup):
+    the wake-up's own cost (often an IPI to the target CPU), which no CPU holder explains."""
+    if not ctx.status["scheduling"]:
+        return []
+    lat = sum(r.get("wakeup_latency_ns") or 0 for r in ctx.breakdown)
+    share = lat / ctx.thread_ns
+    if share < MIN_SHARE:
+        return []
+    n, mean, worst = ctx.con.execute(
+        "SELECT count(*), avg(enqueue_ts_ns - ts), max(enqueue_ts_ns - ts) FROM wakeups "
+        "WHERE enqueue_ts_ns IS NOT NULL AND tid IN (SELECT unnest(?::BIGINT[]))", [sorted(ctx.prog.tids)]).fetchone()
+    return [finding(
+        severity(share), "wakeup_latency", "", f"Program threads spent {pct(share)} of their time being woken up",
+        f"{n} wakeup{'' if n == 1 else 's'} of program threads took {fmt(mean or 0)} on average (at most {fmt(worst or 0)}) from "
+        f"sched_waking to sched_wakeup, {fmt(lat)} out of {fmt(ctx.thread_ns)} of thread time: the wake-up "
+        "itself (often an inter-processor interrupt to the target CPU), not a wait for a CPU someone held.",
+        lat, share)]
+
+
 def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
@@ -299,4 +319,4 @@ def oslens_cost(ctx: Context) -> list[dict]:
         + advice, cost, share, group=PROGRAM if large else OSLENS)]
 
 
-RULES = [lost, crosscheck, no_kernel, interference, cpu_hog, preemption, sync, io_critical, migrations, page_faults, oslens_cost]
+RULES = [lost, crosscheck, no_kernel, interference, cpu_hog, preemption, wakeup_latency, sync, io_critical, migrations, page_faults, oslens_cost]
