@@ -84,7 +84,8 @@ def test_pipe_ping_pong_switches_name_both_processes(compile_c, tmp_path, mech):
     check_mechanism(tmp_path / "t", mech)
     need_tracepoints(tmp_path / "t", "sched/sched_switch")
     parent, child = map(int, out.stdout.split("pids", 1)[1].split()[:2])
-    sw = tables(tmp_path / "t")["switches"].to_pylist()
+    t = tables(tmp_path / "t")
+    sw = t["switches"].to_pylist()
     pair = {parent, child}
     # on one CPU each round trip hands the CPU from parent to child and back: 2 switch-outs of the
     # pair per round trip (blocking in read, or preempted by the task it just woke), plus the few
@@ -99,6 +100,12 @@ def test_pipe_ping_pong_switches_name_both_processes(compile_c, tmp_path, mech):
     comms = {s["prev_comm"] for s in sleeps}
     assert any("kernel_pingpong" in c for c in comms), comms
     assert meta(tmp_path / "t")["kernel"]["lost"] == 0
+    # each sleep ends with a wakeup (sched_waking) and then an enqueue (sched_wakeup), which every
+    # kernel path of try_to_wake_up writes; the last one may fall after the collector stopped
+    woken = [w for w in t["wakeups"].to_pylist() if w["tid"] in pair]
+    queued = [w for w in woken if w["enqueue_ts_ns"] is not None]
+    assert len(woken) >= n and len(queued) >= len(woken) - 1, (len(woken), len(queued))
+    assert all(w["enqueue_ts_ns"] >= w["ts"] for w in queued)
 
 
 @root_only
