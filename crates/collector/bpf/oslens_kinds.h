@@ -130,18 +130,6 @@ static __always_inline struct osl_words osl_pack_block_rq_issue(__u64 tid, __u64
     return w;
 }
 
-/* block_rq_complete: block:block_rq_complete */
-#define OSL_K_BLOCK_RQ_COMPLETE 74
-static __always_inline struct osl_words osl_pack_block_rq_complete(__u64 tid, __u64 sector, __u64 dev, __u64 sectors, __u64 rw) {
-    struct osl_words w = {0, 0, 0};
-    w.id |= (__u32)((tid & 0xffffffffULL) << 0); /* the current task */
-    w.a |= ((sector & 0xffffffffffffffffULL) << 0); /* the first sector */
-    w.b |= ((dev & 0xffffffffULL) << 0); /* the device */
-    w.b |= ((sectors & 0xffffffULL) << 32); /* the request's size in sectors */
-    w.b |= ((rw & 0xffULL) << 56); /* RW_* flags */
-    return w;
-}
-
 /* irq_entry: irq:irq_handler_entry */
 #define OSL_K_IRQ_ENTRY 75
 static __always_inline struct osl_words osl_pack_irq_entry(__u64 tid, __u64 irq, __u64 pid) {
@@ -165,16 +153,6 @@ static __always_inline struct osl_words osl_pack_irq_exit(__u64 tid, __u64 irq, 
 /* softirq_entry: irq:softirq_entry */
 #define OSL_K_SOFTIRQ_ENTRY 77
 static __always_inline struct osl_words osl_pack_softirq_entry(__u64 tid, __u64 vec, __u64 pid) {
-    struct osl_words w = {0, 0, 0};
-    w.id |= (__u32)((tid & 0xffffffffULL) << 0); /* the interrupted task */
-    w.a |= ((vec & 0xffffffffULL) << 0); /* the softirq vector */
-    w.b |= ((pid & 0xffffffffULL) << 0); /* the interrupted task's thread group */
-    return w;
-}
-
-/* softirq_exit: irq:softirq_exit */
-#define OSL_K_SOFTIRQ_EXIT 78
-static __always_inline struct osl_words osl_pack_softirq_exit(__u64 tid, __u64 vec, __u64 pid) {
     struct osl_words w = {0, 0, 0};
     w.id |= (__u32)((tid & 0xffffffffULL) << 0); /* the interrupted task */
     w.a |= ((vec & 0xffffffffULL) << 0); /* the softirq vector */
@@ -227,18 +205,6 @@ static __always_inline struct osl_words osl_pack_task(void) {
     return w;
 }
 
-/* block_rq_issue_other: block:block_rq_issue */
-#define OSL_K_BLOCK_RQ_ISSUE_OTHER 84
-static __always_inline struct osl_words osl_pack_block_rq_issue_other(__u64 tid, __u64 sector, __u64 dev, __u64 sectors, __u64 rw) {
-    struct osl_words w = {0, 0, 0};
-    w.id |= (__u32)((tid & 0xffffffffULL) << 0); /* the issuing task */
-    w.a |= ((sector & 0xffffffffffffffffULL) << 0); /* the first sector */
-    w.b |= ((dev & 0xffffffffULL) << 0); /* the device */
-    w.b |= ((sectors & 0xffffffULL) << 32); /* the request's size in sectors */
-    w.b |= ((rw & 0xffULL) << 56); /* RW_* flags */
-    return w;
-}
-
 /* sched_wakeup: sched:sched_wakeup */
 #define OSL_K_SCHED_WAKEUP 85
 static __always_inline struct osl_words osl_pack_sched_wakeup(__u64 current_tid, __u64 tid, __u64 target_cpu, __u64 prio) {
@@ -249,5 +215,17 @@ static __always_inline struct osl_words osl_pack_sched_wakeup(__u64 current_tid,
     w.b |= ((prio & 0xffffffffULL) << 32); /* the woken task's priority */
     return w;
 }
+
+/* block_rq_complete: block:block_rq_complete */
+#define OSL_K_BLOCK_RQ_COMPLETE 74
+#define osl_pack_block_rq_complete osl_pack_block_rq_issue
+
+/* block_rq_issue_other: block:block_rq_issue */
+#define OSL_K_BLOCK_RQ_ISSUE_OTHER 84
+#define osl_pack_block_rq_issue_other osl_pack_block_rq_issue
+
+/* softirq_exit: irq:softirq_exit */
+#define OSL_K_SOFTIRQ_EXIT 78
+#define osl_pack_softirq_exit osl_pack_softirq_entry
 
 #endif

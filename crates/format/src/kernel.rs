@@ -75,19 +75,11 @@ crate::kernel_kinds! {
         error_code: b[48..64] u "the fault's error code (low 16 bits)",
     }
     /// A block request issued: `tid` is the traced task it is for (its issuer, or the task that
-    /// queued its first bio).
+    /// queued its first bio). BLOCK_COMPLETE and BLOCK_ISSUE_OTHER hold the same fields.
     BLOCK_ISSUE = 73, "block_rq_issue", block_issue, "block:block_rq_issue" {
         tid: id[0..32] u "the task the request is for",
         sector: a[0..64] u "the first sector",
         dev: b[0..32] u "the device (dev_t as the kernel holds it)",
-        sectors: b[32..56] u "the request's size in sectors",
-        rw: b[56..64] u "RW_* flags",
-    }
-    /// A block request completed (`tid`: the current task, usually not the issuer).
-    BLOCK_COMPLETE = 74, "block_rq_complete", block_complete, "block:block_rq_complete" {
-        tid: id[0..32] u "the current task",
-        sector: a[0..64] u "the first sector",
-        dev: b[0..32] u "the device",
         sectors: b[32..56] u "the request's size in sectors",
         rw: b[56..64] u "RW_* flags",
     }
@@ -103,11 +95,6 @@ crate::kernel_kinds! {
         ret: b[0..64] s "the handler's return value",
     }
     SOFTIRQ_ENTRY = 77, "softirq_entry", softirq_entry, "irq:softirq_entry" {
-        tid: id[0..32] u "the interrupted task",
-        vec: a[0..32] u "the softirq vector",
-        pid: b[0..32] s "the interrupted task's thread group",
-    }
-    SOFTIRQ_EXIT = 78, "softirq_exit", softirq_exit, "irq:softirq_exit" {
         tid: id[0..32] u "the interrupted task",
         vec: a[0..32] u "the softirq vector",
         pid: b[0..32] s "the interrupted task's thread group",
@@ -138,16 +125,6 @@ crate::kernel_kinds! {
     /// A task known to be alive at start (system-wide, or a partner seen first without a fork).
     /// Not written yet; reserved.
     TASK = 83, "task", task, "reserved" {}
-    /// block:block_rq_issue by an untraced task, at a device and sector where a traced request's
-    /// completion has not been seen (the virtio disk drops most completions): the completion that
-    /// follows is that task's, not the traced request's. It makes no block_io row.
-    BLOCK_ISSUE_OTHER = 84, "block_rq_issue_other", block_issue_other, "block:block_rq_issue" {
-        tid: id[0..32] u "the issuing task",
-        sector: a[0..64] u "the first sector",
-        dev: b[0..32] u "the device",
-        sectors: b[32..56] u "the request's size in sectors",
-        rw: b[56..64] u "RW_* flags",
-    }
     /// A woken task is put on a run queue (after its WAKEUP, often on the target CPU from an
     /// IPI): from WAKEUP to this is the wake-up latency, from this to its next switch-in the wait
     /// for a CPU. Laid out as WAKEUP but for the waker's pid, which this context does not know.
@@ -157,6 +134,15 @@ crate::kernel_kinds! {
         target_cpu: b[0..32] s "the CPU whose run queue it joined",
         prio: b[32..64] s "the woken task's priority",
     }
+    @like
+    /// A block request completed (`tid`: the current task, usually not the issuer).
+    BLOCK_COMPLETE = 74, "block_rq_complete", block_complete, "block:block_rq_complete" = block_issue;
+    /// block:block_rq_issue by an untraced task, at a device and sector where a traced request's
+    /// completion has not been seen (the virtio disk drops most completions): the completion that
+    /// follows is that task's, not the traced request's (`tid`: the issuing task). It makes no
+    /// block_io row.
+    BLOCK_ISSUE_OTHER = 84, "block_rq_issue_other", block_issue_other, "block:block_rq_issue" = block_issue;
+    SOFTIRQ_EXIT = 78, "softirq_exit", softirq_exit, "irq:softirq_exit" = softirq_entry;
 }
 
 /// SWITCH's prev_state bits as sched:sched_switch reports them (TASK_REPORT: S D T t X Z P I),
@@ -247,7 +233,6 @@ pub fn kind_name(kind: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel_layout::Field;
 
     #[test]
     fn event_sets_parse_with_aliases_and_reject_unknown_names() {
@@ -293,15 +278,6 @@ mod tests {
                 used[word] |= f.mask() << f.shift;
             }
         }
-    }
-
-    /// The collector packs BLOCK_COMPLETE and BLOCK_ISSUE_OTHER with block_issue::pack, and the
-    /// importer reads the three kinds with one query.
-    #[test]
-    fn the_block_kinds_share_one_layout() {
-        let bits = |fs: &[Field]| fs.iter().map(|f| (f.name, f.word, f.shift, f.bits, f.signed)).collect::<Vec<_>>();
-        assert_eq!(bits(block_complete::FIELDS), bits(block_issue::FIELDS));
-        assert_eq!(bits(block_issue_other::FIELDS), bits(block_issue::FIELDS));
     }
 
     /// The eBPF program is C, built apart and committed as an object, so it includes a header

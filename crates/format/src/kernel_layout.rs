@@ -98,12 +98,22 @@ pub struct Kind {
 
 /// Declares the kernel record kinds: for each, `pub const NAME: u8`, a module `name` with its
 /// `Fields` (`name::F.field`) and `pack(field values...) -> Words`, and an entry of `KINDS`.
-/// A field is `name: word[lo..hi] u|s "meaning"`.
+/// A field is `name: word[lo..hi] u|s "meaning"`. After `like:`, kinds that hold another's
+/// fields (`= other_module`) take its module's items rather than repeat its fields.
 #[macro_export]
 macro_rules! kernel_kinds {
     ($( $(#[$doc:meta])* $konst:ident = $num:literal, $name:literal, $module:ident, $source:literal {
         $( $field:ident : $word:ident [$lo:literal .. $hi:literal] $sign:ident $meaning:literal ),* $(,)?
-    } )*) => {
+    } )*
+    @like $( $(#[$ldoc:meta])* $lkonst:ident = $lnum:literal, $lname:literal, $lmodule:ident, $lsource:literal = $like:ident; )*
+    ) => {
+        $( $(#[$ldoc])* pub const $lkonst: u8 = $lnum; )*
+        $(
+            pub mod $lmodule {
+                pub const KIND: u8 = $lnum;
+                pub use super::$like::{pack, Fields, FIELDS, F};
+            }
+        )*
         $( $(#[$doc])* pub const $konst: u8 = $num; )*
         $(
             #[allow(non_snake_case)]
@@ -127,6 +137,8 @@ macro_rules! kernel_kinds {
         )*
         pub const KINDS: &[$crate::kernel_layout::Kind] = &[$(
             $crate::kernel_layout::Kind { kind: $num, name: $name, source: $source, fields: $module::FIELDS },
+        )* $(
+            $crate::kernel_layout::Kind { kind: $lnum, name: $lname, source: $lsource, fields: $lmodule::FIELDS },
         )*];
     };
 }
@@ -160,9 +172,14 @@ pub fn c_header(kinds: &[Kind], extra: &[(&str, u64, &str)]) -> String {
     for (name, value, why) in extra {
         s += &format!("\n/* {why} */\n#define {name} 0x{value:x}\n");
     }
-    for k in kinds {
+    for (i, k) in kinds.iter().enumerate() {
         let upper = k.name.to_ascii_uppercase();
         s += &format!("\n/* {}: {} */\n#define OSL_K_{upper} {}\n", k.name, k.source, k.kind);
+        // a kind laid out as an earlier one packs with its function
+        if let Some(same) = kinds[..i].iter().find(|o| !k.fields.is_empty() && o.fields == k.fields) {
+            s += &format!("#define osl_pack_{} osl_pack_{}\n", k.name, same.name);
+            continue;
+        }
         let args: Vec<String> = k.fields.iter().map(|f| format!("__u64 {}", f.name)).collect();
         let args = if args.is_empty() { "void".to_string() } else { args.join(", ") };
         s += &format!("static __always_inline struct osl_words osl_pack_{}({args}) {{\n", k.name);
