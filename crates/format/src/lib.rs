@@ -11,6 +11,7 @@
 pub mod hash;
 pub mod header;
 pub mod kernel;
+pub mod kind_names;
 pub mod kinds;
 pub mod object;
 pub mod reader;
