@@ -27,6 +27,7 @@ native:
 	ar rcs $(VENV)/lib/liboslens_fortran.a target/oslens_fortran.o
 	@for bin in $(CARGO_OUT)/oslens-*; do [ -x "$$bin" ] && [ -f "$$bin" ] && install -m 755 "$$bin" $(VENV)/bin/ || true; done
 	install -m 755 $(CARGO_OUT)/liboslens_native.so python/oslens/_native.abi3.so
+	install -m 755 $(CARGO_OUT)/liboslens_oracle.so python/oslens_testing/_oracle.abi3.so
 	@sed -e 's|@PREFIX@|$(abspath $(VENV))|' crates/recorder/oslens.pc.in > $(VENV)/lib/pkgconfig/oslens.pc
 
 python:
@@ -49,4 +50,4 @@ bench: build
 
 clean:
 	cargo clean
-	rm -rf $(VENV) traces python/oslens/_native.abi3.so
+	rm -rf $(VENV) traces python/oslens/_native.abi3.so python/oslens_testing/_oracle.abi3.so
