@@ -2,7 +2,7 @@
 explain, one finding for many objects of one kind, oslens's own cost last unless it is large."""
 
 from oslens.analysis import findings
-from oslens.analysis.synthetic import MS, make_con, switches_from_slices
+from oslens_testing.analysis.synthetic import MS, make_con, switches_from_slices
 
 
 def _alternating(tid, pid, comm, cpu, other, start, end, every, burst):

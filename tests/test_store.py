@@ -12,7 +12,8 @@ import pytest
 
 from conftest import dump, run_oslens
 from oslens import store
-from oslens.store import perfetto, synthetic
+from oslens.store import perfetto
+from oslens_testing.store import synthetic
 
 THREADS, ITERATIONS, CHUNK = 2, 12, 10  # 132 records per thread in 14 chunks (seq 0..13)
 PER_THREAD = ITERATIONS * len(synthetic.PATTERN)

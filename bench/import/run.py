@@ -78,7 +78,7 @@ def phase(fn):
 
 
 def make_trace(path: Path, records: int, threads: int = 8, enclosing_region: bool = False) -> dict:
-    from oslens.store import synthetic
+    from oslens_testing.store import synthetic
 
     per_iteration = len(synthetic.PATTERN)
     iterations = -(-records // (threads * per_iteration))
@@ -105,7 +105,8 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "bench/import (f
 
 
 def import_once(path: Path, extensions: bool, reference: bool = False) -> dict:
-    from oslens.store import app_tables_oracle, importer, salvage
+    from oslens.store import importer, salvage
+    from oslens_testing.store import app_tables_oracle
 
     build_app = app_tables_oracle.build_app if reference else None  # None: the pass, as import_trace builds them
     shutil.rmtree(path / "tables", ignore_errors=True)

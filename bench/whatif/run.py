@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from oslens.whatif import spec  # noqa: E402
 from oslens.whatif.engine import simulate  # noqa: E402
-from oslens.whatif import synthetic  # noqa: E402
+from oslens_testing.whatif import synthetic  # noqa: E402
 
 POLICIES = ["fifo", "lifo", "rr:q=10ms", "mlfq", "unix", "hrrn", "srt", "srt:est=ewma", "eevdf:slice=3ms,tick=4ms",
             "batch", "sched_rr:q=100ms", "sched_fifo"]

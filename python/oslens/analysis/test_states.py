@@ -2,7 +2,7 @@
 recorded and lock waits whose acquire was lost never run to the thread's end."""
 
 from oslens.analysis import breakdown, states
-from oslens.analysis.synthetic import MS, make_con, switches_from_slices
+from oslens_testing.analysis.synthetic import MS, make_con, switches_from_slices
 
 
 def one_thread(slices, sw_states, **tables):

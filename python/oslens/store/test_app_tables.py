@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from oslens import _native
+from oslens_testing import _oracle
 from oslens.capture import raw
-from oslens.store import app_tables, app_tables_oracle, open_trace
+from oslens.store import app_tables, open_trace
+from oslens_testing.store import app_tables_oracle
 
 REQ, ACQ, REL, BENTER, BEXIT, CENTER, CEXIT, SIGNAL = 32, 33, 34, 35, 36, 37, 38, 39
 FENTRY, FEXIT = 40, 41
@@ -109,7 +111,7 @@ def test_chunks_in_sequence_order(tmp_path, n_chunks):
 
 
 def test_native_record_split_matches_numpy():
-    """_native.split_records converts the TSC bit for bit as ClockConverter.to_ns does (and the
+    """_oracle.split_records converts the TSC bit for bit as ClockConverter.to_ns does (and the
     tick counts of timers as ticks_to_ns), and looks names up by kind and id."""
     import numpy as np
 
@@ -127,7 +129,7 @@ def test_native_record_split_matches_numpy():
     keys = np.array([(raw.REGION_BEGIN << 48) | 1, (raw.COUNTER << 48) | 3], np.uint64)
     vals = np.array([7, 9], np.int32)
     cols = [np.empty(n, t) for t in (np.int64, np.uint8, np.uint32, np.uint16, np.int64, np.int32)]
-    counts = _native.split_records(*(x.view(np.uint8) for x in (rec, *cols, keys, vals)),
+    counts = _oracle.split_records(*(x.view(np.uint8) for x in (rec, *cols, keys, vals)),
                                    app_tables.native_clock(clock))
     ts, kind, ident, cpu, value, name = cols
     assert np.array_equal(ts, clock.to_ns(rec["ts"]))
@@ -147,7 +149,7 @@ def test_cpu_numbers_are_kept_as_a_dictionary_of_int64_values():
     import numpy as np
     import pyarrow as pa
 
-    from oslens.store.app_tables_oracle import _small_ints
+    from oslens_testing.store.app_tables_oracle import _small_ints
 
     small = _small_ints(np.array([3, 0, 3, 7], np.uint16))
     assert pa.types.is_dictionary(small.type) and small.type.value_type == pa.int64()
@@ -313,7 +315,8 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
 
     import pyarrow.parquet as pq
 
-    from oslens.store import app_tables_oracle, importer, salvage, synthetic
+    from oslens.store import importer, salvage
+    from oslens_testing.store import app_tables_oracle, synthetic
 
     monkeypatch.setattr(importer, "ROW_GROUP", row_group)
     trace = tmp_path / "t"
@@ -394,7 +397,7 @@ def _sync_waits_trace(path, case: str) -> None:
     another object: the thread is paired again). "unnamed": the objects not named, as the preload
     library writes them; "retry": a request not named of an object then acquired by name
     (the scans promise an object not named that no row holds: the pass runs again)."""
-    from oslens.store import synthetic
+    from oslens_testing.store import synthetic
 
     unnamed = case != "named"
     synthetic.write_trace(path, threads=3, iterations=150, chunk_records=97, unnamed_locks=unnamed, sync_waits=True)

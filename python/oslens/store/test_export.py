@@ -3,7 +3,7 @@ analyses' in-memory reference trace (oslens.analysis.synthetic)."""
 
 import json
 
-from oslens.analysis import synthetic
+from oslens_testing.analysis import synthetic
 from oslens.store import export, perfetto
 
 MS = synthetic.MS

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from oslens.errors import OslensError
-from oslens.store import importer, salvage, synthetic
+from oslens.store import importer, salvage
+from oslens_testing.store import synthetic
 from oslens.store.test_app_tables import _nested_trace, _random_trace, built_both_ways
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import collections
 
+from oslens.whatif.result import RUNNING
+
 MS = 1_000_000
 
 # Linux's sched_prio_to_weight: nice -20..19 -> load weight (nice 0 = 1024)
@@ -30,9 +32,10 @@ class Policy:
     def attach(self, sim):
         self.sim = sim
 
-    def native(self) -> tuple[str, dict] | None:
-        """(name, parameters) of the same policy in the Rust core (crates/native/src/whatif), or None."""
-        return None
+    def native(self) -> tuple[str, dict]:
+        """(name, parameters) of the same policy in the Rust core (crates/native/src/whatif), the
+        engine that runs it; the methods below are the Python oracle's (oslens_testing.whatif.sim)."""
+        raise NotImplementedError
 
     def add(self, st, now, why):
         raise NotImplementedError
@@ -225,7 +228,7 @@ class Srt(Sjf):
 
     def _running_for(self, st, now):
         sim = self.sim
-        if st.state == 2 and sim.cur[st.last_cpu] is st:  # RUNNING: progress since it started
+        if st.state == RUNNING and sim.cur[st.last_cpu] is st:  # progress since it started
             return max(0, now - sim.since[st.last_cpu])
         return 0
 

@@ -1,10 +1,11 @@
-"""The Rust core and the Python reference give the same schedule, decision for decision."""
+"""The Rust core (the runtime engine) and the Python oracle give the same schedule, decision for decision."""
 
 import pytest
 
-from oslens.whatif import native, spec
+from oslens.whatif import spec
 from oslens.whatif.engine import simulate
-from oslens.whatif.synthetic import workload
+from oslens_testing.whatif import sim as oracle
+from oslens_testing.whatif.synthetic import workload
 
 POLICIES = ["fifo", "lifo", "sjf", "hrrn", "srt", "srt:est=ewma,alpha=0.3,init=2ms", "rr:q=3ms",
             "mlfq:levels=3,q=2ms/4ms/8ms,allot=4ms/8ms/16ms,boost=50ms", "mlfq:boost=0s", "unix:q=20ms,decay=100ms", "eevdf",
@@ -19,8 +20,8 @@ def test_same_schedule(text, seed):
 
     sp = spec.parse(text)
     wl = apply_spec(workload(seed), sp)
-    py = simulate(wl, spec.make_policy(sp), 3000, 10000, keep_segments=True, engine="python")
-    rs = simulate(wl, spec.make_policy(sp), 3000, 10000, keep_segments=True, engine="native")
+    py = oracle.simulate(wl, spec.make_policy(sp), 3000, 10000, keep_segments=True)
+    rs = simulate(wl, spec.make_policy(sp), 3000, 10000, keep_segments=True)
     for a, b in zip(py.tasks, rs.tasks):
         assert [getattr(a, f) for f in FIELDS] == [getattr(b, f) for f in FIELDS], (text, a.task.name)
     assert (py.decisions, py.switches, py.makespan, py.stalled) == (rs.decisions, rs.switches, rs.makespan, rs.stalled)
