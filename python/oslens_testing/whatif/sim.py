@@ -14,6 +14,7 @@ import heapq
 
 from oslens.whatif.result import BLOCKED, DONE, INF, NOT_ARRIVED, READY, RUNNING, Segment, SimResult, SimTask
 from oslens.whatif.workload import UNTIL, YIELD, Workload
+from oslens_testing.whatif.policies import from_native
 
 ARRIVE, UNBLOCK, STOP, TICK = 0, 1, 2, 3
 
@@ -314,7 +315,7 @@ class Simulator:
 def simulate(workload: Workload, policy, switch_ns: int = 0, migrate_ns: int = 0,
              keep_segments: bool = False) -> SimResult:
     """The Python simulation, with the signature of oslens.whatif.engine.simulate."""
-    return Simulator(workload, policy, switch_ns, migrate_ns, keep_segments).run()
+    return Simulator(workload, from_native(policy), switch_ns, migrate_ns, keep_segments).run()
 
 
 def engines():

@@ -111,5 +111,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         blocks.set_item(name, v)?;
     }
     m.add("WHATIF_BLOCK_KINDS", blocks)?;
+    m.add("WHATIF_NICE_WEIGHT", policies::NICE_WEIGHT.to_vec())?;
     Ok(())
 }
