@@ -44,7 +44,7 @@ def _matplotlib_config_dir() -> None:
 _matplotlib_config_dir()
 
 from oslens import commands
-from oslens.errors import OslensError
+from oslens.commands.invoke import invoke
 
 
 def _command_modules():
@@ -73,29 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
-
-
-def invoke(run, args) -> int:
-    """Runs a command, turning user-facing errors into one line on stderr and an exit code."""
-    try:
-        return int(run(args) or 0)
-    except OslensError as err:
-        print(f"oslens: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        print("oslens: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as err:
-        if not type(err).__module__.startswith(("duckdb", "_duckdb")):
-            raise
-        # a table the manifest's sizes did not show as damaged (changed bytes) fails in DuckDB
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        trace = getattr(args, "trace", None) or "TRACE"
-        print(f"oslens: error: reading the trace's tables failed ({first}); if a table is damaged, "
-              f"'oslens import {trace}' checks them and imports the trace again", file=sys.stderr)
-        return 1
 
 
 def quiet_warnings() -> None:
