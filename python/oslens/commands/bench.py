@@ -86,7 +86,6 @@ def _reexec_under(args) -> int:
 
 
 def run(args) -> int:
-    from oslens import signals
     from oslens.osbench import settings
 
     for line in settings.recover():
@@ -110,7 +109,8 @@ def run(args) -> int:
 
 
 def _do_run(args) -> int:
-    from oslens.osbench import display, registry, results, runner, settings
+    from oslens import signals
+    from oslens.osbench import display, registry, results, runner
 
     chosen, unknown = registry.select(_names(args.only))
     if unknown:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 
-from oslens.whatif.result import BLOCKED, DONE, INF, NOT_ARRIVED, READY, RUNNING, Segment, SimResult, SimTask
+from oslens.whatif.result import BLOCKED, DONE, READY, RUNNING, Segment, SimResult, SimTask
 from oslens.whatif.workload import UNTIL, YIELD, Workload
 from oslens_testing.whatif.policies import from_native
 
