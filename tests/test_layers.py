@@ -370,8 +370,12 @@ def test_rust_edges_see_a_cycle_between_nested_modules(tmp_path):
     assert edges == {"top": {"whatif::sim"}, "whatif": {"whatif::sim"}, "whatif::sim": {"whatif::policies"},
                      "whatif::policies": {"whatif::sim"}}
     assert _cycles(edges) == [{"whatif::sim", "whatif::policies"}]
-    (tmp_path / "whatif" / "policies.rs").write_text("fn f() { crate::whatif::mask(); }\n")
+    (tmp_path / "whatif" / "task.rs").write_text("pub const RUNNING: u8 = 2;\n")
+    (tmp_path / "whatif" / "policies.rs").write_text("fn f() { super::task::RUNNING; }\n")
+    assert dict(_rust_edges(tmp_path))["whatif::policies"] == {"whatif::task"}
     assert _cycles(_rust_edges(tmp_path)) == []
+    (tmp_path / "whatif" / "policies.rs").write_text("fn f() { crate::whatif::helper(); }\n")  # its parent's item
+    assert _cycles(_rust_edges(tmp_path)) == [{"whatif", "whatif::sim", "whatif::policies"}]
 
 
 def test_no_name_is_used_undefined():

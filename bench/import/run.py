@@ -2,7 +2,7 @@
 
 Writes a synthetic trace of >= 20 M records with oslens._native.write_chunk (8 threads, TSC
 clock; each thread repeats nested regions, a counter, an event with a payload, a timer and a
-lock acquisition: oslens.store.synthetic), imports it, and prints JSON: records per second of
+lock acquisition: oslens_testing.store.synthetic), imports it, and prints JSON: records per second of
 wall time and per CPU second (user + system of this process, all its threads), the wall and CPU
 time of each phase (reading chunks, building tables, writing Parquet) and the bytes of each
 table written. With --keep the trace is kept under $OSLENS_BENCH_DIR (default /tmp) for the
@@ -24,7 +24,7 @@ write_parquet writes the rest and moves the files in place.
 tables, without compensation's columns). With --reference the import with extensions is also
 timed on the in-memory path (every table laid out whole first, compensation over app_events in memory: what
 `oslens import` did before the pass computed the compensation; now only the tests' oracle,
-oslens.store.app_tables_oracle), on a tenth of the records.
+oslens_testing.store.app_tables_oracle), on a tenth of the records.
 
 "many_processes" is a real trace of --processes short processes (default 1,000: `oslens record`
 of /bin/true in a loop, one mostly unwritten 64 MiB chunk per process), imported in a fresh

@@ -1,5 +1,5 @@
 """Known-answer tests of every report analysis on the synthetic reference trace
-(oslens.analysis.synthetic.reference_trace: times in ms, described there)."""
+(oslens_testing.analysis.synthetic.reference_trace: times in ms, described there)."""
 
 import numpy as np
 import pytest

@@ -2,7 +2,7 @@
 timers, sync, functions, pauses, adapt and the application side of threads, built in one native
 pass over the records (build_streamed, oslens._native.app_pass) that writes the large tables to
 Parquet while it splits the records. The numpy build it is tested against is
-oslens.store.app_tables_oracle (tests only).
+oslens_testing.store.app_tables_oracle (tests only).
 """
 
 from __future__ import annotations

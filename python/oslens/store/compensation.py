@@ -14,7 +14,7 @@ are removed, and the `compensation` table says so.
 Compensation is computed in one place, the importer's native pass, while it splits the records
 (app_tables.build_streamed with costs: cost_table; crates/native/src/app_rows/compensation.rs);
 extend only completes the tables kept in memory from its figures. The numpy arithmetic it is
-tested against is oslens.store.compensation_oracle (tests only).
+tested against is oslens_testing.store.compensation_oracle (tests only).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Export of kernel-side tracks (CPUs, syscalls, block I/O lanes) and sync waits, on the
-analyses' in-memory reference trace (oslens.analysis.synthetic)."""
+analyses' in-memory reference trace (oslens_testing.analysis.synthetic)."""
 
 import json
 
