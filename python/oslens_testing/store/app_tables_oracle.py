@@ -34,6 +34,13 @@ def build_tables(trace, losses, extensions: bool = True) -> dict:
     return importer.build_tables(trace, losses, extensions=extensions, build_app=build_app)
 
 
+def _read_all(chunks: list) -> None:
+    """Every chunk's records in memory again (this build holds them all; the pass lets them go)."""
+    for c in chunks:
+        if isinstance(c.records, held.LetGo):
+            c.records = c.records.read()
+
+
 def build_app(trace, chunks: list, meta: dict, clock, names: dict, scans: dict, extensions: bool = False) -> dict:
     """importer._build_app's result from build, every table in memory; with `extensions`
     compensation_oracle computes what the pass gives the compensation extension."""
@@ -42,7 +49,7 @@ def build_app(trace, chunks: list, meta: dict, clock, names: dict, scans: dict, 
 
     objects = importer.sync_object_names(trace, chunks, scans)
     try:
-        held.read_all(chunks)
+        _read_all(chunks)
     except OSError as err:
         raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err})", 1) from err
     out = build(chunks, meta, clock, names, objects)
