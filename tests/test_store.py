@@ -279,7 +279,7 @@ def test_sql_formats(trace):
 def test_sql_shows_the_columns_that_fit_the_terminal_and_names_the_rest(trace):
     """A wide result is not squeezed into one-character columns: the leading columns that fit are
     shown whole and the line after the table names the others (issue 33); a pipe gets them all."""
-    query = "SELECT tid, name, begin_ns, end_ns, duration_ns, depth, complete FROM regions ORDER BY begin_ns LIMIT 2"
+    query = "SELECT tid, name, begin_ns, end_ns, duration_ns, depth, complete FROM regions ORDER BY begin_ns LIMIT 10"
     env = {**os.environ, "COLUMNS": "60"}
     out = run_oslens("sql", trace, query, env=env).stdout
     lines = out.splitlines()

@@ -89,43 +89,27 @@ def _print(cols, rows, fmt, max_rows):
     else:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
+
+        from oslens.report import fit
 
         cells = [["NULL" if v is None else str(_jsonable(v)) for v in r] for r in rows[:max_rows]]
+        # a pipe gets every column as it is; a terminal the layout of the report's tables (report/fit.py)
         width = Console().width if out.isatty() or os.environ.get("COLUMNS") else None
-        shown = _columns_that_fit(cols, cells, width)
-        t = Table(*[cols[i] for i in shown], show_lines=False)
-        for r in cells:
-            t.add_row(*[r[i] for i in shown])
-        console = Console(file=out, width=width or _table_width(cols, cells, range(len(cols))))
+        text = [not any(isinstance(r[i], (int, float)) for r in rows[:max_rows]) for i in range(len(cols))]
+        # fit.py's widths leave out the table's two outer edges, which this table draws
+        lay = fit.fit(cols, cells, text, width - 2 if width else 10**9)
+        t = Table(show_lines=False)
+        for label, is_text, w in zip(lay.labels, lay.text, lay.widths):
+            t.add_column(label, justify="left" if is_text else "right", overflow="fold", width=w)
+        for r in lay.rows:
+            t.add_row(*(Text(c) for c in r))
+        console = Console(file=out, width=width or fit.table_width(lay.widths) + 2)
         console.print(t)
         if len(rows) > max_rows:
             console.print(f"({len(rows)} rows, {max_rows} shown; --max-rows N or --format csv for all)")
         else:
             console.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-        if len(shown) < len(cols):
-            left = [c for i, c in enumerate(cols) if i not in shown]
-            console.print(f"({len(left)} of {len(cols)} columns not shown, for the terminal's width: {', '.join(left)}; "
-                          "select fewer columns, or --format csv for all)")
-
-
-# The widest a column is drawn before its values are cut (with an ellipsis), as DuckDB's shell does
-MAX_COLUMN_WIDTH = 40
-
-
-def _table_width(cols, cells, which) -> int:
-    """Characters a rich table of these columns takes: each column's widest value (at most
-    MAX_COLUMN_WIDTH) plus its padding and border."""
-    widths = [min(max([len(cols[i])] + [len(r[i]) for r in cells]), MAX_COLUMN_WIDTH) for i in which]
-    return sum(w + 3 for w in widths) + 1
-
-
-def _columns_that_fit(cols, cells, width) -> list[int]:
-    """The leading columns whose table fits `width` (all of them when None), at least one."""
-    if width is None:
-        return list(range(len(cols)))
-    shown = [0]
-    for i in range(1, len(cols)):
-        if _table_width(cols, cells, shown + [i]) > width:
-            break
-        shown.append(i)
-    return shown
+        if lay.left_out:
+            console.print(f"({len(lay.left_out)} of {len(cols)} columns not shown, for the terminal's width: "
+                          f"{', '.join(lay.left_out)}; select fewer columns, or --format csv for all)")
