@@ -32,6 +32,10 @@ native:
 
 python:
 	@$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . >/dev/null
+	@mkdir -p $(VENV)/share/man/man1 $(VENV)/share/bash-completion/completions $(VENV)/share/zsh/site-functions
+	@$(VENV)/bin/oslens completion man > $(VENV)/share/man/man1/oslens.1
+	@$(VENV)/bin/oslens completion bash > $(VENV)/share/bash-completion/completions/oslens
+	@$(VENV)/bin/oslens completion zsh > $(VENV)/share/zsh/site-functions/_oslens
 
 workloads: native
 	@for d in workloads/*/ osbench/; do if [ -f "$$d/Makefile" ]; then $(MAKE) -s -C "$$d" OSLENS_PREFIX=$(abspath $(VENV)) || exit 1; fi; done
