@@ -1,10 +1,7 @@
 """The `oslens` command. Each subcommand is one module in oslens.commands exposing
 NAME, HELP, add_arguments(parser) and run(args) -> exit code."""
 
-import argparse
-import importlib
 import os
-import pkgutil
 import sys
 import warnings
 
@@ -43,36 +40,8 @@ def _matplotlib_config_dir() -> None:
 
 _matplotlib_config_dir()
 
-from oslens import commands
 from oslens.commands.invoke import invoke
-
-
-def _command_modules():
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_") or info.name.startswith("test_"):
-            continue
-        module = importlib.import_module(f"oslens.commands.{info.name}")
-        if hasattr(module, "NAME") and hasattr(module, "run"):
-            yield module
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad command line is one line on stderr (what is wrong, where to look) and
-    exit status 2, not the usage text followed by the error (docs/errors.md)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="oslens", description="How Linux serves your program, and what to change.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _command_modules():
-        text = module.HELP.replace("%", "%%")  # argparse formats help strings with %
-        p = sub.add_parser(module.NAME, help=text, description=module.HELP)  # a description is not %-formatted
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
-    return parser
+from oslens.commands.parser import build_parser
 
 
 def quiet_warnings() -> None:

@@ -20,7 +20,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from oslens.cli import build_parser
+    from oslens.commands.parser import build_parser
 
     parser = build_parser()
     if args.shell == "man":
