@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import OSLENS
-from oslens.control import fakesys
+from oslens_testing.control import fakesys
 
 FLAGS = "flags\t\t: fpu tsc constant_tsc nonstop_tsc hypervisor\n"
 
