@@ -391,6 +391,12 @@ def _sync_keys(scan):
     return scan[4] if len(scan) > 4 else None
 
 
+def declared_columns(tables: list[str], compensated: bool) -> dict[str, list[tuple[str, str]]]:
+    """{table: [(column, Arrow type)]} as store/schema.py declares them, for the native pass to
+    name its columns by (with compensation's where it computes them)."""
+    return {t: [(c, str(typ)) for c, typ in schema.columns(t, extensions=compensated).items()] for t in tables}
+
+
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
                    row_group: int, scans: dict | None = None, costs: list | None = None,
                    object_names: dict | None = None) -> dict:
@@ -432,7 +438,8 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     try:
         got = _native.app_pass(ins, len(threads), native_clock(clock), dicts, str(events_path), int(row_group),
                                streams, reasons, thread_end,
-                               None if costs is None else [float(c) for c in costs], object_names or None)
+                               None if costs is None else [float(c) for c in costs], object_names or None,
+                               declared_columns(["app_events", *streams], costs is not None))
     except BaseException:
         for p in streams.values():
             _remove(p)

@@ -63,3 +63,20 @@ def test_an_import_writes_the_declared_columns_in_order(tmp_path, monkeypatch, w
     assert sorted(got) == sorted(want)
     for name in want:
         assert got[name] == want[name], name
+
+
+def test_the_native_pass_refuses_columns_other_than_declared(tmp_path, monkeypatch):
+    from oslens.store import app_tables
+
+    trace = tmp_path / "t"
+    synthetic.write_trace(trace, threads=1, iterations=2)
+    declared = app_tables.declared_columns
+
+    def one_wrong(tables, compensated):
+        got = declared(tables, compensated)
+        got["regions"][3] = ("begin_ns", "string")
+        return got
+
+    monkeypatch.setattr(app_tables, "declared_columns", one_wrong)
+    with pytest.raises(ValueError, match="table regions: column begin_ns is declared string"):
+        importer.import_trace(trace, force=True, quiet=True)
