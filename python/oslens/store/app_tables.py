@@ -383,10 +383,10 @@ def _reasons(codes: list, labels: dict) -> tuple:
     from oslens.store import native_parquet
 
     names = pa.array([labels.get(int(c), str(int(c))) for c in codes], pa.string())
-    return [int(c) for c in codes], len(codes), native_parquet._plain_dictionary(names)[2]
+    return [int(c) for c in codes], len(codes), native_parquet.plain_dictionary(names)[2]
 
 
-def _sync_keys(scan):
+def sync_keys(scan):
     """A scan's sync keys (scan_records' fifth item), else None."""
     return scan[4] if len(scan) > 4 else None
 
@@ -431,7 +431,7 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     from oslens.store import native_parquet
 
     def plain(arr: pa.Array) -> tuple:
-        return len(arr), native_parquet._plain_dictionary(arr)[2]
+        return len(arr), native_parquet.plain_dictionary(arr)[2]
 
     dicts = [(len(threads), t_pid.astype("<i8").tobytes()), (len(threads), t_tid.astype("<i8").tobytes()),
              plain(dictionary), plain(KIND_LABELS)]
@@ -501,7 +501,7 @@ def _pass_inputs(threads: list[AppThread], lookup: NameLookup, scans: dict | Non
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
             scan = (scans or {}).get(c.path)
             ins.append((held.pass_input(c.records), i, bool(tsc), *tables[t.pid],
-                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], _sync_keys(scan))))
+                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], sync_keys(scan))))
     return ins
 
 

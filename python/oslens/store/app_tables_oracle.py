@@ -33,9 +33,9 @@ def build_tables(trace, losses, extensions: bool = True) -> dict:
 
 
 def build_app(trace, chunks: list, meta: dict, clock, names: dict, scans: dict, extensions: bool = False) -> dict:
-    """importer._build_app's result from build, every table in memory; with `extensions`
+    """table_build.build_app's result from build, every table in memory; with `extensions`
     compensation_oracle computes what the pass gives the compensation extension."""
-    from oslens.store import compensation_oracle, importer
+    from oslens.store import compensation_oracle, import_extensions, importer
 
     objects = importer.sync_object_names(trace, chunks, scans)
     try:
@@ -43,7 +43,7 @@ def build_app(trace, chunks: list, meta: dict, clock, names: dict, scans: dict, 
     except OSError as err:
         raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err})", 1) from err
     out = build(chunks, meta, clock, names, objects)
-    comp = importer._compensation_costs(meta) if extensions else None
+    comp = import_extensions.compensation_costs(meta) if extensions else None
     if comp:
         out["compensation"] = {**compensation_oracle.pass_result(out, comp[0], KIND_LABELS.to_pylist()),
                                "cal": comp[0], "why": comp[1]}

@@ -179,7 +179,7 @@ def _summary_rows(merged: dict, labels, per_kind, cal, why) -> pa.Table:
 
 
 def extend(tables: dict, context: dict) -> None:
-    """The importer's extension hook (oslens.store.importer.EXTENSIONS): the tables are completed
+    """The importer's extension hook (oslens.store.import_extensions.EXTENSIONS): the tables are completed
     from what the importer's one pass computed (context["compensation"]: the calibration it
     charged and the pass's per-thread figures)."""
     meta = context.get("meta") or {}
