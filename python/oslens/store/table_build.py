@@ -101,7 +101,8 @@ def build_app(trace: Path, chunks: list, meta: dict, clock, names: dict, scans: 
     return out
 
 
-APP_TABLES = ("app_events", "regions", "counters", "timers", "sync", "functions", "pauses", "adapt")
+# the tables the native pass builds (store/schema.py's application tables but meta, threads and lost)
+APP_TABLES = tuple(t for t in schema.APP_SCHEMAS if t not in ("meta", "threads", "lost"))
 
 
 def build(trace: Path, read, meta: dict, clock, losses: salvage.Losses, progress, extensions: bool,
