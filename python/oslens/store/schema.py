@@ -194,10 +194,11 @@ TABLE_LIST: tuple[Table, ...] = (
         PID, TID,
         C("kind", STR, "record kind (`pause`: the recorder's own pauses, charged their measured length)"),
         C("records", I64, "records of that kind the thread wrote"),
-        C("ns_per_record", F64, "the calibration's cost of one record of that kind"),
+        C("ns_per_record", F64, "the calibration's cost of one record of that kind (a pause: its mean length; 0 where not charged)"),
         C("ci_low_ns", F64, "its 95% interval's low end"), C("ci_high_ns", F64, "its high end"),
         C("cost_ns", F64, "records × ns_per_record (a pause: its duration)"),
-        C("source", STR, "where the figure comes from (the calibration's measurement, or why it is not charged)"),
+        C("source", STR, "where the figure comes from: `in vitro: …` (the calibration's measurement), `measured pause …`, or "
+                         "`not charged: …` and why"),
     ), extension="compensation"),
     # the kernel collector's tables (oslens.store.kernel_tables)
     Table("switches", "One row per context switch.", (
@@ -272,11 +273,11 @@ TABLE_LIST: tuple[Table, ...] = (
         PID, TID,
         C("comm", STR, "its last name"),
         C("parent_tid", I64, "the task that forked it (NULL: unknown)"),
-        C("start_ns", I64, "its fork (NULL: before the trace)"),
+        C("start_ns", I64, "its fork (the recorded program: when the collector began tracing it; NULL: before the trace)"),
         C("end_ns", I64, "its exit (NULL: not seen)"),
         C("parent_pid", I64, "the process that forked it", kernel_only=True),
-        C("is_traced", BOOL, "part of the traced process tree", kernel_only=True),
-        C("exe", STR, "the program it last exec'd", kernel_only=True),
+        C("is_traced", BOOL, "part of the traced process tree (the recorded program and what it forked)", kernel_only=True),
+        C("exe", STR, "the program it exec'd (empty: none seen)", kernel_only=True),
         C("main_comm", STR, "the name it held longest since its last exec (or its start)", kernel_only=True),
         C("exec_ns", I64, "its first successful exec", kernel_only=True),
         C("is_oslens", BOOL, "as in `threads` (before the application-events check)", kernel_only=True),
