@@ -453,16 +453,13 @@ def test_app_and_kernel_events_share_one_time_axis(tmp_path, cases):
 
 
 def test_a_failing_importer_extension_costs_only_its_own_columns(trace, monkeypatch, capsys):
-    import types
-
-    from oslens.store import importer
+    from oslens.store import import_extensions
 
     def broken(tables, context):
         tables["regions"] = None  # half-done work must not survive
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(__import__("sys").modules, "oslens_test_broken_ext", types.SimpleNamespace(extend=broken))
-    monkeypatch.setattr(importer, "EXTENSIONS", ("oslens_test_broken_ext",))
+    monkeypatch.setattr(import_extensions, "EXTENSIONS", (("oslens_test_broken_ext", broken),))
     store.import_trace(trace, quiet=True)
     err = capsys.readouterr().err
     assert err.count("warning") == 1 and "boom" in err

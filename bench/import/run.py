@@ -12,7 +12,7 @@ compares Parquet codecs on it.
 The headline figure ("import") is the import as `oslens import` runs it: with the importer's
 extensions (compensation, symbol names) and a calibration (a fixed one written next to the
 trace unless $OSLENS_CALIBRATION names one), which is the one native pass
-(oslens.store.importer._build_app): app_events, regions, functions, counters, timers, pauses,
+(oslens.store.table_build.build_app): app_events, regions, functions, counters, timers, pauses,
 adapt and sync, with compensation's columns, written to Parquet a page at a time by the pass,
 never held whole in memory (sync's rows as their threads end: the bench's lock is named, so its
 object dictionary is known before the first page; functions named by the symbols step a row

@@ -291,15 +291,15 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test", "machine
 def _unscanned(monkeypatch):
     """The importer's chunk scans without their sync keys (the pass then learns sync's objects
     not named only from its rows)."""
-    from oslens.store import importer
+    from oslens.store import chunk_reader
 
-    read = importer._try_read_chunk
+    read = chunk_reader.try_read_chunk
 
     def unscanned(p):
         path, chunk, scan = read(p)
         return path, chunk, scan and (*scan[:4], None)
 
-    monkeypatch.setattr(importer, "_try_read_chunk", unscanned)
+    monkeypatch.setattr(chunk_reader, "try_read_chunk", unscanned)
 
 
 @pytest.mark.parametrize("case", ["random", "random-late-unnamed", "random-disordered", "nested", "odd", "synthetic",
@@ -315,10 +315,11 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
 
     import pyarrow.parquet as pq
 
-    from oslens.store import importer, salvage
+    from oslens.store import importer, salvage, table_build, table_writer
     from oslens_testing.store import app_tables_oracle, synthetic
 
-    monkeypatch.setattr(importer, "ROW_GROUP", row_group)
+    for step in (table_build, table_writer):  # the pass's row groups and the writer's
+        monkeypatch.setattr(step, "ROW_GROUP", row_group)
     trace = tmp_path / "t"
     if case == "synthetic":
         synthetic.write_trace(trace, threads=3, iterations=50, chunk_records=70)
@@ -442,9 +443,10 @@ def test_sync_waits_go_to_disk_and_come_back_the_same_table(tmp_path, monkeypatc
     mutex acquisition) leave memory as they are finished and are written back after the last
     acquisition: in pages of 64 rows that straddle the parts, the tables are the in-memory
     build's byte for byte, and the sync rows held at once are fewer than one part's rows."""
-    from oslens.store import importer
+    from oslens.store import importer, table_build, table_writer
 
-    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    for step in (table_build, table_writer):  # the pass's row groups and the writer's
+        monkeypatch.setattr(step, "ROW_GROUP", 64)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")  # every chunk let go and read again
     if case.endswith("unscanned"):  # scans without their sync keys: acquisitions held to the pass's end
         _unscanned(monkeypatch)

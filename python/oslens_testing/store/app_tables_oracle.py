@@ -42,9 +42,9 @@ def _read_all(chunks: list) -> None:
 
 
 def build_app(trace, chunks: list, meta: dict, clock, names: dict, scans: dict, extensions: bool = False) -> dict:
-    """importer._build_app's result from build, every table in memory; with `extensions`
+    """table_build.build_app's result from build, every table in memory; with `extensions`
     compensation_oracle computes what the pass gives the compensation extension."""
-    from oslens.store import importer
+    from oslens.store import import_extensions, importer
     from oslens_testing.store import compensation_oracle
 
     objects = importer.sync_object_names(trace, chunks, scans)
@@ -53,7 +53,7 @@ def build_app(trace, chunks: list, meta: dict, clock, names: dict, scans: dict, 
     except OSError as err:
         raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err})", 1) from err
     out = build(chunks, meta, clock, names, objects)
-    comp = importer._compensation_costs(meta) if extensions else None
+    comp = import_extensions.compensation_costs(meta) if extensions else None
     if comp:
         out["compensation"] = {**compensation_oracle.pass_result(out, comp[0], KIND_LABELS.to_pylist()),
                                "cal": comp[0], "why": comp[1]}
