@@ -10,7 +10,8 @@ import pytest
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import importer, kernel_fields as kt, schema, schema_doc, synthetic
+from oslens.store import importer, kernel_fields as kt, schema, schema_doc
+from oslens_testing.store import synthetic
 
 
 def test_the_doc_is_generated_from_the_declaration():
