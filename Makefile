@@ -27,10 +27,15 @@ native:
 	ar rcs $(VENV)/lib/liboslens_fortran.a target/oslens_fortran.o
 	@for bin in $(CARGO_OUT)/oslens-*; do [ -x "$$bin" ] && [ -f "$$bin" ] && install -m 755 "$$bin" $(VENV)/bin/ || true; done
 	install -m 755 $(CARGO_OUT)/liboslens_native.so python/oslens/_native.abi3.so
+	install -m 755 $(CARGO_OUT)/liboslens_oracle.so python/oslens_testing/_oracle.abi3.so
 	@sed -e 's|@PREFIX@|$(abspath $(VENV))|' crates/recorder/oslens.pc.in > $(VENV)/lib/pkgconfig/oslens.pc
 
 python:
 	@$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . >/dev/null
+	@mkdir -p $(VENV)/share/man/man1 $(VENV)/share/bash-completion/completions $(VENV)/share/zsh/site-functions
+	@$(VENV)/bin/oslens completion man > $(VENV)/share/man/man1/oslens.1
+	@$(VENV)/bin/oslens completion bash > $(VENV)/share/bash-completion/completions/oslens
+	@$(VENV)/bin/oslens completion zsh > $(VENV)/share/zsh/site-functions/_oslens
 
 workloads: native
 	@for d in workloads/*/ osbench/; do if [ -f "$$d/Makefile" ]; then $(MAKE) -s -C "$$d" OSLENS_PREFIX=$(abspath $(VENV)) || exit 1; fi; done
@@ -49,4 +54,4 @@ bench: build
 
 clean:
 	cargo clean
-	rm -rf $(VENV) traces python/oslens/_native.abi3.so
+	rm -rf $(VENV) traces python/oslens/_native.abi3.so python/oslens_testing/_oracle.abi3.so

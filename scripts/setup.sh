@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(build-essential gfortran pkg-config linux-perf uftrace chromium procps util-linux mount libbpf1 sysbench stress-ng)
+APT_PACKAGES=(build-essential gfortran pkg-config linux-perf uftrace chromium procps util-linux mount libbpf1 sysbench stress-ng zsh man-db)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -18,7 +18,7 @@ from oslens.calibrate import order
 from oslens.store import calibration
 from oslens.capture import raw
 from oslens.store import open_trace
-from oslens.store import synthetic as syn
+from oslens_testing.store import synthetic as syn
 
 DENSE_C = ROOT / "bench" / "compensation" / "dense.c"
 WATER = ROOT / "workloads" / "water" / "water"

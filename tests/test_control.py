@@ -511,7 +511,7 @@ def test_record_keeps_changes_and_adapt_events(work, probe):
 
 def test_tune_on_a_fake_cgroup_v2_machine(tmp_path):
     """The whole tune path against a machine we do not have: memory on cgroup v2, sched_ext."""
-    from oslens.control import fakesys
+    from oslens_testing.control import fakesys
     root = fakesys.make(tmp_path / "root", cgroup="v2", sched_ext="enabled", cpufreq=True)
     env = dict(os.environ, OSLENS_SYSROOT=str(root), OSLENS_STATE_DIR=str(tmp_path / "state"))
     plan = tmp_path / "v2.toml"

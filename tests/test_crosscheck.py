@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run_oslens
 from oslens.analysis import crosscheck, db, findings
-from oslens.analysis.synthetic import make_con
+from oslens_testing.analysis.synthetic import make_con
 
 
 def _recorded(tmp_path_factory, name, *command):

@@ -433,3 +433,21 @@ def test_trace_file_system_failing_mid_run(flood, tmp_path, how):
         dropped = {int(w.split()[1]): c for w, c, r in lost if w.startswith("thread ")}
         assert all(r.startswith(("file system read-only at ", "I/O error at ")) for _, _, r in lost), lost
         assert len(recorded) == 2 and all(recorded[t] + dropped.get(t, 0) == events for t in recorded), (recorded, lost)
+
+
+def test_record_inside_a_memory_cap_keeps_the_programs_status_and_says_how_to_import(memcg, flood, tmp_path):
+    """oslens record itself under a 128 MiB cap (a container's limit): the flood is recorded,
+    the import, which needs more than the cap has, is not started, the one line says how to
+    import elsewhere, record exits with the program's status, and nothing is OOM-killed (issue 30)."""
+    trace = tmp_path / "t"
+    proc = subprocess.run(in_cgroup(memcg, *OSLENS, "record", "--no-preload", "-o", trace, "--", flood, 2, 2_000_000),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert f"the raw trace is whole: run 'oslens import {trace}' where more memory is free" in proc.stderr
+    assert "the trace was not imported: the memory cgroup" in proc.stderr
+    assert oom_kills(memcg) == 0
+    assert not (trace / "tables").exists()
+    run_oslens("import", trace)  # outside the cap, the one command the line gave
+    recorded = rows(trace, "SELECT count(*) FROM app_events WHERE kind = 'event' AND id = 1")[0][0]
+    lost = rows(trace, "SELECT coalesce(sum(count), 0) FROM lost WHERE source = 'app'")[0][0]
+    assert recorded + lost == 2 * 2_000_000 and recorded > 0

@@ -2,7 +2,7 @@
 explain, one finding for many objects of one kind, oslens's own cost last unless it is large."""
 
 from oslens.analysis import findings
-from oslens.analysis.synthetic import MS, make_con, switches_from_slices
+from oslens_testing.analysis.synthetic import MS, make_con, switches_from_slices
 
 
 def _alternating(tid, pid, comm, cpu, other, start, end, every, burst):
@@ -88,7 +88,10 @@ def test_wakeups_slow_to_reach_a_run_queue_make_a_wakeup_latency_finding():
     slices = [(1, 1, "a", 0, 0, 10 * MS), (0, 0, "swapper/0", 0, 10 * MS, 90 * MS), (1, 1, "a", 0, 90 * MS, 100 * MS)]
     con = make_con({
         "threads": [(1, 1, "a", None, 0, 100 * MS, True)], "cpu_slices": slices,
-        "switches": switches_from_slices(slices, {}, {}), "wakeups": [(80 * MS, 1, 1, 0, 5, 86 * MS)]})
+        "switches": switches_from_slices(slices, {}, {})})
+    con.execute("ALTER TABLE wakeups ADD COLUMN enqueue_ts_ns BIGINT")  # a kernel-only column
+    con.execute("INSERT INTO wakeups (ts, cpu, tid, target_cpu, waker_tid, enqueue_ts_ns) VALUES (?, 1, 1, 0, 5, ?)",
+                [80 * MS, 86 * MS])
     f = [x for x in findings.findings(con).to_pylist() if x["code"] == "wakeup_latency"]
     assert len(f) == 1 and f[0]["share"] == 0.06 and f[0]["value"] == 6 * MS
     assert f[0]["text"].startswith("1 wakeup of program threads took 6.00 ms on average (at most 6.00 ms)")

@@ -19,7 +19,7 @@ import pytest
 from conftest import OSLENS, ROOT, dump, meta, run_oslens
 from oslens.capture import raw
 from oslens.store.kernel_tables import build_kernel_tables
-from oslens.store.kernel_tables_oracle import build_kernel_tables_oracle
+from oslens_testing.store.kernel_tables_oracle import build_kernel_tables_oracle
 from oslens.store.test_kernel_tables import same_tables
 
 COLLECTOR = ROOT / ".venv" / "bin" / "oslens-collector"

@@ -116,7 +116,7 @@ def test_lab1_zram_is_undone_after_a_signal(tmp_path, lab_env, signum):
 def test_lab1_zram_preflight_on_a_machine_without_zram(tmp_path):
     """A fake machine (OSLENS_SYSROOT: a /proc and /sys tree the test writes; the real zram0 is not
     looked at): the variant cannot run and says why, and nothing is changed."""
-    from oslens.control import fakesys
+    from oslens_testing.control import fakesys
 
     root = fakesys.make(tmp_path / "root")
     (root / "proc/meminfo").write_text("MemTotal: 24000000 kB\nSwapTotal: 0 kB\n")

@@ -1,6 +1,8 @@
-"""The tree's shape (docs/architecture.md): no import cycle among the Python modules, nor among the
-modules of a Rust crate, so that data flows one way and a newcomer can read a layer bottom-up; no
-source file over ~800 lines and no function over ~120, so that each file holds one concern."""
+"""The tree's shape (docs/architecture.md): every Python import goes down the layers (the map
+PACKAGES below), no import cycle among the Python modules, nor among the modules of a Rust crate
+(nested ones included), so that data flows one way and a newcomer can read a layer bottom-up; the
+product never imports the test package; no source file over ~800 lines and no function over
+~120, so that each file holds one concern."""
 
 from __future__ import annotations
 
@@ -49,10 +51,10 @@ def _python_function_lengths(path: Path):
             yield node.name, node.end_lineno - node.lineno + 1
 
 
-def _python_modules() -> dict[str, Path]:
+def _python_modules(root: Path = PY_ROOT) -> dict[str, Path]:
     mods = {}
-    for p in PY_ROOT.rglob("*.py"):
-        parts = list(p.relative_to(PY_ROOT).with_suffix("").parts)
+    for p in root.rglob("*.py"):
+        parts = list(p.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         mods[".".join(parts)] = p
@@ -130,31 +132,144 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-def _rust_edges(src: Path) -> dict[str, set[str]]:
-    """A crate's file modules -> the sibling modules its code names (crate::m, super::m, or m::
-    for a module declared at the crate root)."""
-    files = {p.stem if p.name not in ("mod.rs",) else p.parent.name: p for p in src.glob("*.rs")}
-    files.update({p.parent.name: p for p in src.glob("*/mod.rs")})
-    roots = {"lib", "main"}
-    graph: dict[str, set[str]] = defaultdict(set)
-    for mod, path in files.items():
-        if mod in roots:
+def _rust_modules(src: Path) -> dict[str, Path]:
+    """A crate's file modules by path (`whatif::sim`), the crate root (lib.rs, main.rs) left out."""
+    mods = {}
+    for p in sorted(src.rglob("*.rs")):
+        parts = list(p.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "mod":
+            parts = parts[:-1]
+        if parts in (["lib"], ["main"]):
             continue
-        text = re.sub(r"(?s)#\[cfg\(test\)\]\s*mod \w+\s*\{.*", "", path.read_text())  # tests come last
-        text = re.sub(r"//.*", "", text)
-        # `use crate::{a, b::X}` names a and b too
-        grouped = {m for g in re.findall(r"\b(?:crate|super)::\{([^}]*)\}", text) for m in re.findall(r"(?:^|,)\s*(\w+)", g)}
-        for other in files:
-            if other == mod or other in roots:
-                continue
-            if other in grouped or re.search(rf"\b(crate|super)::{other}\b|(?<![:\w]){other}::", text):
-                graph[mod].add(other)
+        mods["::".join(parts)] = p
+    return mods
+
+
+def _rust_code(path: Path) -> str:
+    text = re.sub(r"(?s)#\[cfg\(test\)\]\s*mod \w+\s*\{.*", "", path.read_text())  # tests come last
+    return re.sub(r"//.*", "", text)
+
+
+def _rust_paths(text: str):
+    """Every module path the code names: (anchor, segments) with anchor crate, super (as often as
+    written), self or "" (a bare `name::`); `use crate::{a, b::X}` names crate::a and crate::b::X."""
+    for anchor, rest, group in re.findall(r"\b((?:crate|self|super)(?:::super)*)((?:::\w+)*)::\{([^}]*)\}", text):
+        for item in re.findall(r"(?:^|,)\s*(\w+(?:::\w+)*)", group):
+            yield anchor, [x for x in rest.split("::") if x] + item.split("::")
+    for anchor, rest in re.findall(r"\b((?:crate|self|super)(?:::super)*)((?:::\w+)+)", text):
+        yield anchor, [x for x in rest.split("::") if x]
+    for first, rest in re.findall(r"(?<![:\w])(\w+)((?:::\w+)*)::", text):
+        if first not in ("crate", "self", "super", "std", "core", "alloc"):
+            yield "", [first] + [x for x in rest.split("::") if x]
+
+
+def _rust_edges(src: Path) -> dict[str, set[str]]:
+    """A crate's file modules (nested ones by path, `whatif::sim`) -> the modules its code names:
+    crate::a::b, super::b (and super::super::...), self::b, or b:: for a child module or a module
+    at the crate root. A path names the deepest module it passes through."""
+    mods = _rust_modules(src)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, path in mods.items():
+        here = mod.split("::")  # its children are here::x, its parent here minus one
+        for anchor, segs in _rust_paths(_rust_code(path)):
+            if anchor == "crate":
+                base = []
+            elif anchor.startswith("super"):
+                base = here[: len(here) - anchor.count("super")]
+            elif anchor == "self":
+                base = here
+            else:  # a bare name: a child module, else one at the crate root
+                base = here if "::".join(here + segs[:1]) in mods else []
+            target = None
+            for k in range(len(segs), 0, -1):
+                name = "::".join(base + segs[:k])
+                if name in mods:
+                    target = name
+                    break
+            if target and target != mod:
+                graph[mod].add(target)
     return graph
+
+
+# The Python packages in layer order, lowest first (docs/architecture.md): a package imports only
+# packages listed before it; the package's own modules import each other freely (no cycle).
+PACKAGES: list[tuple[str, str]] = [
+    ("errors", "base"), ("paths", "base"), ("version", "base"), ("signals", "base"),
+    ("instrument", "capture"), ("capture", "capture"),
+    ("osbench", "measure"),
+    ("store", "store"),
+    ("analysis", "analysis"), ("phases", "analysis"),
+    ("control", "control"),
+    ("calibrate", "users"), ("labs", "users"), ("whatif", "users"),
+    ("report", "presentation"), ("commands", "presentation"), ("cli", "presentation"),
+    ("oslens", "api"),
+]
+TESTING = "oslens_testing"  # imports anything; imported by no module of the product
+
+
+def _package(mod: str) -> str:
+    parts = mod.split(".")
+    if parts[0] != "oslens":
+        return parts[0]
+    return parts[1] if len(parts) > 1 else "oslens"
+
+
+def _layer_violations(mods: dict[str, Path]) -> list[str]:
+    """The imports of the product's modules (test_*.py left out) that do not go down PACKAGES,
+    that name a package the map does not know, or that reach the test package."""
+    order = {pkg: i for i, (pkg, _) in enumerate(PACKAGES)}
+    found = []
+    for mod, targets in _python_edges(mods).items():
+        src = _package(mod)
+        if src == TESTING:
+            continue
+        for target in sorted(targets):
+            dst = _package(target)
+            if dst == src:
+                continue
+            if src not in order or dst not in order:
+                found.append(f"{mod} -> {target} (a package not in PACKAGES: declare its layer)")
+            elif order[dst] >= order[src]:
+                found.append(f"{mod} -> {target} ({src}, {dict(PACKAGES)[src]}, may not import {dst}, "
+                             f"{dict(PACKAGES)[dst]})")
+    return found
 
 
 def test_python_modules_import_no_cycle():
     cycles = _cycles(_python_edges(_python_modules()))
     assert cycles == [], "import cycles among Python modules: " + "; ".join(" <-> ".join(sorted(c)) for c in cycles)
+
+
+def test_every_python_import_goes_down_the_layers():
+    found = _layer_violations(_python_modules())
+    assert found == [], "imports against the layers (docs/architecture.md): " + "; ".join(found)
+
+
+def test_the_layer_map_names_every_package():
+    top = {p.stem for p in (PY_ROOT / "oslens").glob("*.py") if p.stem != "__init__" and not p.stem.startswith("test_")}
+    top |= {p.name for p in (PY_ROOT / "oslens").iterdir() if (p / "__init__.py").is_file()}
+    declared = {pkg for pkg, _ in PACKAGES} - {"oslens"}
+    assert top == declared, f"not in PACKAGES: {sorted(top - declared)}; gone: {sorted(declared - top)}"
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    missing = sorted(pkg for pkg in top if f"python/oslens/{pkg}" not in doc)
+    assert missing == [], f"packages docs/architecture.md does not place: {missing}"
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path):
+    (tmp_path / "oslens" / "store").mkdir(parents=True)
+    (tmp_path / "oslens" / "report").mkdir()
+    for d in ("oslens", "oslens/store", "oslens/report"):
+        (tmp_path / d / "__init__.py").write_text("")
+    (tmp_path / "oslens" / "report" / "text.py").write_text("from oslens.store import views\n")
+    (tmp_path / "oslens" / "store" / "views.py").write_text("def f():\n    from oslens.report import text\n")
+    (tmp_path / "oslens" / "store" / "test_views.py").write_text("from oslens_testing import fake\n")
+    (tmp_path / "oslens" / "store" / "oracle_user.py").write_text("import oslens_testing.fake\n")
+    (tmp_path / "oslens_testing").mkdir()
+    (tmp_path / "oslens_testing" / "__init__.py").write_text("")
+    (tmp_path / "oslens_testing" / "fake.py").write_text("from oslens.report import text\n")
+    found = sorted(_layer_violations(_python_modules(tmp_path)))
+    assert [f.split(" (")[0] for f in found] == ["oslens.store.oracle_user -> oslens_testing.fake",
+                                                 "oslens.store.views -> oslens.report.text"]
 
 
 def test_rust_crate_modules_have_no_new_cycle():
@@ -206,15 +321,17 @@ def test_no_guard_for_a_part_that_always_ships():
     assert found == [], "guards against a part that always ships: " + ", ".join(found)
 
 
-def test_only_tests_import_an_oracle():
-    """The numpy versions the native code is compared with (*_oracle.py) are not a runtime path:
-    no module of the package imports one but the tests and the oracles themselves."""
+def test_the_product_never_imports_the_test_package():
+    """Oracles, synthetic traces, the fake sysfs and the Python what-if simulator live in
+    oslens_testing, which the wheel leaves out: no module of the product imports it (its unit
+    tests beside the code may), and no test helper is left in the product."""
     mods = _python_modules()
-    graph = _python_edges(mods)
-    found = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
-                   if t.endswith("_oracle") and not m.endswith("_oracle"))
-    assert found == [], "runtime modules importing a test oracle: " + ", ".join(found)
-    assert {"oslens.store.app_tables_oracle", "oslens.store.compensation_oracle"} <= set(mods)
+    found = sorted(f"{m} -> {t}" for m, targets in _python_edges(mods).items() for t in targets
+                   if _package(m) != TESTING and _package(t) == TESTING)
+    assert found == [], "product modules importing the test package: " + ", ".join(found)
+    assert {"oslens_testing.store.app_tables_oracle", "oslens_testing.store.compensation_oracle"} <= set(mods)
+    helpers = sorted(m for m in mods if m.startswith("oslens.") and re.search(r"(_oracle|synthetic|fakesys)$", m))
+    assert helpers == [], f"test helpers in the product: {helpers}"
 
 
 def test_the_length_rules_measure_what_they_should(tmp_path):
@@ -239,6 +356,26 @@ def test_rust_edges_see_every_way_a_module_is_named(tmp_path):
     (tmp_path / "d.rs").write_text("use crate::a::X;\n#[cfg(test)]\nmod tests {\n    use crate::c;\n}\n")
     assert dict(_rust_edges(tmp_path)) == {"a": {"b", "c"}, "b": {"a"}, "c": {"d"}, "d": {"a"}}
     assert _cycles(_rust_edges(tmp_path)) == [{"a", "b", "c", "d"}]
+
+
+def test_rust_edges_see_a_cycle_between_nested_modules(tmp_path):
+    """whatif/sim.rs <-> whatif/policies.rs once hid from a check that read only src/*.rs."""
+    (tmp_path / "lib.rs").write_text("mod top;\nmod whatif;\n")
+    (tmp_path / "top.rs").write_text("use crate::whatif::sim::Sim;\n")
+    (tmp_path / "whatif").mkdir()
+    (tmp_path / "whatif" / "mod.rs").write_text("mod policies;\nmod sim;\nuse sim::Sim;\n")
+    (tmp_path / "whatif" / "sim.rs").write_text("use super::policies::{Policy, Why};\n")
+    (tmp_path / "whatif" / "policies.rs").write_text("fn f() { super::sim::RUNNING; }\n")
+    edges = dict(_rust_edges(tmp_path))
+    assert edges == {"top": {"whatif::sim"}, "whatif": {"whatif::sim"}, "whatif::sim": {"whatif::policies"},
+                     "whatif::policies": {"whatif::sim"}}
+    assert _cycles(edges) == [{"whatif::sim", "whatif::policies"}]
+    (tmp_path / "whatif" / "task.rs").write_text("pub const RUNNING: u8 = 2;\n")
+    (tmp_path / "whatif" / "policies.rs").write_text("fn f() { super::task::RUNNING; }\n")
+    assert dict(_rust_edges(tmp_path))["whatif::policies"] == {"whatif::task"}
+    assert _cycles(_rust_edges(tmp_path)) == []
+    (tmp_path / "whatif" / "policies.rs").write_text("fn f() { crate::whatif::helper(); }\n")  # its parent's item
+    assert _cycles(_rust_edges(tmp_path)) == [{"whatif", "whatif::sim", "whatif::policies"}]
 
 
 def test_no_name_is_used_undefined():

@@ -84,7 +84,8 @@ def test_the_in_memory_build_names_them_alike(recorded):
     as the one pass does."""
     import pyarrow.parquet as pq
 
-    from oslens.store import app_tables_oracle, salvage
+    from oslens.store import salvage
+    from oslens_testing.store import app_tables_oracle
 
     tables = app_tables_oracle.build_tables(recorded, salvage.Losses())
     in_memory = tables["sync"].column("object").to_pylist()

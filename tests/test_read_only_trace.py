@@ -11,7 +11,8 @@ import tempfile
 
 import pytest
 
-from oslens.store import open_trace, synthetic
+from oslens.store import open_trace
+from oslens_testing.store import synthetic
 from oslens.store.test_app_tables import CALIBRATION
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import dump, run_oslens
 from oslens import store
-from oslens.store import perfetto, synthetic
+from oslens.store import perfetto
+from oslens_testing.store import synthetic
 
 THREADS, ITERATIONS, CHUNK = 2, 12, 10  # 132 records per thread in 14 chunks (seq 0..13)
 PER_THREAD = ITERATIONS * len(synthetic.PATTERN)
@@ -276,6 +277,22 @@ def test_sql_formats(trace):
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_sql_shows_the_columns_that_fit_the_terminal_and_names_the_rest(trace):
+    """A wide result is not squeezed into one-character columns: the leading columns that fit are
+    shown whole and the line after the table names the others (issue 33); a pipe gets them all."""
+    query = "SELECT tid, name, begin_ns, end_ns, duration_ns, depth, complete FROM regions ORDER BY begin_ns LIMIT 10"
+    env = {**os.environ, "COLUMNS": "60"}
+    out = run_oslens("sql", trace, query, env=env).stdout
+    lines = out.splitlines()
+    assert all(len(line) <= 60 for line in lines), out
+    header = lines[1]
+    assert "tid" in header and "name" in header and "complete" not in header
+    note = out.split("columns not shown", 1)
+    assert len(note) == 2 and "complete" in note[1], out
+    piped = run_oslens("sql", trace, query, env={k: v for k, v in os.environ.items() if k != "COLUMNS"}).stdout
+    assert "complete" in piped.splitlines()[1] and "not shown" not in piped
+
+
 def test_sql_uses_the_newest_trace_by_default(tmp_path):
     synthetic.write_trace(tmp_path / "traces" / "a", threads=1, iterations=3)
     out = run_oslens("sql", "SELECT count(*) AS n FROM regions", "-f", "csv", cwd=tmp_path)
@@ -436,16 +453,13 @@ def test_app_and_kernel_events_share_one_time_axis(tmp_path, cases):
 
 
 def test_a_failing_importer_extension_costs_only_its_own_columns(trace, monkeypatch, capsys):
-    import types
-
-    from oslens.store import importer
+    from oslens.store import import_extensions
 
     def broken(tables, context):
         tables["regions"] = None  # half-done work must not survive
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(__import__("sys").modules, "oslens_test_broken_ext", types.SimpleNamespace(extend=broken))
-    monkeypatch.setattr(importer, "EXTENSIONS", ("oslens_test_broken_ext",))
+    monkeypatch.setattr(import_extensions, "EXTENSIONS", (("oslens_test_broken_ext", broken),))
     store.import_trace(trace, quiet=True)
     err = capsys.readouterr().err
     assert err.count("warning") == 1 and "boom" in err

@@ -2,7 +2,7 @@
 
 Writes a synthetic trace of >= 20 M records with oslens._native.write_chunk (8 threads, TSC
 clock; each thread repeats nested regions, a counter, an event with a payload, a timer and a
-lock acquisition: oslens.store.synthetic), imports it, and prints JSON: records per second of
+lock acquisition: oslens_testing.store.synthetic), imports it, and prints JSON: records per second of
 wall time and per CPU second (user + system of this process, all its threads), the wall and CPU
 time of each phase (reading chunks, building tables, writing Parquet) and the bytes of each
 table written. With --keep the trace is kept under $OSLENS_BENCH_DIR (default /tmp) for the
@@ -12,7 +12,7 @@ compares Parquet codecs on it.
 The headline figure ("import") is the import as `oslens import` runs it: with the importer's
 extensions (compensation, symbol names) and a calibration (a fixed one written next to the
 trace unless $OSLENS_CALIBRATION names one), which is the one native pass
-(oslens.store.importer._build_app): app_events, regions, functions, counters, timers, pauses,
+(oslens.store.table_build.build_app): app_events, regions, functions, counters, timers, pauses,
 adapt and sync, with compensation's columns, written to Parquet a page at a time by the pass,
 never held whole in memory (sync's rows as their threads end: the bench's lock is named, so its
 object dictionary is known before the first page; functions named by the symbols step a row
@@ -24,7 +24,7 @@ write_parquet writes the rest and moves the files in place.
 tables, without compensation's columns). With --reference the import with extensions is also
 timed on the in-memory path (every table laid out whole first, compensation over app_events in memory: what
 `oslens import` did before the pass computed the compensation; now only the tests' oracle,
-oslens.store.app_tables_oracle), on a tenth of the records.
+oslens_testing.store.app_tables_oracle), on a tenth of the records.
 
 "many_processes" is a real trace of --processes short processes (default 1,000: `oslens record`
 of /bin/true in a loop, one mostly unwritten 64 MiB chunk per process), imported in a fresh
@@ -78,7 +78,7 @@ def phase(fn):
 
 
 def make_trace(path: Path, records: int, threads: int = 8, enclosing_region: bool = False) -> dict:
-    from oslens.store import synthetic
+    from oslens_testing.store import synthetic
 
     per_iteration = len(synthetic.PATTERN)
     iterations = -(-records // (threads * per_iteration))
@@ -105,7 +105,8 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "bench/import (f
 
 
 def import_once(path: Path, extensions: bool, reference: bool = False) -> dict:
-    from oslens.store import app_tables_oracle, importer, salvage
+    from oslens.store import importer, salvage
+    from oslens_testing.store import app_tables_oracle
 
     build_app = app_tables_oracle.build_app if reference else None  # None: the pass, as import_trace builds them
     shutil.rmtree(path / "tables", ignore_errors=True)

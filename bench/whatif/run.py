@@ -1,6 +1,6 @@
 """What-if simulator benchmark (issue 19), printing JSON:
   - decisions per CPU-second of the Rust core for each policy, on a synthetic workload of many
-    threads with short bursts, sleeps and wake-up dependencies (oslens.whatif.synthetic) (DESIGN.md target: >= 1 M/s), and
+    threads with short bursts, sleeps and wake-up dependencies (oslens_testing.whatif.synthetic) (DESIGN.md target: >= 1 M/s), and
     its ratio to the Python reference (sim.py) on a smaller one;
   - with --validate: the prediction error on real runs under this machine's Linux policies
     (`oslens whatif --validate` on tests/c/whatif_mix.c; target <= 10% completion, <= 20% switches);
@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 from oslens.whatif import spec  # noqa: E402
-from oslens.whatif.engine import simulate  # noqa: E402
-from oslens.whatif import synthetic  # noqa: E402
+from oslens_testing.whatif import synthetic  # noqa: E402
+from oslens_testing.whatif.sim import engines  # noqa: E402
+
+ENGINES = engines()
 
 POLICIES = ["fifo", "lifo", "rr:q=10ms", "mlfq", "unix", "hrrn", "srt", "srt:est=ewma", "eevdf:slice=3ms,tick=4ms",
             "batch", "sched_rr:q=100ms", "sched_fifo"]
@@ -33,11 +35,11 @@ def decision_rates(threads: int, bursts: int, engine: str, policies=POLICIES) ->
     wl = synthetic.workload(7, threads, bursts, ncpus=4)
     wl.check()
     out = []
-    simulate(wl, spec.make_policy(spec.parse(policies[0])), 3000, 10000, engine=engine)  # warm-up: first call ~40% slower
+    ENGINES[engine](wl, spec.make_policy(spec.parse(policies[0])), 3000, 10000)  # warm-up: first call ~40% slower
     for text in policies:
         policy = spec.make_policy(spec.parse(text))
         t0 = time.process_time()  # CPU time: less sensitive than wall time to the other helpers' load
-        res = simulate(wl, policy, 3000, 10000, engine=engine)
+        res = ENGINES[engine](wl, policy, 3000, 10000)
         dt = max(1e-9, time.process_time() - t0)
         out.append({"policy": text, "engine": engine, "decisions": res.decisions, "cpu_seconds": round(dt, 3),
                     "decisions_per_s": round(res.decisions / dt), "stalled": len(res.stalled)})

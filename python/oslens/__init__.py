@@ -21,3 +21,18 @@ def adapt(phase: str) -> int:
     from oslens.control.adapt import adapt as _adapt
 
     return _adapt(phase)
+
+
+def trace(path):
+    """A trace's tables for notebooks and scripts: .tables, .sql(), .df() (pandas), .pl() (polars),
+    .report() (rendered inline in Jupyter)."""
+    from oslens.report.notebook import Trace
+
+    return Trace(path)
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext oslens` in IPython / Jupyter: the %%oslens cell magic (oslens.report.notebook)."""
+    from oslens.report.notebook import load_ipython_extension as load
+
+    load(ipython)

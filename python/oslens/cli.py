@@ -1,10 +1,7 @@
 """The `oslens` command. Each subcommand is one module in oslens.commands exposing
 NAME, HELP, add_arguments(parser) and run(args) -> exit code."""
 
-import argparse
-import importlib
 import os
-import pkgutil
 import sys
 import warnings
 
@@ -43,59 +40,8 @@ def _matplotlib_config_dir() -> None:
 
 _matplotlib_config_dir()
 
-from oslens import commands
-from oslens.errors import OslensError
-
-
-def _command_modules():
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_") or info.name.startswith("test_"):
-            continue
-        module = importlib.import_module(f"oslens.commands.{info.name}")
-        if hasattr(module, "NAME") and hasattr(module, "run"):
-            yield module
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad command line is one line on stderr (what is wrong, where to look) and
-    exit status 2, not the usage text followed by the error (docs/errors.md)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="oslens", description="How Linux serves your program, and what to change.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _command_modules():
-        text = module.HELP.replace("%", "%%")  # argparse formats help strings with %
-        p = sub.add_parser(module.NAME, help=text, description=module.HELP)  # a description is not %-formatted
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
-    return parser
-
-
-def invoke(run, args) -> int:
-    """Runs a command, turning user-facing errors into one line on stderr and an exit code."""
-    try:
-        return int(run(args) or 0)
-    except OslensError as err:
-        print(f"oslens: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        print("oslens: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as err:
-        if not type(err).__module__.startswith(("duckdb", "_duckdb")):
-            raise
-        # a table the manifest's sizes did not show as damaged (changed bytes) fails in DuckDB
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        trace = getattr(args, "trace", None) or "TRACE"
-        print(f"oslens: error: reading the trace's tables failed ({first}); if a table is damaged, "
-              f"'oslens import {trace}' checks them and imports the trace again", file=sys.stderr)
-        return 1
+from oslens.commands.invoke import invoke
+from oslens.commands.parser import build_parser
 
 
 def quiet_warnings() -> None:

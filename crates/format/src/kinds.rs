@@ -157,7 +157,9 @@ pub const PAUSE_COPY: u64 = 4;
 pub const PAUSE_REASONS: [(u64, &str); 4] =
     [(PAUSE_NEW_CHUNK, "new chunk"), (PAUSE_FLUSH, "flush"), (PAUSE_PREPARE, "prepare buffer"), (PAUSE_COPY, "copy out")];
 
-pub fn kind_name(kind: u8) -> &'static str {
+/// The name of an application kind (a kind the recorder or the preload library writes), or
+/// "unknown"; `kind_names::kind_name` names every kind, kernel kinds included.
+pub fn app_kind_name(kind: u8) -> &'static str {
     match kind {
         NAME => "name",
         CONT => "cont",
@@ -192,11 +194,6 @@ pub fn kind_name(kind: u8) -> &'static str {
         PROCESS_EXEC => "process_exec",
         PROCESS_EXIT => "process_exit",
         THREAD_END => "thread_end",
-        _ => crate::kinds::kernel_kind_name(kind),
+        _ => "unknown",
     }
-}
-
-/// Kernel kind names live beside the kernel kinds.
-pub fn kernel_kind_name(kind: u8) -> &'static str {
-    crate::kernel::kind_name(kind)
 }

@@ -12,6 +12,7 @@ pub mod hash;
 pub mod header;
 pub mod kernel;
 pub mod kernel_layout;
+pub mod kind_names;
 pub mod kinds;
 pub mod object;
 pub mod reader;

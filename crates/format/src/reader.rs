@@ -286,7 +286,7 @@ fn decode_records(raw: &[u8], slots: usize, validator: &Validator, chunk: &mut C
                 Some(bytes) => keep_with_payload(rec, s, bytes, chunk),
                 None => {
                     chunk.damage.push(Damage {
-                        reason: format!("{} record lost its continuation", kinds::kind_name(rec.kind)),
+                        reason: format!("{} record lost its continuation", crate::kind_names::kind_name(rec.kind)),
                         offset: (HEADER_SIZE + i * RECORD_SIZE) as u64,
                         records_lost: 1 + cont as u64,
                     });

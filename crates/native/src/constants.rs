@@ -3,15 +3,15 @@
 
 use oslens_format::header::{offset, CLOCK_MONOTONIC_NS, CLOCK_TSC, HEADER_SIZE, SOURCE_APP_THREAD, SOURCE_KERNEL_CPU};
 use oslens_format::record::CONT_PAYLOAD;
-use oslens_format::{kernel, kinds, Record, RECORD_SIZE};
+use oslens_format::{kernel, kind_names, kinds, Record, RECORD_SIZE};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::BTreeMap;
 
 /// A kind's name when it has one: kind_name falls back to a placeholder for unassigned values.
 fn named_kinds() -> Vec<(&'static str, u8)> {
-    let unassigned = kinds::kind_name(255);
-    (1..=255u8).map(|k| (kinds::kind_name(k), k)).filter(|(n, _)| *n != unassigned).collect()
+    let unassigned = kind_names::kind_name(255);
+    (1..=255u8).map(|k| (kind_names::kind_name(k), k)).filter(|(n, _)| *n != unassigned).collect()
 }
 
 /// The numpy type of an unsigned little-endian field of `size` bytes.

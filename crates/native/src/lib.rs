@@ -11,7 +11,6 @@ mod parquet;
 mod py_app_pass;
 mod py_buffers;
 mod py_chunks;
-mod py_oracle;
 mod py_parquet;
 #[cfg(feature = "parquet-crate")]
 #[path = "../../../bench/import/crate_writer.rs"]
@@ -19,7 +18,7 @@ mod crate_writer;
 mod recorder_api;
 mod whatif;
 
-use oslens_format::kinds;
+use oslens_format::kind_names;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -68,7 +67,7 @@ fn clock_pair() -> (u64, u64) {
 
 #[pyfunction]
 fn kind_name(kind: u8) -> &'static str {
-    kinds::kind_name(kind)
+    kind_names::kind_name(kind)
 }
 
 /// event_sets(list) -> the kernel event sets a comma-separated list names (crates/format's
@@ -86,15 +85,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HEADROOM_SHARE_DIV", oslens::HEADROOM_SHARE_DIV)?;
     m.add_function(wrap_pyfunction!(event_sets, m)?)?;
     m.add_function(wrap_pyfunction!(py_chunks::write_chunk, m)?)?;
-    m.add_function(wrap_pyfunction!(py_oracle::split_records, m)?)?;
-    m.add_function(wrap_pyfunction!(py_oracle::pair_nested, m)?)?;
-    m.add_function(wrap_pyfunction!(py_oracle::pair_kinds, m)?)?;
-    m.add_function(wrap_pyfunction!(py_oracle::lock_requests, m)?)?;
     m.add_function(wrap_pyfunction!(py_parquet::write_parquet, m)?)?;
     m.add_class::<py_parquet::ParquetStream>()?;
     #[cfg(feature = "parquet-crate")]
     m.add_function(wrap_pyfunction!(crate_writer::write_parquet_crate, m)?)?;
-    m.add_function(wrap_pyfunction!(py_oracle::event_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(py_chunks::read_chunk_records, m)?)?;
     m.add_class::<py_chunks::RecordBuffer>()?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;

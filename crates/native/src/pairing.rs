@@ -1,5 +1,5 @@
-//! Begin/end pairing per thread as oslens.store.pairing.pair_kinds does it, shared by the native
-//! pass (app_rows) and the numpy builders' helper (py_oracle::pair_kinds).
+//! Begin/end pairing per thread, for the native pass (app_rows). The tests' oracle pairs on its
+//! own (crates/oracle/src/py_oracle.rs: pair_group), so the two are checked against each other.
 
 use std::collections::HashMap;
 
@@ -12,7 +12,7 @@ pub struct PairScratch {
     stacks: HashMap<u64, Vec<usize>>,
 }
 
-/// Pairs one thread's begin/end events (is_begin, key) as pairing.pair_kinds does: a stack over
+/// Pairs one thread's begin/end events (is_begin, key): a stack over
 /// all keys, redone with a stack per key where that pairs different keys or an end closes
 /// nothing. Calls out(event index of the begin, event index of its end or -1, depth) for each
 /// begin in order; returns the ends that closed nothing.

@@ -99,8 +99,12 @@ pub fn scan_records(py: Python<'_>, records: PyBuffer<u8>) -> PyResult<(Vec<u64>
 /// are returned as "table.comp0".. (in the order of their times), and "comp.kinds" (records per
 /// thread and kind) and "comp.pause_ns" (each thread's pauses) for its summary.
 /// object_names: {address: name} of sync objects the program did not name (else 0x<address>).
+/// declared: {table: [(column, Arrow type)]} of app_events and each streamed table, as
+/// oslens.store.schema declares them (with compensation's columns when `costs` is given): the
+/// files' columns are named from it, and the pass fails where its columns are not those
+/// (ValueError: a bug, not the file system's).
 #[pyfunction]
-#[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None, costs=None, object_names=None))]
+#[pyo3(signature = (chunks, threads, clock, dicts, path, group_rows, streams=None, reasons=None, thread_end=None, costs=None, object_names=None, declared=None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn app_pass<'py>(
     py: Python<'py>,
@@ -115,7 +119,9 @@ pub fn app_pass<'py>(
     thread_end: Option<Vec<(i64, i64)>>,
     costs: Option<Vec<f64>>,
     object_names: Option<std::collections::HashMap<u64, String>>,
+    declared: Option<app_rows::Declared>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let declared = declared.unwrap_or_default();
     let object_names = object_names.unwrap_or_default();
     let streams = streams.unwrap_or_default();
     check_args(costs.as_deref(), &streams, reasons.is_some())?;
@@ -163,7 +169,7 @@ pub fn app_pass<'py>(
             })
             .collect();
         let d = |i: usize| (dicts[i].0, &dicts[i].1[..]);
-        let dd = app_rows::Dicts { pid: d(0), tid: d(1), instrument: d(2), kind: d(3) };
+        let dd = app_rows::Dicts { pid: d(0), tid: d(1), instrument: d(2), kind: d(3), declared: &declared };
         let mut nullable = [None; app_rows::NULLABLE];
         let mut passes = 0usize;
         let remove = || {
@@ -215,6 +221,7 @@ pub fn app_pass<'py>(
     let (d, passes) = match result {
         Ok(Ok(d)) => d,
         Ok(Err(msg)) => return Err(PyValueError::new_err(msg)),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData && e.to_string().starts_with("app_pass: table ") => return Err(PyValueError::new_err(e.to_string())),
         Err(e) => return Err(PyOSError::new_err(format!("{}: {e}", path.unwrap_or_default()))),
     };
     derived_dict(py, d, passes)

@@ -1,5 +1,5 @@
 """Known-answer tests of every report analysis on the synthetic reference trace
-(oslens.analysis.synthetic.reference_trace: times in ms, described there)."""
+(oslens_testing.analysis.synthetic.reference_trace: times in ms, described there)."""
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ from oslens.analysis import (
     transitions,
 )
 from oslens.analysis.suite import run_all
-from oslens.analysis.synthetic import MS, interference_trace, make_con, reference_trace
+from oslens_testing.analysis.synthetic import MS, interference_trace, make_con, reference_trace
 
 
 def by_tid(table):
@@ -282,7 +282,7 @@ def test_findings_sync_dominated_by_preemption():
         (1, 1, "a", 0, 0, 10 * t), (0, 0, "swapper/0", 0, 10 * t, 40 * t), (1, 1, "a", 0, 40 * t, 50 * t),
         (2, 1, "b", 1, 0, 10 * t), (900, 900, "hog", 1, 10 * t, 40 * t), (2, 1, "b", 1, 40 * t, 50 * t),
     ]
-    from oslens.analysis.synthetic import switches_from_slices
+    from oslens_testing.analysis.synthetic import switches_from_slices
 
     rows = {
         "threads": [(1, 1, "a", None, 0, 50 * t, True), (1, 2, "b", 1, 0, 50 * t, True)],

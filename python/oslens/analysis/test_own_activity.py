@@ -2,7 +2,7 @@
 tables and listed once by tasks.oslens_activity."""
 
 from oslens.analysis import breakdown, program, task_kinds, tasks
-from oslens.analysis.synthetic import MS, make_con
+from oslens_testing.analysis.synthetic import MS, make_con
 
 
 def trace():

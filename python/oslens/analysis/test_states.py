@@ -2,7 +2,7 @@
 recorded and lock waits whose acquire was lost never run to the thread's end."""
 
 from oslens.analysis import breakdown, states
-from oslens.analysis.synthetic import MS, make_con, switches_from_slices
+from oslens_testing.analysis.synthetic import MS, make_con, switches_from_slices
 
 
 def one_thread(slices, sw_states, **tables):
@@ -21,6 +21,13 @@ def one_thread(slices, sw_states, **tables):
     rows["switches"] = switches_from_slices(sl, {(0, e): st for (s, e), st in zip(slices, sw_states)}, {})
     rows.update(tables)
     return make_con(rows)
+
+
+def with_enqueue(con, wakeups):
+    """Fills `wakeups` with its kernel-only column enqueue_ts_ns, which only kernel chunks give."""
+    con.execute("ALTER TABLE wakeups ADD COLUMN enqueue_ts_ns BIGINT")
+    con.executemany("INSERT INTO wakeups (ts, cpu, tid, target_cpu, waker_tid, enqueue_ts_ns) VALUES (?, ?, ?, ?, ?, ?)",
+                    wakeups)
 
 
 def row(con):
@@ -140,8 +147,8 @@ def test_a_wakeup_before_the_thread_left_its_cpu_changes_nothing():
 def test_from_a_wakeup_to_its_enqueue_is_wakeup_latency_then_waiting_for_a_cpu():
     # asleep in 'S' from 10 ms, woken at 40 (sched_waking), on a run queue at 44 (sched_wakeup),
     # on a CPU at 50; a second wakeup at 80 has no enqueue recorded: preempted until it runs
-    con = one_thread([(0, 10 * MS), (50 * MS, 60 * MS), (90 * MS, 100 * MS)], ["S", "S", "R"],
-                     wakeups=[(40 * MS, 0, 100, 0, 7, 44 * MS), (80 * MS, 0, 100, 0, 7, None)])
+    con = one_thread([(0, 10 * MS), (50 * MS, 60 * MS), (90 * MS, 100 * MS)], ["S", "S", "R"])
+    with_enqueue(con, [(40 * MS, 0, 100, 0, 7, 44 * MS), (80 * MS, 0, 100, 0, 7, None)])
     r = row(con)
     assert (r["sleeping_ns"], r["wakeup_latency_ns"], r["preempted_ns"]) == (50 * MS, 4 * MS, 16 * MS)
     check_sum(r)

@@ -29,6 +29,11 @@ def _say(line: str) -> None:
     print(f"oslens: kernel events: {line}", file=sys.stderr, flush=True)
 
 
+def _say_fallback(line: str) -> None:
+    """A tier below the best, or none: where to see what is missing."""
+    _say(line + "; 'oslens doctor' lists what is missing and how to fix it")
+
+
 def collector_command(trace: Path, pid: int, options: dict) -> list[str]:
     cmd = [str(paths.tool("oslens-collector")), "--trace", str(trace), "--watch-stdin"]
     if options.get("system_wide"):
@@ -110,7 +115,7 @@ def start(trace: Path, pid: int, options: dict, meta: dict):
     exe = paths.tool("oslens-collector")
     if not exe.exists():
         info = {"tier": TIER_NONE, "reason": f"the kernel collector is not built ({exe} is missing; run 'make')"}
-        _say(f"{info['tier']} ({info['reason']})")
+        _say_fallback(f"{info['tier']} ({info['reason']})")
         return _Nothing(info)
     cmd = collector_command(Path(trace), pid, options)
     try:
@@ -125,7 +130,7 @@ def start(trace: Path, pid: int, options: dict, meta: dict):
         )
     except OSError as err:
         info = {"tier": TIER_NONE, "reason": f"cannot start {exe}: {err}"}
-        _say(f"{info['tier']} ({info['reason']})")
+        _say_fallback(f"{info['tier']} ({info['reason']})")
         return _Nothing(info)
     ready = _wait_ready(proc)
     if ready is None:
@@ -137,14 +142,14 @@ def start(trace: Path, pid: int, options: dict, meta: dict):
         except subprocess.TimeoutExpired:
             pass
         info = {"tier": TIER_NONE, "reason": f"the kernel collector did not attach: {(err or '').strip() or 'no answer'}"}
-        _say(f"{info['tier']} ({info['reason']})")
+        _say_fallback(f"{info['tier']} ({info['reason']})")
         return _Nothing(info)
     line = ready["tier"]
     if ready.get("reason"):
         line += f" ({ready['reason']})"
     if ready.get("missing"):
         line += f"; missing: {', '.join(ready['missing'])}"
-    _say(line)
+    (_say_fallback if ready.get("reason") or ready.get("missing") else _say)(line)
     return KernelCollector(proc, ready)
 
 

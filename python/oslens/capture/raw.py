@@ -104,7 +104,9 @@ def require_trace_dir(path: str | Path) -> Path:
 
 
 def read_chunk(path: Path) -> ChunkData:
-    raw = _native.read_chunk(str(path))
+    """A chunk with its records mapped from the file where they need no decoding (no copy: the
+    end of `oslens record` reads every chunk, one the size of the cgroup's memory included)."""
+    raw = _native.read_chunk_records(str(path))
     records = np.frombuffer(raw["records"], dtype=RECORD_DTYPE)
     return ChunkData(
         path=path,

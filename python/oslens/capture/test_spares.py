@@ -42,3 +42,20 @@ def test_disabled_pool_makes_nothing(tmp_path):
     assert not (tmp_path / "spare").exists()
     pool.stop()
     assert pool.summary() == {"off": True}
+
+
+def test_pool_sleeps_while_nobody_takes_and_wakes_on_a_take(tmp_path):
+    pool = SparePool(tmp_path, ahead=4).start()
+    d = tmp_path / "spare"
+    time.sleep(0.2)  # the old pool polled every 2 ms: about 100 wake-ups here
+    assert pool.wakes == 0
+    first = spares.FIRST
+    for i in range(first):  # every spare taken: refilled from the takes' events alone
+        take(d, tmp_path / f"chunk-{i}")
+    deadline = time.monotonic() + 30  # bounded, not timed
+    while not (d / str(first + 3)).exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert (d / str(first + 3)).exists()
+    assert 1 <= pool.wakes <= first
+    pool.stop()
+    assert not d.exists()

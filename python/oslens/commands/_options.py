@@ -1,5 +1,5 @@
 """Option types that reject bad values while the command line is parsed, before anything runs
-(argparse turns the ValueError into one line: cli.OneLineParser)."""
+(argparse turns the ValueError into one line: commands/parser.py: OneLineParser)."""
 
 from __future__ import annotations
 

@@ -109,7 +109,8 @@ def run(args) -> int:
 
 
 def _do_run(args) -> int:
-    from oslens.osbench import display, registry, results, runner, settings
+    from oslens import signals
+    from oslens.osbench import display, registry, results, runner
 
     chosen, unknown = registry.select(_names(args.only))
     if unknown:
@@ -120,7 +121,7 @@ def _do_run(args) -> int:
     con = display.console(stderr=True)
     bench_runner = None
     try:
-        with settings.signals_as_exceptions():
+        with signals.signals_as_exceptions():
             bench_runner = runner.Runner(config, scratch_root=args.dir)
             scratch_fs = _filesystem(bench_runner.scratch)
             with con.status("", spinner="dots") if con.is_terminal else _nullcontext() as status:
@@ -128,7 +129,7 @@ def _do_run(args) -> int:
                     if status is not None:
                         status.update(f"[{i}/{len(chosen)}] {b.name}")
                     out.append(bench_runner.run(b))
-    except settings.Interrupted as sig:
+    except signals.Interrupted as sig:
         _say(f"interrupted by {sig}; every changed setting has been restored")
         return 128 + sig.signum
     finally:

@@ -158,5 +158,5 @@ def render(m: dict) -> str:
 
 
 if __name__ == "__main__":
-    from oslens.control.standalone import main
-    sys.exit(main(sys.modules[__name__]))
+    from oslens.commands.invoke import standalone
+    sys.exit(standalone(sys.modules[__name__]))

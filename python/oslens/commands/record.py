@@ -1,5 +1,6 @@
 """`oslens record -- CMD`: run a program with recording on and keep its trace."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -84,8 +85,7 @@ def run(args):
         raise OslensError(f"the program exited with status {status}, but its trace {trace} can no longer be written "
                           f"({err.strerror or err}): its file system was removed or is read-only", status or 1) from None
     _summarise(trace, meta, announced)
-    if not args.no_import:
-        _import(trace)
+    if not args.no_import and _import_within_memory(trace):
         _crosscheck(trace)
     return status
 
@@ -163,3 +163,53 @@ def _import(trace: Path) -> None:
     from oslens import store
 
     store.import_trace(trace)
+
+
+def _import_within_memory(trace: Path) -> bool:
+    """Imports the trace, True when it did. Under a memory cgroup too small for an import it
+    says how to import it elsewhere instead; under any cap the import runs in a child, so that
+    an OOM kill ends the import, never `oslens record` and the program's exit status (issue 30)."""
+    from oslens.store import memory_budget
+
+    why = memory_budget.refusal(trace)
+    if why:
+        print(why, file=sys.stderr)
+        return False
+    if memory_budget.headroom() is None:
+        _import(trace)
+        return True
+    return _import_in_child(trace)
+
+
+def _import_in_child(trace: Path) -> bool:
+    """_import in a forked child; its OslensError comes back through a pipe and is raised here."""
+    import json
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: import, report an error, never return into the CLI
+        os.close(read_end)
+        code = 0
+        try:
+            _import(trace)
+        except OslensError as err:
+            os.write(write_end, json.dumps({"message": str(err), "code": err.exit_code}).encode())
+            code = 1
+        except BaseException as err:  # noqa: BLE001  (reported to the parent, which raises it)
+            os.write(write_end, json.dumps({"message": f"the import failed: {err!r}", "code": 1}).encode())
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        said = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        print(f"oslens: the import was killed by {signal.Signals(os.WTERMSIG(status)).name} (the memory cgroup's "
+              f"OOM killer?); the raw trace is whole: run 'oslens import {trace}' where more memory is free",
+              file=sys.stderr)
+        return False
+    if said:
+        err = json.loads(said)
+        raise OslensError(err["message"], err["code"])
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -88,13 +89,27 @@ def _print(cols, rows, fmt, max_rows):
     else:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
-        t = Table(*cols, show_lines=False)
-        for r in rows[:max_rows]:
-            t.add_row(*["NULL" if v is None else str(_jsonable(v)) for v in r])
-        console = Console(file=out, width=max(100, Console().width))
+        from oslens.report import fit
+
+        cells = [["NULL" if v is None else str(_jsonable(v)) for v in r] for r in rows[:max_rows]]
+        # a pipe gets every column as it is; a terminal the layout of the report's tables (report/fit.py)
+        width = Console().width if out.isatty() or os.environ.get("COLUMNS") else None
+        text = [not any(isinstance(r[i], (int, float)) for r in rows[:max_rows]) for i in range(len(cols))]
+        # fit.py's widths leave out the table's two outer edges, which this table draws
+        lay = fit.fit(cols, cells, text, width - 2 if width else 10**9)
+        t = Table(show_lines=False)
+        for label, is_text, w in zip(lay.labels, lay.text, lay.widths):
+            t.add_column(label, justify="left" if is_text else "right", overflow="fold", width=w)
+        for r in lay.rows:
+            t.add_row(*(Text(c) for c in r))
+        console = Console(file=out, width=width or fit.table_width(lay.widths) + 2)
         console.print(t)
         if len(rows) > max_rows:
             console.print(f"({len(rows)} rows, {max_rows} shown; --max-rows N or --format csv for all)")
         else:
             console.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+        if lay.left_out:
+            console.print(f"({len(lay.left_out)} of {len(cols)} columns not shown, for the terminal's width: "
+                          f"{', '.join(lay.left_out)}; select fewer columns, or --format csv for all)")

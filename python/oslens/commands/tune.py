@@ -222,8 +222,8 @@ def run(args):
     if trace is not None:
         try:
             (trace / "plan.json").write_text(json.dumps(resolved, indent=1))
-            from oslens.commands import record as record_cmd
-            record_cmd._import(trace)
+            from oslens import store
+            store.import_trace(trace)
         except Exception as e:  # noqa: BLE001 - the run itself succeeded
             warn(f"the trace in {trace} was not imported ({e}); run 'oslens report {trace}'")
     if runner.signum is not None:
@@ -234,5 +234,5 @@ def run(args):
 
 
 if __name__ == "__main__":  # runs without the CLI's other commands (e.g. under a bare python3)
-    from oslens.control.standalone import main
-    sys.exit(main(sys.modules[__name__]))
+    from oslens.commands.invoke import standalone
+    sys.exit(standalone(sys.modules[__name__]))

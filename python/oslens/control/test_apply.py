@@ -5,7 +5,8 @@ import threading
 
 import pytest
 
-from oslens.control import apply, fakesys, journal, kernel
+from oslens.control import apply, journal, kernel
+from oslens_testing.control import fakesys
 from oslens.errors import OslensError
 
 

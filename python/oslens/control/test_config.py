@@ -1,6 +1,7 @@
 """Machine discovery against fake procfs/sysfs trees (and once against the real machine)."""
 
-from oslens.control import config, fakesys
+from oslens.control import config
+from oslens_testing.control import fakesys
 
 
 def test_project_vm_layout(tmp_path):

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from oslens.control import fakesys, journal
+from oslens.control import journal
+from oslens_testing.control import fakesys
 from oslens.errors import OslensError
 
 

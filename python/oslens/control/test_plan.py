@@ -2,7 +2,8 @@
 
 import pytest
 
-from oslens.control import config, fakesys, plan
+from oslens.control import config, plan
+from oslens_testing.control import fakesys
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from oslens.control import fakesys, journal, zram
+from oslens.control import journal, zram
+from oslens_testing.control import fakesys
 from oslens.errors import OslensError
 
 

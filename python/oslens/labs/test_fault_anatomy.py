@@ -5,7 +5,7 @@ sysfs trees, and the model's figures."""
 from __future__ import annotations
 
 from oslens.capture import kstacks
-from oslens.control import fakesys
+from oslens_testing.control import fakesys
 from oslens.labs import calltree, fault_anatomy, preflight
 
 TRACE = """# tracer: nop

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from oslens import labs
-from oslens.control import fakesys
+from oslens_testing.control import fakesys
 from oslens.errors import OslensError
 from oslens.labs import check, preflight, sheet, thrashing
 from oslens.labs.lab import Expectation

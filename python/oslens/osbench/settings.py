@@ -2,7 +2,7 @@
 
 Before a sysctl is written its original value goes to a journal file (fsync'd) under the state
 directory; the value is restored on normal exit, on SIGINT/SIGTERM/SIGHUP (turned into exceptions
-by `signals_as_exceptions`), and, if the process died without a chance to (SIGKILL, a crash, a
+by `oslens.signals.signals_as_exceptions`), and, if the process died without a chance to (SIGKILL, a crash, a
 power cut), by `recover()` at the start of the next `oslens bench`. A lock file held while the
 journal is live keeps a second run from "restoring" under the feet of a first one."""
 
@@ -43,32 +43,6 @@ def read_sysctl(name: str) -> str:
 def write_sysctl(name: str, value) -> None:
     with open(sysctl_path(name), "w") as f:
         f.write(f"{value}\n")
-
-
-class Interrupted(BaseException):
-    """SIGTERM or SIGHUP arrived; raised like KeyboardInterrupt so `finally` blocks restore."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def signals_as_exceptions():
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    old = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            old[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread
-            pass
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
 
 
 @contextlib.contextmanager

@@ -57,17 +57,18 @@ def test_sigterm_becomes_an_exception_and_restores(fake_sysctl, tmp_path):
     script.write_text(textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
+        from oslens import signals
         from oslens.osbench import settings
         settings.PROC_SYS = Path({str(path.parent.parent)!r})
         try:
-            with settings.signals_as_exceptions():
+            with signals.signals_as_exceptions():
                 with settings.changed_sysctls({{"kernel.sched_rr_timeslice_ms": 4}}, Path({str(state)!r})):
                     print("changed", flush=True)
                     # short sleeps: a signal caught just before one long sleep began would be
                     # handled only when it ended (CPython runs handlers between bytecodes)
                     for _ in range(300):
                         time.sleep(0.1)
-        except settings.Interrupted as e:
+        except signals.Interrupted as e:
             print("interrupted", e.signum, flush=True)
             sys.exit(3)
     """))

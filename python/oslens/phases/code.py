@@ -64,7 +64,7 @@ def _user_names(trace, pids: np.ndarray, ips: np.ndarray, ts: np.ndarray) -> np.
             sel = rows[which == k]
             image = sym._image(int(pid), int(starts[k]))
             uniq, inverse = np.unique(ips[sel], return_inverse=True)
-            names = symbols._demangle([image.resolve_one(int(a)) for a in uniq])
+            names = symbols.demangle([image.resolve_one(int(a)) for a in uniq])
             named = np.array([n or _mapping_name(image, int(a)) for n, a in zip(names, uniq)], dtype=object)
             out[sel] = named[inverse]
     return out

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from oslens import cli
 from oslens.analysis import io_timeline
-from oslens.analysis.synthetic import MS, make_con, reference_trace
+from oslens_testing.analysis.synthetic import MS, make_con, reference_trace
 from oslens.report import fit, html, model, plots, terminal
 from oslens.report.model import view_rows
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from oslens.analysis.synthetic import MS, interference_trace, make_con, reference_trace
+from oslens_testing.analysis.synthetic import MS, interference_trace, make_con, reference_trace
 from oslens.report import html, jsonout, model, terminal
 
 SECTIONS = ["breakdown", "tasks", "phases", "sync", "regions", "switches", "io", "transitions", "findings"]

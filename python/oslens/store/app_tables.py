@@ -2,7 +2,7 @@
 timers, sync, functions, pauses, adapt and the application side of threads, built in one native
 pass over the records (build_streamed, oslens._native.app_pass) that writes the large tables to
 Parquet while it splits the records. The numpy build it is tested against is
-oslens.store.app_tables_oracle (tests only).
+oslens_testing.store.app_tables_oracle (tests only).
 """
 
 from __future__ import annotations
@@ -383,12 +383,18 @@ def _reasons(codes: list, labels: dict) -> tuple:
     from oslens.store import native_parquet
 
     names = pa.array([labels.get(int(c), str(int(c))) for c in codes], pa.string())
-    return [int(c) for c in codes], len(codes), native_parquet._plain_dictionary(names)[2]
+    return [int(c) for c in codes], len(codes), native_parquet.plain_dictionary(names)[2]
 
 
-def _sync_keys(scan):
+def sync_keys(scan):
     """A scan's sync keys (scan_records' fifth item), else None."""
     return scan[4] if len(scan) > 4 else None
+
+
+def declared_columns(tables: list[str], compensated: bool) -> dict[str, list[tuple[str, str]]]:
+    """{table: [(column, Arrow type)]} as store/schema.py declares them, for the native pass to
+    name its columns by (with compensation's where it computes them)."""
+    return {t: [(c, str(typ)) for c, typ in schema.columns(t, extensions=compensated).items()] for t in tables}
 
 
 def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConverter, names: dict, events_path,
@@ -425,14 +431,15 @@ def build_streamed(chunks: list[raw.ChunkData], meta: dict, clock: raw.ClockConv
     from oslens.store import native_parquet
 
     def plain(arr: pa.Array) -> tuple:
-        return len(arr), native_parquet._plain_dictionary(arr)[2]
+        return len(arr), native_parquet.plain_dictionary(arr)[2]
 
     dicts = [(len(threads), t_pid.astype("<i8").tobytes()), (len(threads), t_tid.astype("<i8").tobytes()),
              plain(dictionary), plain(KIND_LABELS)]
     try:
         got = _native.app_pass(ins, len(threads), native_clock(clock), dicts, str(events_path), int(row_group),
                                streams, reasons, thread_end,
-                               None if costs is None else [float(c) for c in costs], object_names or None)
+                               None if costs is None else [float(c) for c in costs], object_names or None,
+                               declared_columns(["app_events", *streams], costs is not None))
     except BaseException:
         for p in streams.values():
             _remove(p)
@@ -494,7 +501,7 @@ def _pass_inputs(threads: list[AppThread], lookup: NameLookup, scans: dict | Non
             tsc = raw.chunk_clock(c) == raw.CLOCK_TSC if c.header else app_tsc
             scan = (scans or {}).get(c.path)
             ins.append((held.pass_input(c.records), i, bool(tsc), *tables[t.pid],
-                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], _sync_keys(scan))))
+                        {int(k): bytes(v) for k, v in c.payloads.items()}, scan and (scan[0], scan[2], sync_keys(scan))))
     return ins
 
 

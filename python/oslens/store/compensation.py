@@ -14,7 +14,7 @@ are removed, and the `compensation` table says so.
 Compensation is computed in one place, the importer's native pass, while it splits the records
 (app_tables.build_streamed with costs: cost_table; crates/native/src/app_rows/compensation.rs);
 extend only completes the tables kept in memory from its figures. The numpy arithmetic it is
-tested against is oslens.store.compensation_oracle (tests only).
+tested against is oslens_testing.store.compensation_oracle (tests only).
 """
 
 from __future__ import annotations
@@ -24,13 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from oslens.errors import OslensError
-from oslens.store import calibration
+from oslens.store import calibration, schema
 
 TABLE = "compensation"
-COLUMNS = {
-    "pid": pa.int64(), "tid": pa.int64(), "kind": pa.string(), "records": pa.int64(), "ns_per_record": pa.float64(),
-    "ci_low_ns": pa.float64(), "ci_high_ns": pa.float64(), "cost_ns": pa.float64(), "source": pa.string(),
-}
+COLUMNS = schema.own_columns(TABLE)  # declared in store/schema.py
 
 
 def _np(col, dtype=np.int64) -> np.ndarray:
@@ -182,7 +179,7 @@ def _summary_rows(merged: dict, labels, per_kind, cal, why) -> pa.Table:
 
 
 def extend(tables: dict, context: dict) -> None:
-    """The importer's extension hook (oslens.store.importer.EXTENSIONS): the tables are completed
+    """The importer's extension hook (oslens.store.import_extensions.EXTENSIONS): the tables are completed
     from what the importer's one pass computed (context["compensation"]: the calibration it
     charged and the pass's per-thread figures)."""
     meta = context.get("meta") or {}

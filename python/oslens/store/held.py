@@ -75,10 +75,3 @@ def pass_input(records):
     if isinstance(records, LetGo):
         return records.count * raw.RECORD_DTYPE.itemsize, lambda: records.read().view(np.uint8)
     return records.view(np.uint8)
-
-
-def read_all(chunks: list[raw.ChunkData]) -> None:
-    """Every chunk's records in memory again (the numpy build the pass is tested against: app_tables_oracle)."""
-    for c in chunks:
-        if isinstance(c.records, LetGo):
-            c.records = c.records.read()

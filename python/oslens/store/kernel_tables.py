@@ -29,15 +29,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oslens.capture import raw
-from oslens.store import kernel_pairs, kernel_records, kernel_rows, parquet_options
+from oslens.store import kernel_pairs, kernel_records, kernel_rows, memory_budget, parquet_options
 from oslens.store.app_tables import WrittenTable
 from oslens.store.kernel_fields import (
     COUNTER, EXIT, FAULT, MIGRATE, SAMPLE, SOFTIRQ_NAMES, SWITCH, WAKEUP, dev_name, i64, rw_letters, strings, syscall_name)
 from oslens.store.kernel_layout import field_np, field_sql, kind_of, same_layout
 from oslens.store.kernel_tasks import SMALL_KINDS, Comms, PidMap, tasks, whole_tasks
 
-# DuckDB's share of the import's memory; past it, its sorts and tables spill to `folder`
-MEMORY_LIMIT = os.environ.get("OSLENS_IMPORT_KERNEL_MEMORY", "128MB")
 # the folder DuckDB works in, inside the trace folder, and the prefix of the tables written
 # beside it: followed by the importing pid (importer.remove_stale_files)
 SPILL_PREFIX = ".kernel-tables-"
@@ -195,7 +193,9 @@ def _database(folder: Path):
     con = duckdb.connect(str(spill / "records.duckdb"))
     try:
         # insertion order stays preserved: the batches come in the queries' ORDER BY
-        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'; SET temp_directory = '{spill}'; PRAGMA disable_checkpoint_on_shutdown")
+        # DuckDB's share of the import's memory (memory_budget: less under a cgroup's cap); past it,
+        # its sorts and tables spill to `folder`
+        con.execute(f"SET memory_limit = '{memory_budget.kernel_sort_limit()}'; SET temp_directory = '{spill}'; PRAGMA disable_checkpoint_on_shutdown")
         yield con, spill
     finally:
         con.close()

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oslens.store import importer
+from oslens.store.meta_table import flatten
 
 
 def add(trace: Path, key: str, value) -> None:
@@ -27,7 +28,7 @@ def add(trace: Path, key: str, value) -> None:
     if manifest is None or not (tables / "meta.parquet").is_file():
         return  # not imported: the import will take the key from meta.json
     flat: dict = {}
-    importer._flatten(key, value, flat)
+    flatten(key, value, flat)
     old = pq.read_table(tables / "meta.parquet").to_pylist()
     rows = {r["key"]: r["value"] for r in old if not (r["key"] == key or r["key"].startswith(key + "."))}
     rows.update(flat)

@@ -35,7 +35,7 @@ def _one_array(col) -> pa.Array:
     return col
 
 
-def _plain_dictionary(d: pa.Array):
+def plain_dictionary(d: pa.Array):
     """(physical, converted, PLAIN bytes) of dictionary values, or None."""
     if d.null_count:
         return None
@@ -78,7 +78,7 @@ def column_spec(name: str, arr: pa.Array, delta: bool, stats: bool) -> dict | No
     spec = {"name": name, "offset": body.offset, "validity": _u8(validity), "values": _u8(bufs[1]), "delta": False,
             "stats": False, "data": None}
     if is_dict:
-        got = _plain_dictionary(arr.dictionary)
+        got = plain_dictionary(arr.dictionary)
         if got is None or not pa.types.is_integer(body.type):
             return None
         physical, converted, plain = got

@@ -11,7 +11,7 @@ from oslens.store import schema
 COMPRESSION = "lz4"  # bench/import/compression.py compares the codecs (time and size)
 ROW_GROUP = 1 << 22
 # compensation's columns stored delta-encoded, as the times they compensate are
-# (schema.DELTA_COLUMNS; app_rows/columns.rs COMP_DELTA: the native pass writes them so)
+# (schema.DELTA_COLUMNS; the native pass writes them so: app_rows/derived.rs comp_cols, sync_table.rs)
 COMPENSATED_DELTA = frozenset({"ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns", "end_comp_ns", "stop_comp_ns",
                                "acquire_comp_ns", "release_comp_ns"})
 DELTA_COLUMNS = schema.DELTA_COLUMNS | COMPENSATED_DELTA

@@ -267,15 +267,15 @@ def resolve(maps_or_binary, addresses) -> list[str | None]:
                 head = f.read(4)
             if head == b"\x7fELF":
                 elf = read_elf(str(p))
-                return _demangle([elf.lookup(a) if elf else None for a in addresses])
+                return demangle([elf.lookup(a) if elf else None for a in addresses])
             text = p.read_text(errors="replace")
         else:
             text = str(maps_or_binary)
     image = Image([text or ""])
-    return _demangle([image.resolve_one(a) for a in addresses])
+    return demangle([image.resolve_one(a) for a in addresses])
 
 
-def _demangle(names: list[str | None]) -> list[str | None]:
+def demangle(names: list[str | None]) -> list[str | None]:
     mangled = sorted({n for n in names if n and n.startswith("_Z")})
     tool = shutil.which("c++filt")
     if not mangled or tool is None:
@@ -327,7 +327,7 @@ class Symbolizer:
             if ts_ns is not None and len(starts) > 1:
                 k = max(bisect.bisect_right(starts, int(ts_ns[j])) - 1, 0)
             out.append(self._image(int(pid), starts[k]).resolve_one(addr))
-        return _demangle(out)
+        return demangle(out)
 
 
     def resolve_objects(self, pid: int, addresses) -> list[str | None]:
@@ -342,7 +342,7 @@ class Symbolizer:
                 if name:
                     break
             out.append(name)
-        return _demangle(out)
+        return demangle(out)
 
 
 def name_objects(trace, addresses_by_pid: dict) -> dict[int, str]:

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from oslens import _native
+from oslens_testing import _oracle
 from oslens.capture import raw
-from oslens.store import app_tables, app_tables_oracle, open_trace
+from oslens.store import app_tables, open_trace
+from oslens_testing.store import app_tables_oracle
 
 REQ, ACQ, REL, BENTER, BEXIT, CENTER, CEXIT, SIGNAL = 32, 33, 34, 35, 36, 37, 38, 39
 FENTRY, FEXIT = 40, 41
@@ -109,7 +111,7 @@ def test_chunks_in_sequence_order(tmp_path, n_chunks):
 
 
 def test_native_record_split_matches_numpy():
-    """_native.split_records converts the TSC bit for bit as ClockConverter.to_ns does (and the
+    """_oracle.split_records converts the TSC bit for bit as ClockConverter.to_ns does (and the
     tick counts of timers as ticks_to_ns), and looks names up by kind and id."""
     import numpy as np
 
@@ -127,7 +129,7 @@ def test_native_record_split_matches_numpy():
     keys = np.array([(raw.REGION_BEGIN << 48) | 1, (raw.COUNTER << 48) | 3], np.uint64)
     vals = np.array([7, 9], np.int32)
     cols = [np.empty(n, t) for t in (np.int64, np.uint8, np.uint32, np.uint16, np.int64, np.int32)]
-    counts = _native.split_records(*(x.view(np.uint8) for x in (rec, *cols, keys, vals)),
+    counts = _oracle.split_records(*(x.view(np.uint8) for x in (rec, *cols, keys, vals)),
                                    app_tables.native_clock(clock))
     ts, kind, ident, cpu, value, name = cols
     assert np.array_equal(ts, clock.to_ns(rec["ts"]))
@@ -147,7 +149,7 @@ def test_cpu_numbers_are_kept_as_a_dictionary_of_int64_values():
     import numpy as np
     import pyarrow as pa
 
-    from oslens.store.app_tables_oracle import _small_ints
+    from oslens_testing.store.app_tables_oracle import _small_ints
 
     small = _small_ints(np.array([3, 0, 3, 7], np.uint16))
     assert pa.types.is_dictionary(small.type) and small.type.value_type == pa.int64()
@@ -289,15 +291,15 @@ CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test", "machine
 def _unscanned(monkeypatch):
     """The importer's chunk scans without their sync keys (the pass then learns sync's objects
     not named only from its rows)."""
-    from oslens.store import importer
+    from oslens.store import chunk_reader
 
-    read = importer._try_read_chunk
+    read = chunk_reader.try_read_chunk
 
     def unscanned(p):
         path, chunk, scan = read(p)
         return path, chunk, scan and (*scan[:4], None)
 
-    monkeypatch.setattr(importer, "_try_read_chunk", unscanned)
+    monkeypatch.setattr(chunk_reader, "try_read_chunk", unscanned)
 
 
 @pytest.mark.parametrize("case", ["random", "random-late-unnamed", "random-disordered", "nested", "odd", "synthetic",
@@ -313,9 +315,11 @@ def test_one_pass_builds_the_same_tables(tmp_path, monkeypatch, case, row_group,
 
     import pyarrow.parquet as pq
 
-    from oslens.store import app_tables_oracle, importer, salvage, synthetic
+    from oslens.store import importer, salvage, table_build, table_writer
+    from oslens_testing.store import app_tables_oracle, synthetic
 
-    monkeypatch.setattr(importer, "ROW_GROUP", row_group)
+    for step in (table_build, table_writer):  # the pass's row groups and the writer's
+        monkeypatch.setattr(step, "ROW_GROUP", row_group)
     trace = tmp_path / "t"
     if case == "synthetic":
         synthetic.write_trace(trace, threads=3, iterations=50, chunk_records=70)
@@ -394,7 +398,7 @@ def _sync_waits_trace(path, case: str) -> None:
     another object: the thread is paired again). "unnamed": the objects not named, as the preload
     library writes them; "retry": a request not named of an object then acquired by name
     (the scans promise an object not named that no row holds: the pass runs again)."""
-    from oslens.store import synthetic
+    from oslens_testing.store import synthetic
 
     unnamed = case != "named"
     synthetic.write_trace(path, threads=3, iterations=150, chunk_records=97, unnamed_locks=unnamed, sync_waits=True)
@@ -439,9 +443,10 @@ def test_sync_waits_go_to_disk_and_come_back_the_same_table(tmp_path, monkeypatc
     mutex acquisition) leave memory as they are finished and are written back after the last
     acquisition: in pages of 64 rows that straddle the parts, the tables are the in-memory
     build's byte for byte, and the sync rows held at once are fewer than one part's rows."""
-    from oslens.store import importer
+    from oslens.store import importer, table_build, table_writer
 
-    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    for step in (table_build, table_writer):  # the pass's row groups and the writer's
+        monkeypatch.setattr(step, "ROW_GROUP", 64)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")  # every chunk let go and read again
     if case.endswith("unscanned"):  # scans without their sync keys: acquisitions held to the pass's end
         _unscanned(monkeypatch)

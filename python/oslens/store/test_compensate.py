@@ -6,7 +6,7 @@ import pytest
 
 from oslens.errors import OslensError
 from oslens.store import calibration
-from oslens.store import compensation_oracle as compensate
+from oslens_testing.store import compensation_oracle as compensate
 
 
 def test_cumulative_is_exclusive_and_per_thread():
@@ -58,7 +58,7 @@ def test_load_and_validate(tmp_path, monkeypatch):
 
 
 def test_store_build_adds_columns_and_summary():
-    from oslens.store import compensation_oracle as compensation
+    from oslens_testing.store import compensation_oracle as compensation
 
     kinds = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1, 0], pa.int32()),
                                            pa.array(["region_begin", "region_end", "pause"]))

@@ -1,9 +1,9 @@
 """Export of kernel-side tracks (CPUs, syscalls, block I/O lanes) and sync waits, on the
-analyses' in-memory reference trace (oslens.analysis.synthetic)."""
+analyses' in-memory reference trace (oslens_testing.analysis.synthetic)."""
 
 import json
 
-from oslens.analysis import synthetic
+from oslens_testing.analysis import synthetic
 from oslens.store import export, perfetto
 
 MS = synthetic.MS

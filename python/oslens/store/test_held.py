@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from oslens.errors import OslensError
-from oslens.store import importer, salvage, synthetic
+from oslens.store import chunk_reader, importer, salvage, table_build, table_writer
+from oslens_testing.store import synthetic
 from oslens.store.test_app_tables import _nested_trace, _random_trace, built_both_ways
 
 
@@ -50,8 +51,8 @@ def test_a_chunk_that_shrank_before_the_pass_is_one_clear_error(tmp_path, monkey
     trace = tmp_path / "t"
     synthetic.write_trace(trace, threads=2, iterations=100, chunk_records=300)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
-    read_again = importer._read_again
-    monkeypatch.setattr(importer, "_read_again", lambda p: read_again(p)[:-1])
+    read_again = chunk_reader.read_again
+    monkeypatch.setattr(chunk_reader, "read_again", lambda p: read_again(p)[:-1])
     with pytest.raises(OslensError, match="could not be read again while importing .*when read again"):
         importer.import_trace(trace, quiet=True)
     assert not (trace / "tables").exists()
@@ -125,7 +126,8 @@ def _page_by_page(tmp_path, monkeypatch):
     cal = tmp_path / "calibration.json"
     cal.write_text(json.dumps(CALIBRATION))
     monkeypatch.setenv("OSLENS_CALIBRATION", str(cal))
-    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    for step in (table_build, table_writer):  # the pass's row groups and the writer's
+        monkeypatch.setattr(step, "ROW_GROUP", 64)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
     monkeypatch.setenv("OSLENS_IMPORT_COMP_WINDOW", "2")
 
@@ -189,7 +191,8 @@ def test_a_region_around_the_whole_program_holds_no_rows_to_its_end(tmp_path, mo
     trace = tmp_path / "t"
     spec = synthetic.write_trace(trace, threads=2, iterations=300, chunk_records=256, enclosing_region=True)
     assert spec["records"] == 2 * (300 * len(synthetic.PATTERN) + 2)
-    monkeypatch.setattr(importer, "ROW_GROUP", 64)
+    for step in (table_build, table_writer):  # the pass's row groups and the writer's
+        monkeypatch.setattr(step, "ROW_GROUP", 64)
     monkeypatch.setenv("OSLENS_IMPORT_HELD_MB", "0")
 
     def check(tables):

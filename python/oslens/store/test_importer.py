@@ -9,7 +9,7 @@ import numpy as np
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import importer
+from oslens.store import chunk_reader, importer
 
 HEADER = {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": 7, "tid": 8, "seq": 0, "name": "w"}
 RECORDS = [(100 + i, 5, 1, raw.COUNTER, i, 1) for i in range(50)]
@@ -76,7 +76,7 @@ def test_scan_gives_the_kind_counts_and_clock_pairs_of_raw_clock_for(tmp_path):
         paths.append(tmp_path / f"app-7-8-{seq}.osl")
         _native.write_chunk(str(paths[-1]), {**HEADER, "seq": seq, "clock": clock, "calib": [(900, 40_000), (2000, 52_000)]},
                             recs[seq * 20:(seq + 1) * 20])
-    got = [importer._try_read_chunk(p) for p in paths]
+    got = [chunk_reader.try_read_chunk(p) for p in paths]
     chunks = [c for _, c, _ in got]
     scans = {c.path: s for _, c, s in got}
     for c in chunks:

@@ -6,7 +6,8 @@ import pytest
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import kernel_fields as kt, kernel_pairs, kernel_tables, kernel_tables_oracle
+from oslens.store import kernel_fields as kt, kernel_pairs, kernel_tables
+from oslens_testing.store import kernel_tables_oracle
 
 NAME = raw.NAME
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from oslens.store import pairing, pairing_oracle
+from oslens_testing.store import pairing, pairing_oracle
 
 
 def pair(events, threads=None):

@@ -91,7 +91,7 @@ def test_function_filter():
 def test_demangles_cxx(tmp_path):
     if shutil.which("c++filt") is None:
         pytest.skip("no c++filt")
-    assert symbols._demangle(["_Z3fooi", "plain", None]) == ["foo(int)", "plain", None]
+    assert symbols.demangle(["_Z3fooi", "plain", None]) == ["foo(int)", "plain", None]
 
 
 @pytest.mark.parametrize("func_filter", ["!hidden", "h*,m*,__main__.*"])
@@ -101,7 +101,7 @@ def test_written_functions_named_a_batch_at_a_time(tmp_path, monkeypatch, func_f
     batch (the name column then written OPTIONAL: the file written again) and with none missing."""
     import pyarrow as pa
 
-    from oslens.store import app_tables, importer, schema
+    from oslens.store import app_tables, importer, schema, table_build, table_writer
 
     exe = build(tmp_path, "-no-pie")
     addrs = nm_addresses(exe)
@@ -121,7 +121,8 @@ def test_written_functions_named_a_batch_at_a_time(tmp_path, monkeypatch, func_f
         "depth": [0] * n, "complete": [True] * n}))
     monkeypatch.setenv("OSLENS_FUNC_FILTER", func_filter)
     monkeypatch.setenv("OSLENS_FUNC_MIN_NS", "5")
-    monkeypatch.setattr(importer, "ROW_GROUP", 8)  # several row groups (of a page each)
+    for step in (table_build, table_writer):  # several row groups (of a page each): the pass's and the writer's
+        monkeypatch.setattr(step, "ROW_GROUP", 8)
     monkeypatch.setattr(app_tables, "BATCH_ROWS", 3)
     context = {"trace": trace, "names": names}
     whole = {"functions": table}

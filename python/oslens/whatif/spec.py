@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from oslens.whatif.policies import POLICIES
+from oslens.whatif.policy import Policy, native_form
 
 DUR = re.compile(r"(\d+(?:\.\d+)?)(ns|us|ms|s)")
 UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -140,8 +140,8 @@ def _check(spec: Spec) -> None:
         raise ValueError(f"{spec.name}: alpha={p['alpha']} must be in (0, 1]")
 
 
-def make_policy(spec: Spec, machine_defaults: dict | None = None):
-    """The policy object for a spec; `machine_defaults` fills Linux-like parameters the spec left
+def make_policy(spec: Spec, machine_defaults: dict | None = None) -> Policy:
+    """The policy for a spec, as the engine runs it; `machine_defaults` fills Linux-like parameters the spec left
     out (eevdf slice and tick, sched_rr q) from this machine."""
     d = machine_defaults or {}
     params = dict(spec.params)
@@ -159,4 +159,4 @@ def make_policy(spec: Spec, machine_defaults: dict | None = None):
         params.setdefault("tick", d.get("tick_ns", 4_000_000))
     if name == "sched_rr":
         params.setdefault("q", d.get("rr_timeslice_ns", 100_000_000))
-    return POLICIES[name](**params)
+    return native_form(name, params)

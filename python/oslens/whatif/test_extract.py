@@ -2,13 +2,16 @@
 
 import pytest
 
-from oslens.analysis import synthetic
+from oslens_testing.analysis import synthetic
 from oslens.errors import OslensError
 from oslens.whatif import background, extract, spec
 from oslens.whatif.engine import simulate
+from oslens_testing.whatif.sim import engines
 from oslens.whatif.workload import IO, SLEEP, SYNC, UNTIL, Dep, Task, Workload
 
 MS = 1_000_000
+
+ENGINES = engines()
 
 
 def _trace(second_wait_state="S", waker_call=("futex", int(8.4 * MS), int(8.6 * MS))):
@@ -130,8 +133,8 @@ def test_replayed_competitor_shares_the_cpu_under_eevdf_not_under_fifo():
 @pytest.mark.parametrize("engine", ["python", "native"])
 def test_a_wakeup_reschedules_a_task_past_its_slice_at_once_not_at_the_tick(engine):
     wl = background.competitors(_spinner_among_wakers(), 0)
-    now = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,parity=1")), engine=engine)
-    late = simulate(wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,wake_resched=0,parity=1")), engine=engine)
+    now = ENGINES[engine](wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,parity=1")))
+    late = ENGINES[engine](wl, spec.make_policy(spec.parse("eevdf:slice=1ms,tick=4ms,wake_resched=0,parity=1")))
     # the spinner is past its 1 ms slice at each wake-up (1, 3, 5, 7 ms): the woken competitor
     # runs at once, the spinner is dispatched 1 + 4 times
     assert [(st.dispatches, st.waiting) for st in now.tasks] == [(5, 4 * MS // 5), (4, 0)]
@@ -161,7 +164,7 @@ def test_without_run_to_parity_a_woken_task_preempts_within_the_slice(engine):
     wl = background.competitors(_spinner_among_wakers(), 0)
     specs = {"eevdf": "eevdf:slice=3ms,tick=4ms", "parity": "eevdf:slice=3ms,tick=4ms,parity=1",
              "batch": "batch:slice=3ms,tick=4ms"}
-    res = {k: [(st.dispatches, st.waiting) for st in simulate(wl, spec.make_policy(spec.parse(t)), engine=engine).tasks]
+    res = {k: [(st.dispatches, st.waiting) for st in ENGINES[engine](wl, spec.make_policy(spec.parse(t))).tasks]
            for k, t in specs.items()}
     # the default model lets an eligible woken task with an earlier deadline in at once: the
     # competitor waits less and the spinner is switched out more than under RUN_TO_PARITY

@@ -42,7 +42,7 @@ def test_a_missing_program_is_one_line():
 
 
 def test_the_policy_starts_at_the_launchers_sched_setattr():
-    from oslens.analysis import synthetic
+    from oslens_testing.analysis import synthetic
     from oslens.whatif import validate
 
     def con(syscalls):

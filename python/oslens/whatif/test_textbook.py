@@ -4,9 +4,12 @@ import pytest
 
 from oslens.whatif import spec as specmod
 from oslens.whatif.engine import simulate
+from oslens_testing.whatif.sim import engines
 from oslens.whatif.workload import SLEEP, YIELD, Block, Task, Workload
 
 MS = 1_000_000
+
+ENGINES = engines()
 
 
 def jobs(*defs, ncpus=1):
@@ -118,8 +121,8 @@ def test_sched_yield_hands_the_cpu_over_only_when_another_is_ready(policy, engin
     # A: 3 ms of CPU with a sched_yield 1 ms in; B (2 ms) becomes ready at 0.5 ms and, under every
     # policy here, does not preempt A: A's yield at 1 ms gives B the CPU (1-3), A finishes 3-5
     a = lambda: Task(1, "A", [MS, 2 * MS], [Block(0, YIELD)])
-    res = simulate(Workload([a(), Task(2, "B", [2 * MS], [], arrival=MS // 2)], 1),
-                   specmod.make_policy(specmod.parse(policy)), engine=engine)
+    res = ENGINES[engine](Workload([a(), Task(2, "B", [2 * MS], [], arrival=MS // 2)], 1),
+                   specmod.make_policy(specmod.parse(policy)))
     assert [(st.done_at, st.dispatches, st.involuntary) for st in res.tasks] == [(5 * MS, 2, 1), (3 * MS, 1, 0)]
-    alone = simulate(Workload([a()], 1), specmod.make_policy(specmod.parse(policy)), engine=engine)
+    alone = ENGINES[engine](Workload([a()], 1), specmod.make_policy(specmod.parse(policy)))
     assert [(st.done_at, st.dispatches, st.involuntary) for st in alone.tasks] == [(3 * MS, 1, 0)]

@@ -76,12 +76,12 @@ def _record(case: Case, command: list[str], trace: Path, system_wide: bool = Fal
 
 def _run_case(case: Case, command: list[str], trace: Path, system_wide: bool = False) -> None:
     from oslens.control import journal
-    from oslens.osbench.settings import signals_as_exceptions
+    from oslens.signals import signals_as_exceptions
 
     if case.rr_ms is None:
         _record(case, command, trace, system_wide)
         return
-    from oslens.osbench.settings import Interrupted
+    from oslens.signals import Interrupted
 
     jr = journal.Journal(command=command)
     try:

@@ -3,13 +3,52 @@
 //! page at a time.
 
 use crate::parquet::{self, Column, Dictionary};
+use std::collections::HashMap;
 
-/// The dictionaries of app_events' dictionary columns, PLAIN-encoded.
+/// Each table's columns as oslens.store.schema declares them, (name, Arrow type) in order,
+/// given by the importer: the pass builds its columns in that order, unnamed, and names them
+/// from here when it writes a file's footer, so no column name is written in Rust.
+pub type Declared = HashMap<String, Vec<(String, String)>>;
+
+/// The dictionaries of app_events' dictionary columns, PLAIN-encoded, and the tables' declared
+/// columns.
 pub struct Dicts<'a> {
     pub pid: (usize, &'a [u8]),
     pub tid: (usize, &'a [u8]),
     pub instrument: (usize, &'a [u8]),
     pub kind: (usize, &'a [u8]),
+    pub declared: &'a Declared,
+}
+
+/// The physical and converted Parquet types of a declared Arrow type (oslens.store.schema's).
+fn parquet_type(arrow: &str) -> Option<(i32, Option<i32>)> {
+    Some(match arrow {
+        "int64" => (parquet::INT64, None),
+        "uint64" => (parquet::INT64, Some(parquet::UINT_64)),
+        "int32" => (parquet::INT32, None),
+        "uint32" => (parquet::INT32, Some(parquet::UINT_32)),
+        "string" => (parquet::BYTE_ARRAY, Some(parquet::UTF8)),
+        "binary" => (parquet::BYTE_ARRAY, None),
+        "bool" => (parquet::BOOLEAN, None),
+        _ => return None,
+    })
+}
+
+/// `cols` named as `table`'s declared columns, after checking they are as many and each of its
+/// declared type (an error otherwise: the pass and the declaration disagree).
+pub fn named<'a>(table: &str, mut cols: Vec<Column<'a>>, d: &Dicts) -> std::io::Result<Vec<Column<'a>>> {
+    let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("app_pass: table {table}: {why}"));
+    let decl = d.declared.get(table).ok_or_else(|| bad("no declared columns given".into()))?;
+    if decl.len() != cols.len() {
+        return Err(bad(format!("{} columns declared, {} built", decl.len(), cols.len())));
+    }
+    for (c, (name, arrow)) in cols.iter_mut().zip(decl) {
+        if parquet_type(arrow) != Some((c.physical, c.converted)) {
+            return Err(bad(format!("column {name} is declared {arrow}, built as Parquet type {} ({:?})", c.physical, c.converted)));
+        }
+        c.name = name.clone();
+    }
+    Ok(cols)
 }
 
 pub fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
@@ -78,9 +117,10 @@ pub fn name_validity(names: &[i32], bits: &mut Vec<u8>) -> usize {
     nulls
 }
 
-pub fn plain_col<'a>(name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize) -> Column<'a> {
+/// A column without its name (named() gives it its declared one).
+pub fn plain_col(physical: i32, converted: Option<i32>, values: &[u8], width: usize) -> Column<'_> {
     Column {
-        name: name.to_string(),
+        name: String::new(),
         physical,
         converted,
         validity: None,
@@ -94,29 +134,25 @@ pub fn plain_col<'a>(name: &str, physical: i32, converted: Option<i32>, values: 
     }
 }
 
-pub fn i64_col<'a>(name: &str, v: &'a [i64], delta: bool, stats: bool) -> Column<'a> {
-    Column { delta, stats, ..plain_col(name, parquet::INT64, None, bytes_of(v), 8) }
+pub fn i64_col(v: &[i64], delta: bool, stats: bool) -> Column<'_> {
+    Column { delta, stats, ..plain_col(parquet::INT64, None, bytes_of(v), 8) }
 }
 
-pub fn dict_col<'a>(name: &str, physical: i32, converted: Option<i32>, values: &'a [u8], width: usize, dict: (usize, &'a [u8]), stats: bool) -> Column<'a> {
-    Column { dict: Some(Dictionary { count: dict.0, plain: dict.1 }), stats, ..plain_col(name, physical, converted, values, width) }
+pub fn dict_col<'a>(physical: i32, converted: Option<i32>, values: &'a [u8], width: usize, dict: (usize, &'a [u8]), stats: bool) -> Column<'a> {
+    Column { dict: Some(Dictionary { count: dict.0, plain: dict.1 }), stats, ..plain_col(physical, converted, values, width) }
 }
 
 pub fn who<'a>(g: &'a [i32], d: &'a Dicts) -> [Column<'a>; 2] {
-    [dict_col("pid", parquet::INT64, None, bytes_of(g), 4, d.pid, true), dict_col("tid", parquet::INT64, None, bytes_of(g), 4, d.tid, true)]
+    [dict_col(parquet::INT64, None, bytes_of(g), 4, d.pid, true), dict_col(parquet::INT64, None, bytes_of(g), 4, d.tid, true)]
 }
 
-pub fn name_col<'a>(name: &str, v: &'a [i32], d: &'a Dicts, validity: Option<&'a [u8]>) -> Column<'a> {
-    Column { validity, ..dict_col(name, parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(v), 4, d.instrument, false) }
+pub fn name_col<'a>(v: &'a [i32], d: &'a Dicts, validity: Option<&'a [u8]>) -> Column<'a> {
+    Column { validity, ..dict_col(parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(v), 4, d.instrument, false) }
 }
 
 pub fn reason_col<'a>(v: &'a [u64], r: &'a Reasons) -> Column<'a> {
-    dict_col("reason", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(v), 8, (r.count, &r.plain), false)
+    dict_col(parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(v), 8, (r.count, &r.plain), false)
 }
-
-/// The compensated columns delta-encoded (oslens.store.compensation.DELTA_COLUMNS): those of
-/// the times that are (ts, begin_ns, start_ns, request_ns).
-pub const COMP_DELTA: [&str; 8] = ["ts_comp_ns", "begin_comp_ns", "start_comp_ns", "request_comp_ns", "end_comp_ns", "stop_comp_ns", "acquire_comp_ns", "release_comp_ns"];
 
 /// PLAIN byte arrays: each value's length, then its bytes.
 pub fn plain_strings<S: AsRef<str>>(out: &mut Vec<u8>, values: impl IntoIterator<Item = S>) {

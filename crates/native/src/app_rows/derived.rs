@@ -2,7 +2,7 @@
 //! functions in nesting.rs, sync in sync.rs): their rows, not the records they come from; those
 //! streamed (Streams) are written a page at a time as their rows are complete.
 
-use super::columns::{bytes_of, i64_col, name_col, name_validity, plain_col, reason_col, who, Dicts, Reasons, Sink, COMP_DELTA};
+use super::columns::{bytes_of, i64_col, name_col, name_validity, named, plain_col, reason_col, who, Dicts, Reasons, Sink};
 use super::compensation::Comp;
 use super::flags::{decide, Flags, PassErr, N_ADAPT, N_COUNTERS, N_FUNCTIONS, N_PAUSES, N_REGIONS, N_TIMERS};
 use super::nesting::Nested;
@@ -328,9 +328,10 @@ pub struct PageScratch {
     offsets: Vec<u32>,
 }
 
-/// compensation's columns, after the table's own (oslens.store.compensation)
-fn comp_cols<'a>(names: [&str; 3], v: &'a [Vec<i64>; 3], lo: usize, hi: usize) -> Vec<Column<'a>> {
-    names.iter().zip(v).map(|(n, c)| i64_col(n, &c[lo..hi], COMP_DELTA.contains(n), true)).collect()
+/// compensation's columns, after the table's own (oslens.store.compensation): a begin, an end
+/// (delta-encoded, as the times they compensate are) and a duration
+fn comp_cols(v: &[Vec<i64>; 3], lo: usize, hi: usize) -> Vec<Column<'_>> {
+    v.iter().zip([true, true, false]).map(|(c, delta)| i64_col(&c[lo..hi], delta, true)).collect()
 }
 
 /// regions' columns over rows lo..hi (`sc.valid`: the names' validity, filled)
@@ -346,16 +347,16 @@ fn region_columns<'a>(n: &'a Nested, lo: usize, hi: usize, dicts: &'a Dicts, val
     let mut cols = vec![
         pid,
         tid,
-        name_col("name", &n.name[lo..hi], dicts, validity),
-        i64_col("begin_ns", &n.begin[lo..hi], true, true),
-        i64_col("end_ns", &n.end[lo..hi], false, true),
-        i64_col("duration_ns", &n.duration[lo..hi], false, true),
-        i64_col("depth", &n.depth[lo..hi], false, false),
-        plain_col("complete", parquet::BOOLEAN, None, &sc.bits, 0),
-        plain_col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&sc.ids), 4),
+        name_col(&n.name[lo..hi], dicts, validity),
+        i64_col(&n.begin[lo..hi], true, true),
+        i64_col(&n.end[lo..hi], false, true),
+        i64_col(&n.duration[lo..hi], false, true),
+        i64_col(&n.depth[lo..hi], false, false),
+        plain_col(parquet::BOOLEAN, None, &sc.bits, 0),
+        plain_col(parquet::INT32, Some(parquet::UINT_32), bytes_of(&sc.ids), 4),
     ];
     if comp {
-        cols.extend(comp_cols(["begin_comp_ns", "end_comp_ns", "duration_comp_ns"], &n.comp, lo, hi));
+        cols.extend(comp_cols(&n.comp, lo, hi));
     }
     cols
 }
@@ -381,21 +382,21 @@ fn function_columns<'a>(n: &'a Nested, lo: usize, hi: usize, dicts: &Dicts, sc: 
     sc.tids.extend(n.g[lo..hi].iter().map(|&g| plain_i64(dicts.tid.1, g)));
     sc.offsets.clear();
     sc.offsets.resize(hi - lo + 1, 0);
-    let unsigned = |name: &str, v: &'a [u64]| plain_col(name, parquet::INT64, Some(parquet::UINT_64), bytes_of(v), 8);
+    let unsigned = |v: &'a [u64]| plain_col(parquet::INT64, Some(parquet::UINT_64), bytes_of(v), 8);
     let mut cols = vec![
-        i64_col("pid", &sc.pids, false, true),
-        i64_col("tid", &sc.tids, false, true),
-        unsigned("address", &n.key[lo..hi]),
-        unsigned("call_site", &n.b[lo..hi]),
-        Column { validity: Some(&sc.valid), data: Some(&[]), ..plain_col("name", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&sc.offsets), 4) },
-        i64_col("begin_ns", &n.begin[lo..hi], true, true),
-        i64_col("end_ns", &n.end[lo..hi], false, true),
-        i64_col("duration_ns", &n.duration[lo..hi], false, true),
-        i64_col("depth", &n.depth[lo..hi], false, false),
-        plain_col("complete", parquet::BOOLEAN, None, &sc.bits, 0),
+        i64_col(&sc.pids, false, true),
+        i64_col(&sc.tids, false, true),
+        unsigned(&n.key[lo..hi]),
+        unsigned(&n.b[lo..hi]),
+        Column { validity: Some(&sc.valid), data: Some(&[]), ..plain_col(parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&sc.offsets), 4) },
+        i64_col(&n.begin[lo..hi], true, true),
+        i64_col(&n.end[lo..hi], false, true),
+        i64_col(&n.duration[lo..hi], false, true),
+        i64_col(&n.depth[lo..hi], false, false),
+        plain_col(parquet::BOOLEAN, None, &sc.bits, 0),
     ];
     if comp {
-        cols.extend(comp_cols(["begin_comp_ns", "end_comp_ns", "duration_comp_ns"], &n.comp, lo, hi));
+        cols.extend(comp_cols(&n.comp, lo, hi));
     }
     cols
 }
@@ -409,15 +410,15 @@ fn table_columns<'a>(table: usize, d: &'a Derived, lo: usize, hi: usize, dicts: 
             let c = &d.counters;
             let [pid, tid] = who(&c.g[lo..hi], dicts);
             let mut cols = vec![
-                i64_col("ts", &c.ts[lo..hi], true, true),
+                i64_col(&c.ts[lo..hi], true, true),
                 pid,
                 tid,
-                name_col("name", names, dicts, validity),
-                i64_col("value", &c.value[lo..hi], false, false),
+                name_col(names, dicts, validity),
+                i64_col(&c.value[lo..hi], false, false),
                 reason_col(&c.reason[lo..hi], &st.counter_reasons),
             ];
             if comp {
-                cols.push(i64_col("ts_comp_ns", &c.comp[lo..hi], true, true));
+                cols.push(i64_col(&c.comp[lo..hi], true, true));
             }
             cols
         }
@@ -427,13 +428,13 @@ fn table_columns<'a>(table: usize, d: &'a Derived, lo: usize, hi: usize, dicts: 
             let mut cols = vec![
                 pid,
                 tid,
-                name_col("name", names, dicts, validity),
-                i64_col("start_ns", &t.start[lo..hi], true, true),
-                i64_col("stop_ns", &t.stop[lo..hi], false, true),
-                i64_col("elapsed_ns", &t.elapsed[lo..hi], false, true),
+                name_col(names, dicts, validity),
+                i64_col(&t.start[lo..hi], true, true),
+                i64_col(&t.stop[lo..hi], false, true),
+                i64_col(&t.elapsed[lo..hi], false, true),
             ];
             if comp {
-                cols.extend(comp_cols(["start_comp_ns", "stop_comp_ns", "elapsed_comp_ns"], &t.comp, lo, hi));
+                cols.extend(comp_cols(&t.comp, lo, hi));
             }
             cols
         }
@@ -441,12 +442,12 @@ fn table_columns<'a>(table: usize, d: &'a Derived, lo: usize, hi: usize, dicts: 
             let a = &d.adapt;
             let [pid, tid] = who(&a.g[lo..hi], dicts);
             vec![
-                i64_col("ts", &a.ts[lo..hi], true, true),
+                i64_col(&a.ts[lo..hi], true, true),
                 pid,
                 tid,
-                name_col("phase", names, dicts, validity),
-                i64_col("error", &a.error[lo..hi], false, false),
-                i64_col("policy", &a.policy[lo..hi], false, false),
+                name_col(names, dicts, validity),
+                i64_col(&a.error[lo..hi], false, false),
+                i64_col(&a.policy[lo..hi], false, false),
             ]
         }
         _ => {
@@ -455,9 +456,9 @@ fn table_columns<'a>(table: usize, d: &'a Derived, lo: usize, hi: usize, dicts: 
             vec![
                 pid,
                 tid,
-                i64_col("start_ns", &p.start[lo..hi], true, true),
-                i64_col("end_ns", &p.end[lo..hi], false, true),
-                i64_col("duration_ns", &p.duration[lo..hi], false, true),
+                i64_col(&p.start[lo..hi], true, true),
+                i64_col(&p.end[lo..hi], false, true),
+                i64_col(&p.duration[lo..hi], false, true),
                 reason_col(&p.reason[lo..hi], &st.pause_reasons),
             ]
         }
@@ -488,20 +489,32 @@ pub fn page(table: usize, d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: 
     } else {
         table_columns(table, d, lo, hi, dicts, validity, st, comp)
     };
-    let done = emit(&mut sink, &cols, hi - lo, footer);
-    drop(cols);
+    let done = emit(&mut sink, table_name(table), cols, hi - lo, footer, dicts);
     sc.valid = valid;
     *st.sink(table) = sink;
     Ok(done?)
 }
 
-/// A page of `rows` rows of `cols` written to the sink, or with `footer` its footer.
-fn emit(sink: &mut Option<Sink>, cols: &[Column], rows: usize, footer: bool) -> std::io::Result<()> {
+/// The name oslens.store.schema declares a streamed derived table by.
+fn table_name(table: usize) -> &'static str {
+    match table {
+        N_REGIONS => "regions",
+        N_FUNCTIONS => "functions",
+        N_COUNTERS => "counters",
+        N_TIMERS => "timers",
+        N_ADAPT => "adapt",
+        _ => "pauses",
+    }
+}
+
+/// A page of `rows` rows of `cols` written to the sink, or with `footer` its footer (the columns
+/// named as `table` is declared).
+fn emit(sink: &mut Option<Sink>, table: &str, cols: Vec<Column>, rows: usize, footer: bool, dicts: &Dicts) -> std::io::Result<()> {
     if footer {
-        return sink.take().map(|s| s.w.finish(cols)).transpose().map(|_| ());
+        return sink.take().map(|s| s.w.finish(&named(table, cols, dicts)?)).transpose().map(|_| ());
     }
     match sink.as_mut() {
-        Some(s) if rows > 0 => s.page(cols, rows),
+        Some(s) if rows > 0 => s.page(&cols, rows),
         _ => Ok(()),
     }
 }
@@ -515,8 +528,7 @@ fn function_page(d: &Derived, lo: usize, hi: usize, dicts: &Dicts, st: &mut Stre
     valid.resize((hi - lo).div_ceil(8), 0);
     sc.valid = valid;
     let cols = function_columns(&d.functions, lo, hi, dicts, sc, comp);
-    let done = emit(&mut sink, &cols, hi - lo, footer);
-    drop(cols);
+    let done = emit(&mut sink, "functions", cols, hi - lo, footer, dicts);
     st.functions = sink;
     Ok(done?)
 }

@@ -2,7 +2,7 @@
 //! that are refilled for the next, never laid out whole in memory: every fresh 4 KiB page costs
 //! a page fault on first touch (docs/trace-schema.md, "Import memory").
 
-use super::columns::{bytes_of, plain_col as col, Dicts};
+use super::columns::{bytes_of, named, plain_col as col, Dicts};
 use super::flags::{decide, Flags, PassErr, N_INSTRUMENT, N_PAYLOAD};
 use crate::parquet::{self, Column, Dictionary};
 use oslens_format::kinds;
@@ -79,7 +79,7 @@ impl Group {
     }
 }
 
-/// app_events' columns over one group's buffers, as oslens.store.native_parquet describes the
+/// app_events' columns over one group's buffers, in oslens.store.schema's order, as oslens.store.native_parquet describes the
 /// table app_tables.build makes (dictionary pid, tid, cpu, instrument and kind; ts delta-encoded;
 /// min/max statistics for ts, pid, tid and cpu).
 fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a [u8], comp: bool) -> Vec<Column<'a>> {
@@ -87,32 +87,32 @@ fn columns<'a>(grp: &'a Group, d: &'a Dicts, nullable: [bool; 2], cpu_dict: &'a 
     let dict = |(count, plain): (usize, &'a [u8])| Some(Dictionary { count, plain });
     let cpu = if grp.cpu_top < 1 << 15 {
         let top = grp.cpu_top as usize;
-        Column { dict: Some(Dictionary { count: top + 1, plain: &cpu_dict[..(top + 1) * 8] }), stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu[..n]), 2) }
+        Column { dict: Some(Dictionary { count: top + 1, plain: &cpu_dict[..(top + 1) * 8] }), stats: true, ..col(parquet::INT64, None, bytes_of(&grp.cpu[..n]), 2) }
     } else {
-        Column { stats: true, ..col("cpu", parquet::INT64, None, bytes_of(&grp.cpu_wide), 8) }
+        Column { stats: true, ..col(parquet::INT64, None, bytes_of(&grp.cpu_wide), 8) }
     };
     let mut cols = vec![
-        Column { delta: true, stats: true, ..col("ts", parquet::INT64, None, bytes_of(&grp.ts[..n]), 8) },
-        Column { dict: dict(d.pid), stats: true, ..col("pid", parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
-        Column { dict: dict(d.tid), stats: true, ..col("tid", parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
+        Column { delta: true, stats: true, ..col(parquet::INT64, None, bytes_of(&grp.ts[..n]), 8) },
+        Column { dict: dict(d.pid), stats: true, ..col(parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
+        Column { dict: dict(d.tid), stats: true, ..col(parquet::INT64, None, bytes_of(&grp.g[..n]), 4) },
         cpu,
         Column {
             dict: dict(d.instrument),
             validity: nullable[0].then_some(&grp.name_valid[..n.div_ceil(8)]),
-            ..col("instrument", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&grp.name[..n]), 4)
+            ..col(parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&grp.name[..n]), 4)
         },
-        Column { dict: dict(d.kind), ..col("kind", parquet::BYTE_ARRAY, Some(parquet::UTF8), &grp.kind[..n], 1) },
-        col("value", parquet::INT64, None, bytes_of(&grp.value[..n]), 8),
+        Column { dict: dict(d.kind), ..col(parquet::BYTE_ARRAY, Some(parquet::UTF8), &grp.kind[..n], 1) },
+        col(parquet::INT64, None, bytes_of(&grp.value[..n]), 8),
         Column {
             data: Some(&grp.data),
             validity: nullable[1].then_some(&grp.pay_valid[..n.div_ceil(8)]),
-            ..col("payload", parquet::BYTE_ARRAY, None, bytes_of(&grp.offsets[..n + 1]), 8)
+            ..col(parquet::BYTE_ARRAY, None, bytes_of(&grp.offsets[..n + 1]), 8)
         },
-        col("id", parquet::INT32, Some(parquet::UINT_32), bytes_of(&grp.id[..n]), 4),
+        col(parquet::INT32, Some(parquet::UINT_32), bytes_of(&grp.id[..n]), 4),
     ];
     if comp {
         // oslens.store.compensation's column, appended after the table's own
-        cols.push(Column { delta: true, stats: true, ..col("ts_comp_ns", parquet::INT64, None, bytes_of(&grp.ts_comp[..n]), 8) });
+        cols.push(Column { delta: true, stats: true, ..col(parquet::INT64, None, bytes_of(&grp.ts_comp[..n]), 8) });
     }
     cols
 }
@@ -227,7 +227,7 @@ impl<'a> Events<'a> {
         if let Some(mut w) = self.writer.take() {
             let n = self.last_cols.unwrap_or([false, false]);
             w.end_group()?;
-            w.finish(&columns(&self.grp, self.dicts, n, bytes_of(&self.cpu_dict), self.comp))?;
+            w.finish(&named("app_events", columns(&self.grp, self.dicts, n, bytes_of(&self.cpu_dict), self.comp), self.dicts)?)?;
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ mod sync_spill;
 mod sync_table;
 
 pub use clock::Clock;
-pub use columns::{Dicts, Reasons, Sink};
+pub use columns::{Declared, Dicts, Reasons, Sink};
 pub use derived::{Derived, Streams};
 pub use flags::{Retry, NULLABLE};
 pub use scan::scan;

@@ -3,7 +3,7 @@
 //! is done; the parts after them (requests never acquired, barrier and condition waits) kept on
 //! disk as they are finished (sync_spill.rs) and written after the last acquisition.
 
-use super::columns::{bytes_of, dict_col, i64_col, plain_col, plain_strings, who, Dicts};
+use super::columns::{bytes_of, dict_col, i64_col, named, plain_col, plain_strings, who, Dicts};
 use super::derived::{Derived, Streams};
 use super::flags::{decide, Flags, PassErr, N_SYNC_ACQUIRE, N_SYNC_HELD, N_SYNC_RELEASE, N_SYNC_UNNAMED};
 use super::source::Chunk;
@@ -179,7 +179,7 @@ fn zeros(ok: &[u8], a: usize, b: usize) -> usize {
     ok[a..b].iter().filter(|&&v| v == 0).count()
 }
 
-/// The sync table's columns over rows a..b of `p` (`pg` filled for them; `nullable`: acquire,
+/// The sync table's columns (in oslens.store.schema's order) over rows a..b of `p` (`pg` filled for them; `nullable`: acquire,
 /// release), with compensation's after its own (oslens.store.compensation).
 #[allow(clippy::too_many_arguments)]
 fn sync_columns<'a>(p: &'a SyncPart, a: usize, b: usize, sd: &'a SyncDicts, dicts: &'a Dicts, pg: &'a SyncPage, nullable: [bool; 2], comp: bool) -> Vec<Column<'a>> {
@@ -187,20 +187,20 @@ fn sync_columns<'a>(p: &'a SyncPart, a: usize, b: usize, sd: &'a SyncDicts, dict
     let [pid, tid] = who(&p.g[a..b], dicts);
     let objects = if sd.unnamed.is_empty() { bytes_of(&p.name[a..b]) } else { bytes_of(&pg.object) };
     let mut cols = vec![
-        dict_col("kind", parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&pg.kind), 4, (sd.n_kinds, &sd.kinds), false),
-        dict_col("object", parquet::BYTE_ARRAY, Some(parquet::UTF8), objects, 4, (sd.n_names + sd.unnamed.len(), &sd.objects), false),
+        dict_col(parquet::BYTE_ARRAY, Some(parquet::UTF8), bytes_of(&pg.kind), 4, (sd.n_kinds, &sd.kinds), false),
+        dict_col(parquet::BYTE_ARRAY, Some(parquet::UTF8), objects, 4, (sd.n_names + sd.unnamed.len(), &sd.objects), false),
         pid,
         tid,
-        i64_col("request_ns", &p.request[a..b], true, true),
-        Column { validity: validity(0), ..i64_col("acquire_ns", &p.acquire[a..b], false, true) },
-        Column { validity: validity(1), ..i64_col("release_ns", &p.release[a..b], false, true) },
-        plain_col("address", parquet::INT64, Some(parquet::UINT_64), bytes_of(&p.addr[a..b]), 8),
-        plain_col("wait_censored", parquet::BOOLEAN, None, &pg.censored, 0),
+        i64_col(&p.request[a..b], true, true),
+        Column { validity: validity(0), ..i64_col(&p.acquire[a..b], false, true) },
+        Column { validity: validity(1), ..i64_col(&p.release[a..b], false, true) },
+        plain_col(parquet::INT64, Some(parquet::UINT_64), bytes_of(&p.addr[a..b]), 8),
+        plain_col(parquet::BOOLEAN, None, &pg.censored, 0),
     ];
     if comp {
-        for (j, name) in ["request_comp_ns", "acquire_comp_ns", "release_comp_ns"].into_iter().enumerate() {
+        for j in 0..3 {
             let validity = if j == 0 { None } else { validity(j - 1) };
-            cols.push(Column { validity, ..i64_col(name, &p.comp[j][a..b], true, true) });
+            cols.push(Column { validity, ..i64_col(&p.comp[j][a..b], true, true) });
         }
     }
     cols
@@ -457,7 +457,7 @@ impl SyncWriter {
         pg.validity(&tmp, 0, 0, nullable);
         pg.censored(&tmp, 0, 0, &d.extent_max);
         if let Some(sink) = st.sync.take() {
-            sink.w.finish(&sync_columns(&tmp, 0, 0, &sd, dicts, pg, nullable, st.costs.is_some()))?;
+            sink.w.finish(&named("sync", sync_columns(&tmp, 0, 0, &sd, dicts, pg, nullable, st.costs.is_some()), dicts)?)?;
         }
         d.sync = Default::default();
         d.sync_rows = pg.written;

@@ -1,19 +1,21 @@
-//! oslens._native.whatif_simulate: the what-if simulator core in Rust (python/oslens/whatif/sim.py
-//! is the reference and the fallback; docs/whatif.md). Python passes the workload as tuples and
+//! oslens._native.whatif_simulate: the what-if simulator, the only engine `oslens whatif` runs
+//! (python/oslens_testing/whatif/sim.py is its test oracle; docs/whatif.md). Python passes the workload as tuples and
 //! the policy as a name and parameters, and gets per-task figures back.
 
 mod policies;
 mod sim;
+mod task;
 
 use policies::{Kind, Policy};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sim::{BlockSpec, Sim, TaskSpec};
+use sim::Sim;
+use task::{BlockSpec, TaskSpec};
 
 /// (bursts, blocks [(kind, duration)], arrival, arrival_dep, block_deps [(block, task, burst, offset)],
-///  cpus mask, nice, background, until)
-type TaskTuple = (Vec<i64>, Vec<(u8, i64)>, i64, Option<(usize, usize, i64)>, Vec<(usize, usize, usize, i64)>, u64, i64, bool, i64);
+///  cpus mask [64 CPUs a word; empty: any], nice, background, until)
+type TaskTuple = (Vec<i64>, Vec<(u8, i64)>, i64, Option<(usize, usize, i64)>, Vec<(usize, usize, usize, i64)>, Vec<u64>, i64, bool, i64);
 
 fn get<'py, T: FromPyObject<'py>>(params: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
     params
@@ -98,5 +100,17 @@ fn whatif_simulate<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(whatif_simulate, m)?)?;
+    // the numbers whatif_simulate takes and gives back, named once here for Python
+    let states = PyDict::new(m.py());
+    for (name, v) in [("not_arrived", task::NOT_ARRIVED), ("ready", task::READY), ("running", task::RUNNING), ("blocked", task::BLOCKED), ("done", task::DONE)] {
+        states.set_item(name, v)?;
+    }
+    m.add("WHATIF_STATES", states)?;
+    let blocks = PyDict::new(m.py());
+    for (name, v) in [("fixed", task::BLOCK_FIXED), ("dep", task::BLOCK_DEP), ("until", task::BLOCK_UNTIL), ("yield", task::BLOCK_YIELD)] {
+        blocks.set_item(name, v)?;
+    }
+    m.add("WHATIF_BLOCK_KINDS", blocks)?;
+    m.add("WHATIF_NICE_WEIGHT", policies::NICE_WEIGHT.to_vec())?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! python/oslens/whatif/test_native.py checks both give the same schedules). Adding a policy = one
 //! variant of `Policy` and its arms below, plus its Python class.
 
-use super::sim::{Task, RUNNING};
+use super::task::{Task, RUNNING};
 use std::collections::VecDeque;
 
 pub const NICE_WEIGHT: [i64; 40] = [
@@ -52,12 +52,8 @@ pub struct Policy {
     yielder: Option<usize>,
 }
 
-fn allowed(t: &Task, cpu: usize) -> bool {
-    t.cpus == u64::MAX || (cpu < 64 && t.cpus & (1u64 << cpu) != 0)
-}
-
 fn take(q: &mut VecDeque<usize>, tasks: &[Task], cpu: usize) -> Option<usize> {
-    let k = q.iter().position(|&i| allowed(&tasks[i], cpu))?;
+    let k = q.iter().position(|&i| tasks[i].allowed(cpu))?;
     q.remove(k)
 }
 
@@ -65,7 +61,7 @@ fn take(q: &mut VecDeque<usize>, tasks: &[Task], cpu: usize) -> Option<usize> {
 fn take_best<K: PartialOrd>(ready: &mut Vec<usize>, tasks: &[Task], cpu: usize, key: impl Fn(usize) -> K) -> Option<usize> {
     let mut best: Option<(usize, K)> = None;
     for (k, &i) in ready.iter().enumerate() {
-        if allowed(&tasks[i], cpu) {
+        if tasks[i].allowed(cpu) {
             let v = key(i);
             if best.as_ref().map_or(true, |(_, b)| v < *b) {
                 best = Some((k, v));
@@ -241,7 +237,7 @@ impl Policy {
                 let (mut best, mut bd, mut fb, mut fd, mut yk) = (None, f64::INFINITY, None, f64::INFINITY, None);
                 for (k, &i) in self.ready.iter().enumerate() {
                     let t = &tasks[i];
-                    if allowed(t, cpu) {
+                    if t.allowed(cpu) {
                         if Some(i) == self.yielder {
                             yk = Some(k);
                             continue;
@@ -398,11 +394,11 @@ impl Policy {
         match &self.kind {
             Kind::Mlfq { .. } => {
                 let lv = tasks[r].p.level;
-                self.queues[..lv].iter().any(|q| q.iter().any(|&i| allowed(&tasks[i], cpu)))
+                self.queues[..lv].iter().any(|q| q.iter().any(|&i| tasks[i].allowed(cpu)))
             }
             Kind::Unix { tick, .. } => {
                 let mine = Self::unix_prio(&tasks[r], *tick);
-                self.ready.iter().any(|&i| Self::unix_prio(&tasks[i], *tick) < mine && allowed(&tasks[i], cpu))
+                self.ready.iter().any(|&i| Self::unix_prio(&tasks[i], *tick) < mine && tasks[i].allowed(cpu))
             }
             _ => false,
         }

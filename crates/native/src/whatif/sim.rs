@@ -4,97 +4,14 @@
 //! before its CPU stops.
 
 use super::policies::{Cpus, Policy, Why};
+use super::task::{Task, TaskSpec, BLOCKED, BLOCK_DEP, BLOCK_UNTIL, BLOCK_YIELD, DONE, READY, RUNNING};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 
-pub const NOT_ARRIVED: u8 = 0;
-pub const READY: u8 = 1;
-pub const RUNNING: u8 = 2;
-pub const BLOCKED: u8 = 3;
-pub const DONE: u8 = 4;
 const ARRIVE: u8 = 0;
 const UNBLOCK: u8 = 1;
 const STOP: u8 = 2;
 const TICK: u8 = 3;
-pub const BLOCK_DEP: u8 = 1;
-pub const BLOCK_UNTIL: u8 = 2;
-pub const BLOCK_YIELD: u8 = 3;
-
-/// Per-task state of the policies (one struct for all of them: each uses its own fields).
-#[derive(Default, Clone)]
-pub struct PState {
-    pub used: i64,
-    pub has_used: bool,
-    pub qused: i64,
-    pub level: usize,
-    pub has_level: bool,
-    pub est: f64,
-    pub has_est: bool,
-    pub order: u64,
-    pub tau: f64,
-    pub has_tau: bool,
-    pub w: i64,
-    pub v: f64,
-    pub d: f64,
-    pub slice: i64,
-    pub lag: f64,
-}
-
-#[derive(Clone, Copy)]
-pub struct BlockSpec {
-    pub kind: u8, // 0: a fixed duration, BLOCK_DEP, BLOCK_UNTIL, BLOCK_YIELD
-    pub duration: i64,
-}
-
-pub struct TaskSpec {
-    pub bursts: Vec<i64>,
-    pub blocks: Vec<BlockSpec>,
-    pub arrival: i64,
-    pub arrival_dep: Option<(usize, usize, i64)>,
-    pub block_deps: Vec<(usize, usize, usize, i64)>, // (block, task, burst, offset)
-    pub cpus: u64,
-    pub nice: i64,
-    pub background: bool,
-    pub until: i64,
-}
-
-pub struct Task {
-    pub i: usize,
-    bursts: Vec<i64>,
-    blocks: Vec<BlockSpec>,
-    pub cpus: u64,
-    pub nice: i64,
-    pub background: bool,
-    pub until: i64,
-    pub state: u8,
-    pub seg: usize,
-    pub progress: i64,
-    points: HashMap<usize, Vec<(i64, usize, i64)>>,
-    pi: usize,
-    fired: HashSet<usize>,
-    pub last_cpu: i64,
-    pub ready_at: i64,
-    pub first_run: i64,
-    pub done_at: i64,
-    pub arrived_at: i64,
-    pub waiting: i64,
-    pub dispatches: i64,
-    pub voluntary: i64,
-    pub involuntary: i64,
-    pub p: PState,
-}
-
-impl Task {
-    pub fn remaining(&self) -> i64 {
-        self.bursts[self.seg] - self.progress
-    }
-    pub fn bursts_at(&self, k: usize) -> i64 {
-        self.bursts[k]
-    }
-    fn allowed(&self, cpu: usize) -> bool {
-        self.cpus == u64::MAX || (cpu < 64 && self.cpus & (1u64 << cpu) != 0)
-    }
-}
 
 pub struct Outcome {
     pub tasks: Vec<Task>,
@@ -139,31 +56,7 @@ impl Sim {
             arrivals.push((s.arrival, s.arrival_dep));
         }
         for (i, s) in specs.into_iter().enumerate() {
-            tasks.push(Task {
-                i,
-                bursts: s.bursts,
-                blocks: s.blocks,
-                cpus: s.cpus,
-                nice: s.nice,
-                background: s.background,
-                until: s.until,
-                state: NOT_ARRIVED,
-                seg: 0,
-                progress: 0,
-                points: HashMap::new(),
-                pi: 0,
-                fired: HashSet::new(),
-                last_cpu: -1,
-                ready_at: 0,
-                first_run: -1,
-                done_at: -1,
-                arrived_at: -1,
-                waiting: 0,
-                dispatches: 0,
-                voluntary: 0,
-                involuntary: 0,
-                p: PState::default(),
-            });
+            tasks.push(Task::new(i, s));
         }
         for (task, burst, off, j, b) in deps {
             tasks[task].points.entry(burst).or_default().push((off, j, b));
@@ -549,12 +442,13 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::super::policies::{Kind, Policy};
+    use super::super::task::BlockSpec;
     use super::*;
 
     const MS: i64 = 1_000_000;
 
     fn task(bursts: Vec<i64>, blocks: Vec<BlockSpec>, block_deps: Vec<(usize, usize, usize, i64)>) -> TaskSpec {
-        TaskSpec { bursts, blocks, arrival: 0, arrival_dep: None, block_deps, cpus: u64::MAX, nice: 0, background: false, until: 1 << 62 }
+        TaskSpec { bursts, blocks, arrival: 0, arrival_dep: None, block_deps, cpus: Vec::new(), nice: 0, background: false, until: 1 << 62 }
     }
 
     #[test]

@@ -1,38 +1,36 @@
-"""Scheduling policies for the simulator, one small class each, all through one interface.
+"""The scheduling policies of the Python what-if simulator (the test oracle of the Rust core's
+crates/native/src/whatif/policies.rs), one small class each, all through one interface, built
+from the same (name, parameters) the core runs (`from_native`).
 
 A policy owns the ready queue: `add` puts a task in it (why: arrive, wake, preempt, expire),
 `pick` takes the one to run on a CPU (respecting affinity), `quantum` says how long it may run
 before the policy wants a say again, `expired` whether that time is used up, `preempts` whether a
 task that became ready displaces a running one, `ran` charges CPU time. `period`/`tick` are for
-policies that act on a clock (MLFQ's boost, Unix's decay). Adding a policy = one class + one line
-in POLICIES. The simulator (sim.py) never looks inside."""
+policies that act on a clock (MLFQ's boost, Unix's decay). Adding a policy = its form in
+oslens/whatif/policy.py, its arms in policies.rs, and here one class + one line in POLICIES. The simulator (sim.py) never looks inside."""
 
 from __future__ import annotations
 
 import collections
 
-MS = 1_000_000
+from oslens import _native
+from oslens.whatif.result import RUNNING
 
-# Linux's sched_prio_to_weight: nice -20..19 -> load weight (nice 0 = 1024)
-NICE_WEIGHT = [88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904,
-               3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87,
-               70, 56, 45, 36, 29, 23, 18, 15]
+
+# Linux's sched_prio_to_weight: nice -20..19 -> load weight (nice 0 = 1024), the Rust core's table
+NICE_WEIGHT = _native.WHATIF_NICE_WEIGHT
 
 
 class Policy:
     name = "?"
     period: int | None = None
 
-    def __init__(self, **params):
-        self.params = params
+    def __init__(self):
         self.sim = None
 
     def attach(self, sim):
         self.sim = sim
 
-    def native(self) -> tuple[str, dict] | None:
-        """(name, parameters) of the same policy in the Rust core (crates/native/src/whatif), or None."""
-        return None
 
     def add(self, st, now, why):
         raise NotImplementedError
@@ -106,8 +104,8 @@ class Fifo(Policy):
 
     name = "fifo"
 
-    def __init__(self, **p):
-        super().__init__(**p)
+    def __init__(self):
+        super().__init__()
         self.q = collections.deque()
 
     def add(self, st, now, why):
@@ -118,19 +116,6 @@ class Fifo(Policy):
 
     def pick(self, cpu, now):
         return _take(self.q, cpu)
-
-    def native(self):
-        return self.name, {}
-
-
-class AsRecorded(Fifo):
-    """`recorded`: the trace's own schedule replayed (predict.as_recorded releases each recorded
-    slice at its start): a check of extraction and simulator, which must give back the recording."""
-
-    name = "recorded"
-
-    def native(self):
-        return "fifo", {}
 
 
 class Lifo(Fifo):
@@ -168,9 +153,9 @@ class RoundRobin(_Sliced, Fifo):
 
     name = "rr"
 
-    def __init__(self, q=10 * MS, **p):
-        super().__init__(**p)
-        self.q_ns = int(q)
+    def __init__(self, q):
+        super().__init__()
+        self.q_ns = q
 
     def pick(self, cpu, now):
         return self.started(_take(self.q, cpu))
@@ -178,17 +163,14 @@ class RoundRobin(_Sliced, Fifo):
     def burst_done(self, st, now):
         st.p["used"] = 0
 
-    def native(self):
-        return "rr", {"q": self.q_ns}
-
 
 class Sjf(Policy):
     """Shortest job (CPU burst) first, non-preemptive, knowing each burst's length (an oracle)."""
 
     name = "sjf"
 
-    def __init__(self, **p):
-        super().__init__(**p)
+    def __init__(self):
+        super().__init__()
         self.ready = []
 
     def add(self, st, now, why):
@@ -201,9 +183,6 @@ class Sjf(Policy):
     def pick(self, cpu, now):
         return _take_best(self.ready, cpu, lambda st: self.key(st, now))
 
-    def native(self):
-        return self.name, {}
-
 
 class Srt(Sjf):
     """Shortest remaining time first (STCF), preemptive. est=oracle knows each burst; est=ewma
@@ -211,11 +190,9 @@ class Srt(Sjf):
 
     name = "srt"
 
-    def __init__(self, est="oracle", alpha=0.5, init=1 * MS, **p):
-        super().__init__(**p)
-        self.oracle = est == "oracle"
-        self.alpha = float(alpha)
-        self.init = int(init)
+    def __init__(self, oracle, alpha, init):
+        super().__init__()
+        self.oracle, self.alpha, self.init = oracle, alpha, init
 
     def left_of(self, st, now):
         if self.oracle:
@@ -225,7 +202,7 @@ class Srt(Sjf):
 
     def _running_for(self, st, now):
         sim = self.sim
-        if st.state == 2 and sim.cur[st.last_cpu] is st:  # RUNNING: progress since it started
+        if st.state == RUNNING and sim.cur[st.last_cpu] is st:  # progress since it started
             return max(0, now - sim.since[st.last_cpu])
         return 0
 
@@ -242,9 +219,6 @@ class Srt(Sjf):
         if not self.oracle:
             done = st.bursts[st.seg]
             st.p["tau"] = self.alpha * done + (1 - self.alpha) * st.p.get("tau", self.init)
-
-    def native(self):
-        return "srt", {"oracle": self.oracle, "alpha": self.alpha, "init": self.init}
 
 
 class Hrrn(Sjf):
@@ -264,13 +238,9 @@ class Mlfq(Policy):
 
     name = "mlfq"
 
-    def __init__(self, levels=3, q=10 * MS, allot=None, boost=1000 * MS, **p):
-        super().__init__(**p)
-        self.levels = int(levels)
-        self.q = _per_level(q, self.levels, "q")
-        self.allot = _per_level(allot, self.levels, "allot") if allot is not None else list(self.q)
-        self.boost = int(boost)
-        self.period = self.boost or None
+    def __init__(self, levels, q, allot, period):
+        super().__init__()
+        self.levels, self.q, self.allot, self.period = levels, q, allot, period
         self.queues = [collections.deque() for _ in range(self.levels)]
 
     def add(self, st, now, why):
@@ -322,17 +292,6 @@ class Mlfq(Policy):
         lv = running.p["level"]
         return any(any(st.cpus is None or cpu in st.cpus for st in q) for q in self.queues[:lv])
 
-    def native(self):
-        return "mlfq", {"levels": self.levels, "q": self.q, "allot": self.allot, "period": self.period}
-
-
-def _per_level(value, levels, what):
-    if isinstance(value, (list, tuple)):
-        if len(value) != levels:
-            raise ValueError(f"{what} gives {len(value)} values for {levels} levels")
-        return [int(v) for v in value]
-    return [int(value)] * levels
-
 
 class UnixDecay(_Sliced, Policy):
     """4.3BSD decay-usage: priority = recent CPU / 4 ticks + 2 nice (lower runs first); once per
@@ -341,10 +300,9 @@ class UnixDecay(_Sliced, Policy):
 
     name = "unix"
 
-    def __init__(self, q=100 * MS, decay=1000 * MS, tick=10 * MS, **p):
-        super().__init__(**p)
-        self.q_ns, self.tick_ns = int(q), int(tick)
-        self.period = int(decay)
+    def __init__(self, q, tick, period):
+        super().__init__()
+        self.q_ns, self.tick_ns, self.period = q, tick, period
         self.ready = []
         self.order = 0
 
@@ -380,9 +338,6 @@ class UnixDecay(_Sliced, Policy):
         mine = self.prio(running)
         return any(self.prio(s) < mine and (s.cpus is None or cpu in s.cpus) for s in self.ready)
 
-    def native(self):
-        return "unix", {"q": self.q_ns, "tick": self.tick_ns, "period": self.period}
-
 
 class Eevdf(Policy):
     """Linux's EEVDF, simplified to one run queue: each task has a weight (from nice), a virtual
@@ -397,14 +352,10 @@ class Eevdf(Policy):
 
     name = "eevdf"
 
-    def __init__(self, slice=3 * MS, tick=4 * MS, wakeup_preempt=1, bg_slice=None, wake_resched=1, parity=0, **p):
-        super().__init__(**p)
-        self.slice = int(slice)
-        self.bg_slice = int(bg_slice) if bg_slice is not None else None
-        self.tick_ns = int(tick)
-        self.wakeup_preempt = bool(int(wakeup_preempt))
-        self.wake_resched = bool(int(wake_resched))
-        self.parity = bool(int(parity))
+    def __init__(self, slice, bg_slice, tick, wakeup_preempt, wake_resched, parity):
+        super().__init__()
+        self.slice, self.bg_slice, self.tick_ns = slice, bg_slice, tick
+        self.wakeup_preempt, self.wake_resched, self.parity = wakeup_preempt, wake_resched, parity
         self.ready = []
         self.sum_w = 0
         self.sum_wv = 0.0
@@ -520,11 +471,6 @@ class Eevdf(Policy):
         # the next pick is told to pass the yielder by
         self.yielder = st
 
-    def native(self):
-        return "eevdf", {"slice": self.slice, "bg_slice": self.bg_slice, "tick": self.tick_ns,
-                         "wakeup_preempt": self.wakeup_preempt, "wake_resched": self.wake_resched,
-                         "parity": self.parity}
-
 
 class LinuxRt(Policy):
     """SCHED_FIFO / SCHED_RR for the program's tasks (real-time priority `prio`), with every
@@ -533,12 +479,9 @@ class LinuxRt(Policy):
 
     name = "sched_rr"
 
-    def __init__(self, q=100 * MS, prio=50, tick=4 * MS, rr=True, **p):
-        super().__init__(**p)
-        self.tick_ns = int(tick)
-        self.q_ns = max(self.tick_ns, -(-int(q) // self.tick_ns) * self.tick_ns) if self.tick_ns else int(q)
-        self.prio = int(prio)
-        self.rr = rr
+    def __init__(self, q, tick, rr):
+        super().__init__()
+        self.q_ns, self.tick_ns, self.rr = q, tick, rr
         self.rt = collections.deque()
         self.fair = collections.deque()
 
@@ -581,18 +524,15 @@ class LinuxRt(Policy):
     def worse(self, a, b, now):
         return not self._rt(a) and self._rt(b)
 
-    def native(self):
-        return "rt", {"q": self.q_ns, "tick": self.tick_ns, "rr": self.rr}
 
-
-class LinuxFifo(LinuxRt):
-    name = "sched_fifo"
-
-    def __init__(self, prio=50, tick=4 * MS, **p):
-        super().__init__(prio=prio, tick=tick, rr=False, **p)
-
-
+# the Rust core's name -> the class of the same policy (oslens.whatif.policy.FORMS maps specs to it)
 POLICIES = {
-    "fifo": Fifo, "recorded": AsRecorded, "lifo": Lifo, "rr": RoundRobin, "sjf": Sjf, "srt": Srt, "stcf": Srt, "hrrn": Hrrn,
-    "mlfq": Mlfq, "unix": UnixDecay, "eevdf": Eevdf, "sched_rr": LinuxRt, "sched_fifo": LinuxFifo,
+    "fifo": Fifo, "lifo": Lifo, "rr": RoundRobin, "sjf": Sjf, "srt": Srt, "hrrn": Hrrn, "mlfq": Mlfq,
+    "unix": UnixDecay, "eevdf": Eevdf, "rt": LinuxRt,
 }
+
+
+def from_native(policy):
+    """The Python policy for an oslens.whatif.policy.Policy (the form the Rust core runs)."""
+    name, params = policy.native()
+    return POLICIES[name](**params)

@@ -1,5 +1,5 @@
 """The numpy pairing the native pass is tested against (test oracle only: the store pairs in Rust,
-oslens.store.pairing). Same contract as pairing.pair_nested and pairing.lock_requests.
+oslens_testing.store.pairing). Same contract as pairing.pair_nested and pairing.lock_requests.
 
 A begin is paired with the end that closes it as a stack would: first by nesting level over all
 keys of the thread (one stable sort, linear time when the keys fit in 16 bits); threads where
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oslens.store.pairing import COND_WAIT_EXIT, LOCK_ACQUIRE, LOCK_REQUEST, group_starts
+from oslens_testing.store.pairing import COND_WAIT_EXIT, LOCK_ACQUIRE, LOCK_REQUEST, group_starts
 
 
 def _stable_order(key: np.ndarray) -> np.ndarray:

@@ -16,9 +16,11 @@ import numpy as np
 import pyarrow as pa
 
 from oslens import _native
+from oslens_testing import _oracle
 from oslens.capture import raw
 from oslens.errors import OslensError
-from oslens.store import held, pairing, schema
+from oslens.store import held, schema
+from oslens_testing.store import pairing
 from oslens.store.app_tables import (BARRIER_ENTER, BARRIER_EXIT, COND_WAIT_ENTER, COND_WAIT_EXIT, COUNTER_REASONS,
                                      FUNC_ENTRY, FUNC_EXIT, KIND_LABELS, LOCK_ACQUIRE, LOCK_RELEASE, LOCK_REQUEST,
                                      PAUSE_REASONS, NameLookup, _chunk_extent, _dict_array, _indexed, _small_dict,
@@ -32,18 +34,26 @@ def build_tables(trace, losses, extensions: bool = True) -> dict:
     return importer.build_tables(trace, losses, extensions=extensions, build_app=build_app)
 
 
+def _read_all(chunks: list) -> None:
+    """Every chunk's records in memory again (this build holds them all; the pass lets them go)."""
+    for c in chunks:
+        if isinstance(c.records, held.LetGo):
+            c.records = c.records.read()
+
+
 def build_app(trace, chunks: list, meta: dict, clock, names: dict, scans: dict, extensions: bool = False) -> dict:
-    """importer._build_app's result from build, every table in memory; with `extensions`
+    """table_build.build_app's result from build, every table in memory; with `extensions`
     compensation_oracle computes what the pass gives the compensation extension."""
-    from oslens.store import compensation_oracle, importer
+    from oslens.store import import_extensions, importer
+    from oslens_testing.store import compensation_oracle
 
     objects = importer.sync_object_names(trace, chunks, scans)
     try:
-        held.read_all(chunks)
+        _read_all(chunks)
     except OSError as err:
         raise OslensError(f"{trace}: a raw chunk could not be read again while importing ({err})", 1) from err
     out = build(chunks, meta, clock, names, objects)
-    comp = importer._compensation_costs(meta) if extensions else None
+    comp = import_extensions.compensation_costs(meta) if extensions else None
     if comp:
         out["compensation"] = {**compensation_oracle.pass_result(out, comp[0], KIND_LABELS.to_pylist()),
                                "cal": comp[0], "why": comp[1]}
@@ -183,7 +193,7 @@ def collect(chunks: list[raw.ChunkData], clock: raw.ClockConverter, app_clock_ts
             # one pass in Rust: every field into its column, the TSC converted to ns, the names
             # looked up and the kinds counted
             nk, nv = lookup.native_table(t.pid)
-            got = _native.split_records(*(x.view(np.uint8) for x in (r, ts[s:e], kind[s:e], ident[s:e], cpu[s:e],
+            got = _oracle.split_records(*(x.view(np.uint8) for x in (r, ts[s:e], kind[s:e], ident[s:e], cpu[s:e],
                                                                        value[s:e], name[s:e], nk, nv)),
                                         native_clock(clock) if tsc else None)
             counts += np.array(got, dtype=np.int64)
@@ -243,7 +253,7 @@ def _event_offsets(kind: np.ndarray, is_ev: np.ndarray, ev: np.ndarray, lens: np
     if small:
         offsets, validity = np.empty(n + 1, np.int32), np.empty((n + 7) // 8, np.uint8)
         u8 = np.uint8
-        _native.event_offsets(np.ascontiguousarray(kind).view(u8), np.ascontiguousarray(lens, dtype=np.int64).view(u8),
+        _oracle.event_offsets(np.ascontiguousarray(kind).view(u8), np.ascontiguousarray(lens, dtype=np.int64).view(u8),
                offsets.view(u8), validity)
         return offsets, validity
     offsets = np.zeros(n + 1, dtype=np.int32 if small else np.int64)

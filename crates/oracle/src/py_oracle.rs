@@ -1,8 +1,9 @@
-//! The numpy table builders' native helpers (oslens.store.app_tables_oracle, the test oracle of
-//! the native pass): records split into columns, begin/end pairing, lock requests, event offsets.
+//! The numpy table builders' native helpers (oslens_testing.store.app_tables_oracle, the test
+//! oracle of the native pass): records split into columns, begin/end pairing, lock requests, event
+//! offsets. The pairing here is its own (`pair_group`), not the native pass's `pairing::pair_thread`,
+//! so that a fault in the pass's pairing cannot hide in the oracle.
 
 use crate::names::NameMap;
-use crate::pairing::{pair_thread, PairScratch};
 use crate::py_buffers::buffer_ptr;
 use oslens_format::{kinds, Record, RECORD_SIZE};
 use pyo3::buffer::PyBuffer;
@@ -95,8 +96,45 @@ pub fn split_records(
     }))
 }
 
+/// One thread's begin/end events, `n` of them (is_begin(j), key(j)): a begin is closed by the
+/// next end at its nesting level over all keys (a stack); where that pairs different keys, or an
+/// end closes nothing, each key gets a stack of its own. Returns (for each event: the event that
+/// closes it, or -1; for each event: is it an end that closed a begin).
+fn pair_group(n: usize, is_begin: impl Fn(usize) -> bool, key: impl Fn(usize) -> u64) -> (Vec<i64>, Vec<bool>) {
+    let mut m = vec![-1i64; n];
+    let mut end_used = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut bad = false;
+    for i in 0..n {
+        if is_begin(i) {
+            stack.push(i);
+        } else if let Some(b) = stack.pop() {
+            m[b] = i as i64;
+            end_used[i] = true;
+            bad |= key(b) != key(i);
+        } else {
+            bad = true;
+        }
+    }
+    if bad {
+        m.fill(-1);
+        end_used.fill(false);
+        let mut stacks: std::collections::HashMap<u64, Vec<usize>> = std::collections::HashMap::new();
+        for i in 0..n {
+            let st = stacks.entry(key(i)).or_default();
+            if is_begin(i) {
+                st.push(i);
+            } else if let Some(b) = st.pop() {
+                m[b] = i as i64;
+                end_used[i] = true;
+            }
+        }
+    }
+    (m, end_used)
+}
+
 /// pair_nested(g, key, is_begin, match, depth) -> unmatched ends: begin/end pairing as
-/// oslens.store.pairing.pair_nested does it, in one pass per thread. g (int32, non-decreasing
+/// oslens_testing.store.pairing.pair_nested does it, in one pass per thread. g (int32, non-decreasing
 /// thread index), key (uint64), is_begin (uint8 0/1) are read; match and depth (int64) written:
 /// a begin is closed by the next end at its nesting level over all keys of its thread (a stack);
 /// a thread where that pairs different keys, or where an end closes nothing, is paired again
@@ -131,10 +169,7 @@ pub fn pair_nested(
         };
         let gi = |i: usize| i32::from_le_bytes(gb[i * 4..i * 4 + 4].try_into().unwrap());
         let ki = |i: usize| u64::from_le_bytes(kb[i * 8..i * 8 + 8].try_into().unwrap());
-        let mut m = vec![-1i64; n];
-        let mut end_used = vec![false; n];
         let mut unmatched = 0u64;
-        let mut stack: Vec<usize> = Vec::new();
         let mut start = 0;
         while start < n {
             let g0 = gi(start);
@@ -142,46 +177,19 @@ pub fn pair_nested(
             while end < n && gi(end) == g0 {
                 end += 1;
             }
-            stack.clear();
-            let mut bad = false;
-            for i in start..end {
-                if begin[i] != 0 {
-                    stack.push(i);
-                } else if let Some(b) = stack.pop() {
-                    m[b] = i as i64;
-                    end_used[i] = true;
-                    bad |= ki(b) != ki(i);
-                } else {
-                    bad = true;
-                }
-            }
-            if bad {
-                let mut stacks: std::collections::HashMap<u64, Vec<usize>> = std::collections::HashMap::new();
-                for i in start..end {
-                    m[i] = -1;
-                    end_used[i] = false;
-                }
-                for i in start..end {
-                    let st = stacks.entry(ki(i)).or_default();
-                    if begin[i] != 0 {
-                        st.push(i);
-                    } else if let Some(b) = st.pop() {
-                        m[b] = i as i64;
-                        end_used[i] = true;
-                    }
-                }
-            }
+            let (m, end_used) = pair_group(end - start, |j| begin[start + j] != 0, |j| ki(start + j));
             let mut open = 0i64;
             for i in start..end {
                 if begin[i] != 0 {
                     open += 1;
-                } else if end_used[i] {
+                } else if end_used[i - start] {
                     open -= 1;
                 } else {
                     unmatched += 1;
                 }
+                let mi = if m[i - start] >= 0 { m[i - start] + start as i64 } else { -1 };
                 db[i * 8..i * 8 + 8].copy_from_slice(&(open - 1).to_le_bytes());
-                mb[i * 8..i * 8 + 8].copy_from_slice(&m[i].to_le_bytes());
+                mb[i * 8..i * 8 + 8].copy_from_slice(&mi.to_le_bytes());
             }
             start = end;
         }
@@ -250,8 +258,6 @@ pub fn pair_kinds(
         let mut out = 0usize; // begins written
         let mut unmatched = 0u64;
         let mut ev: Vec<usize> = Vec::new(); // the thread's begin/end rows
-        let mut keys: Vec<(bool, u64)> = Vec::new();
-        let mut scratch = PairScratch::default();
         let mut i = 0;
         while i <= n {
             // gather one thread's events
@@ -261,17 +267,24 @@ pub fn pair_kinds(
                 continue;
             }
             if (at_end || (!ev.is_empty() && gi(i) != gi(ev[0]))) && !ev.is_empty() {
-                keys.clear();
-                keys.extend(ev.iter().map(|&r| (kb[r] == begin_kind, ki(r))));
-                unmatched += pair_thread(&keys, &mut scratch, |j, m, open| {
-                    if out < nb {
-                        let e = if m >= 0 { ev[m as usize] as i64 } else { -1 };
-                        bo[out * 8..out * 8 + 8].copy_from_slice(&(ev[j] as i64).to_le_bytes());
-                        eo[out * 8..out * 8 + 8].copy_from_slice(&e.to_le_bytes());
-                        dout[out * 8..out * 8 + 8].copy_from_slice(&open.to_le_bytes());
+                let (m, end_used) = pair_group(ev.len(), |j| kb[ev[j]] == begin_kind, |j| ki(ev[j]));
+                let mut open = 0i64;
+                for (j, &r) in ev.iter().enumerate() {
+                    if kb[r] == begin_kind {
+                        if out < nb {
+                            let e = if m[j] >= 0 { ev[m[j] as usize] as i64 } else { -1 };
+                            bo[out * 8..out * 8 + 8].copy_from_slice(&(r as i64).to_le_bytes());
+                            eo[out * 8..out * 8 + 8].copy_from_slice(&e.to_le_bytes());
+                            dout[out * 8..out * 8 + 8].copy_from_slice(&open.to_le_bytes());
+                        }
+                        out += 1;
+                        open += 1;
+                    } else if end_used[j] {
+                        open -= 1;
+                    } else {
+                        unmatched += 1;
                     }
-                    out += 1;
-                });
+                }
                 ev.clear();
             }
             if at_end {

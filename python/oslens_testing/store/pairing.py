@@ -1,5 +1,5 @@
 """Begin/end pairing (regions, function entry/exit, lock requests), one linear pass in Rust
-(oslens._native); oslens.store.pairing_oracle is the numpy version the tests hold it to.
+(oslens_testing._oracle, apart from the native pass's own pairing); oslens_testing.store.pairing_oracle is the numpy version the tests hold it to.
 
 Events come in per-thread order: `g` (the thread index) is non-decreasing and, within a thread,
 the array order is the order the thread recorded them. A begin is paired with the end that
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from oslens import _native
+from oslens_testing import _oracle
 
 LOCK_REQUEST, LOCK_ACQUIRE, COND_WAIT_EXIT = (_native.KINDS[k] for k in ("lock_request", "lock_acquire", "cond_wait_exit"))
 
@@ -31,7 +32,7 @@ def pair_nested(g: np.ndarray, key: np.ndarray, is_begin: np.ndarray):
     i, or -1 when it never ended; depth[i] = how many regions of its thread were open when begin
     i began; unmatched_ends = ends that close nothing (they get no row).
 
-    One linear pass in Rust (oslens._native.pair_nested); pairing_oracle.pair_nested_numpy gives
+    One linear pass in Rust (oslens._oracle.pair_nested); pairing_oracle.pair_nested_numpy gives
     the same result."""
     n = len(g)
     if n == 0:
@@ -43,7 +44,7 @@ def pair_nested(g: np.ndarray, key: np.ndarray, is_begin: np.ndarray):
     b8 = np.ascontiguousarray(is_begin, dtype=bool)
     match = np.empty(n, np.int64)
     depth = np.empty(n, np.int64)
-    unmatched = _native.pair_nested(g32.view(u8), k64.view(u8), b8.view(u8), match.view(u8), depth.view(u8))
+    unmatched = _oracle.pair_nested(g32.view(u8), k64.view(u8), b8.view(u8), match.view(u8), depth.view(u8))
     return match, depth, int(unmatched)
 
 
@@ -65,7 +66,7 @@ def pair_kinds(kind: np.ndarray, g: np.ndarray, key: np.ndarray, begin_kind: int
     begins = np.empty(n_begins, np.int64)
     ends = np.empty(n_begins, np.int64)
     depth = np.empty(n_begins, np.int64)
-    unmatched = _native.pair_kinds(np.ascontiguousarray(kind, dtype=np.uint8).view(u8),
+    unmatched = _oracle.pair_kinds(np.ascontiguousarray(kind, dtype=np.uint8).view(u8),
                                    np.ascontiguousarray(g, dtype=np.int32).view(u8), key.view(u8), key.dtype.itemsize,
                                    int(begin_kind), int(end_kind), begins.view(u8), ends.view(u8), depth.view(u8))
     return begins, ends, depth, int(unmatched)
@@ -84,7 +85,7 @@ def lock_requests(kind: np.ndarray, g: np.ndarray, addr: np.ndarray, ts: np.ndar
     u8 = np.uint8
     request = np.empty(n_acquires, np.int64)
     stuck = np.empty(n_requests, np.int64)
-    n_stuck = _native.lock_requests(np.ascontiguousarray(kind, dtype=np.uint8).view(u8),
+    n_stuck = _oracle.lock_requests(np.ascontiguousarray(kind, dtype=np.uint8).view(u8),
                                     np.ascontiguousarray(g, dtype=np.int32).view(u8),
                                     np.ascontiguousarray(addr).astype(np.uint64, copy=False).view(u8),
                                     np.ascontiguousarray(ts, dtype=np.int64).view(u8), request.view(u8), stuck.view(u8))

@@ -1,4 +1,6 @@
-"""The discrete-event simulator: N CPUs, one ready queue owned by a policy, a workload of bursts.
+"""The Python what-if simulator, the test oracle of the Rust core (crates/native/src/whatif/, the
+only engine `oslens whatif` runs; python/oslens/whatif/test_native.py holds both to the same
+schedules). The discrete-event simulator: N CPUs, one ready queue owned by a policy, a workload of bursts.
 
 Events are (time, seq, kind, a, b) on a heap: a task arrives, a fixed block ends, a CPU reaches the
 point where its task must stop (burst done, quantum over, or a wake-up point of another task).
@@ -9,74 +11,12 @@ Decision count = every pick the policy made (bench/whatif measures decisions per
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 
+from oslens.whatif.result import BLOCKED, DONE, READY, RUNNING, Segment, SimResult, SimTask
 from oslens.whatif.workload import UNTIL, YIELD, Workload
+from oslens_testing.whatif.policies import from_native
 
 ARRIVE, UNBLOCK, STOP, TICK = 0, 1, 2, 3
-NOT_ARRIVED, READY, RUNNING, BLOCKED, DONE = range(5)
-INF = 1 << 62
-
-
-class SimTask:
-    """A task's state during one simulation (the policy keeps its own fields on it too)."""
-
-    __slots__ = ("i", "task", "bursts", "blocks", "cpus", "nice", "priority", "background", "state", "seg",
-                 "progress", "points", "pi", "fired", "last_cpu", "ready_at", "first_run", "done_at",
-                 "waiting", "dispatches", "voluntary", "involuntary", "arrived_at", "p", "seq", "until")
-
-    def __init__(self, i, task):
-        self.i = i
-        self.task = task
-        self.bursts = task.bursts
-        self.blocks = task.blocks
-        self.cpus = frozenset(task.cpus) if task.cpus is not None else None
-        self.nice = task.nice
-        self.priority = task.priority
-        self.background = task.background
-        self.until = task.until if task.until is not None else INF
-        self.state = NOT_ARRIVED
-        self.seg = 0
-        self.progress = 0  # CPU ns done in the current burst
-        self.points: dict[int, list] = {}  # burst -> [(offset, target, block or -1)] sorted
-        self.pi = 0  # next unfired point of the current burst
-        self.fired: set[int] = set()  # blocks of this task whose waker already passed its point
-        self.last_cpu = -1
-        self.ready_at = 0
-        self.first_run = -1
-        self.done_at = -1
-        self.arrived_at = -1
-        self.waiting = 0
-        self.dispatches = 0
-        self.voluntary = 0
-        self.involuntary = 0
-        self.p = {}  # the policy's own per-task state
-        self.seq = 0
-
-    @property
-    def remaining(self) -> int:
-        return self.bursts[self.seg] - self.progress
-
-    def allowed(self, cpu: int) -> bool:
-        return self.cpus is None or cpu in self.cpus
-
-
-@dataclass
-class Segment:
-    cpu: int
-    task: int  # index into the workload
-    start: int
-    end: int
-
-
-@dataclass
-class SimResult:
-    tasks: list[SimTask]
-    makespan: int
-    decisions: int
-    switches: int
-    segments: list[Segment] = field(default_factory=list)
-    stalled: list[int] = field(default_factory=list)  # tasks left blocked on a point never reached
 
 
 class Simulator:
@@ -370,3 +310,16 @@ class Simulator:
         st.voluntary += 1
         self.policy.left(st, now)
         return False
+
+
+def simulate(workload: Workload, policy, switch_ns: int = 0, migrate_ns: int = 0,
+             keep_segments: bool = False) -> SimResult:
+    """The Python simulation, with the signature of oslens.whatif.engine.simulate."""
+    return Simulator(workload, from_native(policy), switch_ns, migrate_ns, keep_segments).run()
+
+
+def engines():
+    """{"python": this oracle, "native": the runtime engine}, for tests that run both."""
+    from oslens.whatif import engine
+
+    return {"python": simulate, "native": engine.simulate}

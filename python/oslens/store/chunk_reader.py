@@ -1,0 +1,110 @@
+"""The import's first step: every raw chunk read (two at a time: the Rust reader releases the
+GIL), each scanned while its records are in cache (kinds counted, CLOCK_PAIR records, sync
+objects: _native.scan_records), and its records kept only within a budget (store.held), the
+others read again when the native pass reaches them.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import functools
+import itertools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from oslens import _native
+from oslens.capture import ledger, raw
+from oslens.store import held, salvage
+
+
+def read_chunk(path: Path) -> raw.ChunkData:
+    """raw.read_chunk, with the records left in the buffer Rust decoded them into (no copy)."""
+    got = _native.read_chunk_records(str(path))
+    return raw.ChunkData(
+        path=path,
+        header=got["header"],
+        records=np.frombuffer(got["records"], dtype=raw.RECORD_DTYPE),
+        names=got["names"],
+        payloads=dict(got["payloads"]),
+        damage=[{"file": path.name, "reason": r, "offset": o, "records_lost": n} for r, o, n in got["damage"]],
+    )
+
+
+def try_read_chunk(path: Path):
+    """(path, chunk or OSError, scan): scan is _native.scan_records' (records per kind,
+    CLOCK_PAIR (ts, a) pairs, largest CPU number, (counter reasons, pause reasons), the
+    (name key, address) pairs of its sync records laid flat or None), taken here while the
+    records are in cache (None without it)."""
+    try:
+        chunk = read_chunk(path)
+    except OSError as err:
+        return path, err, None
+    if not len(chunk.records):
+        return path, chunk, None
+    return path, chunk, _native.scan_records(chunk.records.view(np.uint8))
+
+
+def read_again(path: Path) -> np.ndarray:
+    """A chunk's records read again when the pass reaches it (store.held)."""
+    return read_chunk(path).records
+
+
+def read_in_order(paths: list[Path], workers: int = 2):
+    """try_read_chunk of each path, in order: `workers` at a time (the Rust reader releases the
+    GIL), and no more than one chunk read ahead of each worker, so chunks whose records are let go
+    (store.held) are not all in memory at once waiting to be taken."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        ahead = collections.deque()
+        todo = iter(paths)
+        for p in itertools.islice(todo, workers + 1):
+            ahead.append(pool.submit(try_read_chunk, p))
+        while ahead:
+            got = ahead.popleft().result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                ahead.append(pool.submit(try_read_chunk, nxt))
+            yield got
+
+
+@dataclass
+class Read:
+    """What the read gives the next steps: the chunks (with the threads that recorded nothing of
+    their own), each chunk's scan by path, and what the read cost."""
+
+    chunks: list = field(default_factory=list)
+    scans: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    chunks_let_go: int = 0
+
+
+def read_chunks(trace: Path, meta: dict, losses: salvage.Losses, progress) -> Read:
+    """Every raw chunk of `trace`, its damage and the chunks missing added to `losses`;
+    `progress` is stepped from 0 to 40 as the chunks are read."""
+    paths = raw.chunk_paths(trace)
+    out = Read()
+    wall, cpu = time.perf_counter(), time.process_time()
+    # records held past the read only up to a budget where the pass can read them again
+    holder = held.Holder()
+    for i, (p, got, scan) in enumerate(read_in_order(paths)):
+        if isinstance(got, OSError):
+            losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
+        else:
+            out.chunks.append(got)
+            if scan is not None or not len(got.records):
+                out.scans[got.path] = scan or (None, [], 0, (None, None))
+            # names chunks are kept: their thread ledgers are read before the pass
+            holder.take(got, functools.partial(read_again, p), ledger.is_names_chunk(got))
+        progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
+    for c in ledger.thread_chunks(out.chunks):  # threads that recorded nothing of their own
+        out.chunks.append(c)
+        out.scans[c.path] = _native.scan_records(c.records.view(np.uint8))
+    out.wall_s, out.cpu_s, out.chunks_let_go = time.perf_counter() - wall, time.process_time() - cpu, holder.let_go
+    salvage.missing_chunks(losses, trace, [p.name for p in paths], meta)
+    for c in out.chunks:
+        salvage.chunk_damage(losses, c)
+    return out

@@ -1,0 +1,1 @@
+"""Test-only counterparts of oslens.analysis (see oslens_testing)."""

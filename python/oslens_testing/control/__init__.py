@@ -1,0 +1,1 @@
+"""Test-only counterparts of oslens.control (see oslens_testing)."""

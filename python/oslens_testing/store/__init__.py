@@ -1,0 +1,1 @@
+"""Test-only counterparts of oslens.store (see oslens_testing)."""

@@ -1,0 +1,1 @@
+"""Test-only counterparts of oslens.whatif (see oslens_testing)."""
