@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oslens.analysis import db, intervals, program
+from oslens.store.kernel_fields import STATE_LETTERS, STATE_PREEMPTED
 
 COMPUTATION, SYSCALLS, IO_WAIT, PAGE_FAULTS, PREEMPTED, SYNC_WAIT, SLEEPING, UNKNOWN, INSTRUMENTATION, WAKEUP_LATENCY = \
     range(10)
@@ -98,11 +99,12 @@ def normalize_state(value) -> str | None:
         v = int(value)
         if v == 0:
             return "R"
-        if v & 1:
+        bit = {letter: b for b, letter in STATE_LETTERS}
+        if v & bit["S"]:
             return "S"
-        if v & 2:
+        if v & bit["D"]:
             return "D"
-        if v & 0x100:  # TASK_REPORT_MAX: preempted while running
+        if v & STATE_PREEMPTED:  # preempted while running
             return "R"
         return "S"
     s = str(value).strip()
