@@ -177,6 +177,15 @@ def time_breakdown(con) -> pa.Table:
     return db.from_rows(out, SCHEMA)
 
 
+def calibration_used(meta: dict[str, str]) -> str:
+    """Which calibration the import compensated with (meta's compensation.*), in a sentence."""
+    where = f"{meta.get('compensation.calibration') or '?'}, measured {meta.get('compensation.measured_at') or '?'}"
+    if meta.get("compensation.kind") == "quick":
+        return (f"Compensated with a quick calibration ({where}; its intervals are wider); "
+                "`oslens calibrate` for a full one.")
+    return f"Compensated with the full calibration ({where})."
+
+
 def notes(con) -> list[str]:
     """What the reader should know about how the breakdown was computed for this trace."""
     n = []
@@ -192,7 +201,8 @@ def notes(con) -> list[str]:
             n.append(
                 "Instrumentation is the recorder's pauses and its closing of each thread's records as the thread "
                 "exits (measured intervals), plus an estimate: each thread's records × the in-vitro cost of each "
-                "record kind measured by `oslens calibrate` on this machine (the `compensation` table)."
+                "record kind measured by `oslens calibrate` on this machine (the `compensation` table). "
+                + calibration_used(db.meta(con))
             )
         else:
             why = (comp[2] or "").removeprefix("not charged:").strip()

@@ -1,16 +1,22 @@
 """The calibration file: what one trace record of each kind cost on a machine, as measured by
 `oslens calibrate` (oslens.calibrate), stored per machine and read by every import to compensate.
 
-    save(cal) / load(hostname=None)          stored per machine, reused by every import
+    save(cal) / load(hostname=None, quick=False)   stored per machine, reused by every import
+    refusal(cal, meta)                             why a calibration does not cover a trace's machine
+    stored_quick_or_measure(meta, ...)             the quick calibration, measured once under a lock
     record_costs(cal) -> {kind name: (ns, ci_low, ci_high, measured kind)}
 
 Where the calibration lives: $OSLENS_CALIBRATION when set (one file, used for any trace), else
-$XDG_CACHE_HOME/oslens/calibration-<hostname>.json (~/.cache when XDG_CACHE_HOME is unset).
-The store owns this model so that import never depends on the measuring code (docs/architecture.md).
+$XDG_CACHE_HOME/oslens/calibration-<hostname>.json for the full one and
+calibration-<hostname>-quick.json for the quick one (~/.cache when XDG_CACHE_HOME is unset).
+The store owns this model so that import never depends on the measuring code (docs/architecture.md):
+the quick calibration an import runs when there is none is measured by a callable the commands
+layer registers (set_quick_measurer), never imported from here.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -44,16 +50,34 @@ for _k in SYNC_RECORD_KINDS:
 # change the program asked for, not measurement), name/cont (not in app_events).
 
 
-def calibration_path(hostname: str | None = None) -> Path:
+# Set (to anything but "" or "0") to never measure a quick calibration on import (`--no-calibrate`).
+NO_CALIBRATE_ENV = "OSLENS_NO_CALIBRATE"
+# What a calibration covers, as (its field, the trace's field, the word a refusal uses): a figure
+# measured on another machine, CPU, kernel or clock says nothing about this trace's records.
+KEY_FIELDS = (
+    (("machine", "hostname"), ("machine", "hostname"), "machine"),
+    (("machine", "cpu_model"), ("machine", "cpu_model"), "CPU model"),
+    (("machine", "kernel"), ("machine", "kernel"), "kernel"),
+    (("recorder_clock",), ("clock",), "recorder clock"),
+)
+
+
+def one_file() -> Path | None:
+    """$OSLENS_CALIBRATION: the one file every import uses (never measured on import)."""
     env = os.environ.get("OSLENS_CALIBRATION")
-    if env:
-        return Path(env)
+    return Path(env) if env else None
+
+
+def calibration_path(hostname: str | None = None, quick: bool = False) -> Path:
+    if one_file():
+        return one_file()
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "oslens" / f"calibration-{hostname or socket.gethostname()}.json"
+    name = f"calibration-{hostname or socket.gethostname()}{'-quick' if quick else ''}.json"
+    return cache / "oslens" / name
 
 
 def save(cal: dict, path: Path | None = None) -> Path:
-    path = Path(path) if path else calibration_path(cal.get("machine", {}).get("hostname"))
+    path = Path(path) if path else calibration_path(cal.get("machine", {}).get("hostname"), bool(cal.get("quick")))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     tmp.write_text(json.dumps(cal, indent=2, sort_keys=True) + "\n")
@@ -70,10 +94,10 @@ def validate(cal, where: str = "calibration") -> dict:
     return cal
 
 
-def load(hostname: str | None = None, path: Path | None = None) -> dict | None:
-    """The stored calibration for `hostname` (this machine by default), or None when there is none.
-    A file that exists but is not a calibration raises OslensError."""
-    path = Path(path) if path else calibration_path(hostname)
+def load(hostname: str | None = None, path: Path | None = None, quick: bool = False) -> dict | None:
+    """The stored calibration for `hostname` (this machine by default; its quick one with `quick`),
+    or None when there is none. A file that exists but is not a calibration raises OslensError."""
+    path = Path(path) if path else calibration_path(hostname, quick)
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -87,6 +111,90 @@ def load(hostname: str | None = None, path: Path | None = None) -> dict | None:
     cal = validate(cal, str(path))
     cal.setdefault("path", str(path))
     return cal
+
+
+def _field(d: dict, keys: tuple) -> str | None:
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return str(d) if d not in (None, "") else None
+
+
+def refusal(cal: dict, meta: dict) -> str | None:
+    """One line naming what differs between the machine `cal` was measured on and the one that
+    recorded the trace (meta.json), or None when it covers it. A field either side does not state
+    (a hand-written file, a synthetic trace) is not compared."""
+    diffs = []
+    for cal_keys, trace_keys, what in KEY_FIELDS:
+        mine, theirs = _field(cal, cal_keys), _field(meta, trace_keys)
+        if mine and theirs and mine != theirs:
+            diffs.append(f"{what} {mine!r} where the trace's is {theirs!r}")
+    if not diffs:
+        return None
+    return (f"the {kind_of(cal)} calibration {cal.get('path')} is not used: it was measured on another "
+            + "; another ".join(diffs))
+
+
+def kind_of(cal: dict) -> str:
+    return "quick" if cal.get("quick") else "full"
+
+
+def recorded_here(meta: dict) -> bool:
+    """Whether the trace was recorded on this machine, as it is now (so that a calibration measured
+    here covers it)."""
+    from oslens.capture.session import machine_info
+
+    return refusal({"machine": machine_info()}, meta) is None
+
+
+def stored(meta: dict, quick: bool) -> tuple[dict | None, str]:
+    """(the stored full or quick calibration when it covers the trace's machine, else None; why
+    not when it was refused or unreadable, else "")."""
+    try:
+        cal = load(hostname=(meta.get("machine") or {}).get("hostname"), quick=quick)
+    except OslensError as err:
+        return None, str(err)
+    why = refusal(cal, meta) if cal else None
+    return (None, why) if why else (cal, "")
+
+
+_quick_measurer = None
+
+
+def set_quick_measurer(measure) -> None:
+    """`measure()` -> a quick calibration of this machine: what an import runs when the trace's
+    machine has none (the commands layer registers oslens.calibrate's; None turns it off)."""
+    global _quick_measurer
+    _quick_measurer = measure
+
+
+def quick_measurer():
+    """The registered measurer, unless $OSLENS_NO_CALIBRATE or $OSLENS_CALIBRATION says not to."""
+    if os.environ.get(NO_CALIBRATE_ENV, "") not in ("", "0") or one_file():
+        return None
+    return _quick_measurer
+
+
+def stored_quick_or_measure(meta: dict, measure) -> tuple[dict | None, str]:
+    """The quick calibration for the trace's machine, measured with `measure()` and stored when
+    there is none. Under a lock beside the file, re-checked once it is held: two imports that race
+    measure once, and the file is replaced atomically (save)."""
+    path = calibration_path((meta.get("machine") or {}).get("hostname"), quick=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_name(path.name + ".lock"), "a")
+    except OSError as err:
+        return None, f"cannot store a quick calibration in {path.parent} ({err.strerror or err})"
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        cal, why = stored(meta, quick=True)
+        if cal is None:
+            try:
+                cal = measure()
+            except OslensError as err:
+                return None, f"the quick calibration failed: {err}"
+            cal["path"] = str(save(cal, path))
+            why = refusal(cal, meta) or ""
+    return (None, why) if why else (cal, "")
 
 
 def record_costs(cal: dict) -> dict[str, tuple[float, float, float, str]]:

@@ -46,17 +46,33 @@ def _hostname(meta: dict) -> str | None:
 
 
 def find_calibration(meta: dict) -> tuple[dict | None, str]:
-    """(calibration or None, why none)."""
+    """(calibration or None, why none). The full calibration of the trace's machine when it covers
+    it, else its quick one; with neither, a quick one is measured and stored, when the trace was
+    recorded here and measuring is allowed (calibration.quick_measurer). $OSLENS_CALIBRATION is
+    the one file every import uses, and is never measured here."""
     host = _hostname(meta)
-    try:
-        cal = calibration.load(hostname=host)
-    except OslensError as err:
-        return None, str(err)
-    if cal is None:
-        where = calibration.calibration_path(host)
-        return None, (f"no calibration for {host or 'this machine'} at {where}: run 'oslens calibrate' there, "
-                      "then 'oslens import --force'")
-    return cal, ""
+    if calibration.one_file():
+        cal, why = calibration.stored(meta, quick=False)
+        return (cal, "") if cal else (None, why or _missing(host))
+    refused = []
+    for quick in (False, True):
+        cal, why = calibration.stored(meta, quick)
+        if cal:
+            return cal, ""
+        refused += [why] if why else []
+    measure = calibration.quick_measurer()
+    if measure and calibration.recorded_here(meta):
+        cal, why = calibration.stored_quick_or_measure(meta, measure)
+        if cal:
+            return cal, ""
+        refused.append(why)
+    return None, refused[0] if refused else _missing(host)
+
+
+def _missing(host: str | None) -> str:
+    where = calibration.calibration_path(host)
+    return (f"no calibration for {host or 'this machine'} at {where}: run 'oslens calibrate' there, "
+            "then 'oslens import --force'")
 
 
 def cost_table(cal: dict | None, labels: list[str]) -> list[float]:
@@ -187,6 +203,7 @@ def extend(tables: dict, context: dict) -> None:
     cal, why = done["cal"], done["why"]
     tables.update(build(tables, cal, why, done))
     info = {"calibration": cal.get("path") if cal else None, "measured_at": cal.get("measured_at") if cal else None,
+            "kind": calibration.kind_of(cal) if cal else None,
             "model": "ts - cost of the thread's earlier records (in vitro) - the recorder's pauses"}
     if not cal:
         info["missing"] = why
