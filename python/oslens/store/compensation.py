@@ -19,6 +19,8 @@ tested against is oslens_testing.store.compensation_oracle (tests only).
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,23 +52,29 @@ def find_calibration(meta: dict) -> tuple[dict | None, str]:
     it, else its quick one; with neither, a quick one is measured and stored, when the trace was
     recorded here and measuring is allowed (calibration.quick_measurer). $OSLENS_CALIBRATION is
     the one file every import uses, and is never measured here."""
-    host = _hostname(meta)
-    if calibration.one_file():
-        cal, why = calibration.stored(meta, quick=False)
-        return (cal, "") if cal else (None, why or _missing(host))
-    refused = []
-    for quick in (False, True):
+    refused: list[str] = []
+    cal = _stored_or_measured(meta, refused)
+    for why in refused:  # a calibration refused is said even when another one is used
+        print(f"oslens: warning: {why}", file=sys.stderr)
+    if cal:
+        return cal, ""
+    return None, refused[0] if refused else _missing(_hostname(meta))
+
+
+def _stored_or_measured(meta: dict, refused: list) -> dict | None:
+    """find_calibration's search; each calibration refused (another machine, unreadable) goes
+    into `refused` as one line."""
+    for quick in ((False,) if calibration.one_file() else (False, True)):
         cal, why = calibration.stored(meta, quick)
         if cal:
-            return cal, ""
+            return cal
         refused += [why] if why else []
     measure = calibration.quick_measurer()
     if measure and calibration.recorded_here(meta):
         cal, why = calibration.stored_quick_or_measure(meta, measure)
-        if cal:
-            return cal, ""
-        refused.append(why)
-    return None, refused[0] if refused else _missing(host)
+        refused += [why] if why else []
+        return cal
+    return None
 
 
 def _missing(host: str | None) -> str:
