@@ -50,9 +50,10 @@ def report_text(trace, env, *options):
 
 @pytest.fixture(scope="module")
 def unimported(tmp_path_factory):
-    """A real water run, recorded without importing it."""
+    """A real water run (application events: the kernel's are not what is compensated), recorded
+    without importing it."""
     trace = tmp_path_factory.mktemp("water") / "t"
-    run_oslens("record", "--no-import", "-o", trace, "--", WATER, *WATER_ARGS)
+    run_oslens("record", "--no-import", "--no-kernel", "-o", trace, "--", WATER, *WATER_ARGS)
     return trace
 
 
