@@ -81,6 +81,24 @@ def build(workdir: Path) -> Path:
     return out
 
 
+def prebuilt() -> Path:
+    """Where `make` leaves calib.c compiled (`build(prebuilt().parent)`, Makefile): the quick
+    calibration an import runs then does not wait for the compiler (about a second of its few)."""
+    return paths.library_dir() / "oslens" / "calib"
+
+
+def calib_program(workdir: Path) -> Path:
+    """The calibration program: the prebuilt one when it is newer than calib.c and liboslens,
+    else compiled now into workdir."""
+    try:
+        built = prebuilt().stat().st_mtime
+        if built >= max(SOURCE.stat().st_mtime, paths.liboslens().stat().st_mtime):
+            return prebuilt()
+    except OSError:
+        pass
+    return build(workdir)
+
+
 def _scratch_root() -> str | None:
     """Where the loops' throwaway trace goes: $OSLENS_CALIBRATE_DIR, else /dev/shm when there is
     one. The in-call figures are taken in memory, where nothing else (dirty-page throttling,
@@ -303,7 +321,7 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
     kinds = ["empty", *KINDS]
     with tempfile.TemporaryDirectory(prefix="oslens-calibrate-") as tmp, \
             tempfile.TemporaryDirectory(prefix="oslens-calibrate-trace-", dir=_scratch_root()) as scratch:
-        program = build(Path(tmp))
+        program = calib_program(Path(tmp))
         if progress:
             progress("instrument kinds")
         t = _run(program, n, reps, kinds, {}, Path(scratch) / "main")
