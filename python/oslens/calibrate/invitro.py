@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from oslens import paths
-from oslens.capture.session import machine_info
+from oslens.capture.session import machine_info, recorder_clock
 from oslens.version import __version__
 from oslens.errors import OslensError
 from oslens.osbench.stats import summarize
@@ -346,6 +346,7 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
         startup_reps = plan["startup_repetitions"] if quick else max(reps, plan["startup_repetitions"])
         fixed = startup(program, startup_reps, Path(tmp), preload_env, plan)
     costs = {}
+    machine = machine_info()
     life = fixed["lifetime_per_record_cpu"]
     # the untraced lifetime runs still call osl_event, as no-ops: their cost is in neither side
     event_call = _summary((t["event"] - t["empty"]) / n)["ns"] - _summary((t["off"] - t["empty"]) / n)["ns"]
@@ -389,14 +390,13 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
                  "over_event: against the empty loop's event figure (the in-vivo context variant scales every call by "
                  "it, at the run's pace)"),
     })
-    clock = "monotonic" if os.environ.get("OSLENS_CLOCK") == "monotonic" else "tsc"
     return {
         "schema": SCHEMA,
-        "machine": machine_info(),  # the key a trace's machine is checked against (store.calibration.refusal)
+        "machine": machine,  # with recorder_clock, what a trace is checked against (store.calibration.refusal)
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "oslens_version": __version__,
         "liboslens": str(paths.liboslens()),
-        "recorder_clock": clock,
+        "recorder_clock": recorder_clock(machine),
         "method": ("in vitro: C = (t_kind - t_empty) / N per repetition, CPU time of the recording thread; "
                    "ns = lower quartile over the repetitions, with its 95% order-statistic interval"),
         "trace_folder": _scratch_root() or tempfile.gettempdir(),

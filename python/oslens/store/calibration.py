@@ -52,14 +52,6 @@ for _k in SYNC_RECORD_KINDS:
 
 # Set (to anything but "" or "0") to never measure a quick calibration on import (`--no-calibrate`).
 NO_CALIBRATE_ENV = "OSLENS_NO_CALIBRATE"
-# What a calibration covers, as (its field, the trace's field, the word a refusal uses): a figure
-# measured on another machine, CPU, kernel or clock says nothing about this trace's records.
-KEY_FIELDS = (
-    (("machine", "hostname"), ("machine", "hostname"), "machine"),
-    (("machine", "cpu_model"), ("machine", "cpu_model"), "CPU model"),
-    (("machine", "kernel"), ("machine", "kernel"), "kernel"),
-    (("recorder_clock",), ("clock",), "recorder clock"),
-)
 
 
 def one_file() -> Path | None:
@@ -113,21 +105,30 @@ def load(hostname: str | None = None, path: Path | None = None, quick: bool = Fa
     return cal
 
 
-def _field(d: dict, keys: tuple) -> str | None:
-    for k in keys:
-        d = d.get(k) if isinstance(d, dict) else None
-    return str(d) if d not in (None, "") else None
+def cal_key(cal: dict) -> dict:
+    """What a calibration covers, by the word a refusal uses: a figure measured on another
+    machine, CPU, kernel or clock says nothing about a trace's records."""
+    m = cal.get("machine") or {}
+    return {"machine": m.get("hostname"), "CPU model": m.get("cpu_model"), "kernel": m.get("kernel"),
+            "recorder clock": cal.get("recorder_clock")}
+
+
+def trace_key(meta: dict) -> dict:
+    """The same for the machine that recorded a trace (meta.json). Its `clock` names the recorder's
+    only when the program recorded something (else the trace's clock is the kernel's)."""
+    m = meta.get("machine") or {}
+    recorded = any(t.get("records") for t in meta.get("threads") or [] if isinstance(t, dict))
+    return {"machine": m.get("hostname"), "CPU model": m.get("cpu_model"), "kernel": m.get("kernel"),
+            "recorder clock": meta.get("clock") if recorded else None}
 
 
 def refusal(cal: dict, meta: dict) -> str | None:
     """One line naming what differs between the machine `cal` was measured on and the one that
     recorded the trace (meta.json), or None when it covers it. A field either side does not state
     (a hand-written file, a synthetic trace) is not compared."""
-    diffs = []
-    for cal_keys, trace_keys, what in KEY_FIELDS:
-        mine, theirs = _field(cal, cal_keys), _field(meta, trace_keys)
-        if mine and theirs and mine != theirs:
-            diffs.append(f"{what} {mine!r} where the trace's is {theirs!r}")
+    mine, theirs = cal_key(cal), trace_key(meta)
+    diffs = [f"{what} {mine[what]!r} where the trace's is {theirs[what]!r}" for what in mine
+             if mine[what] and theirs[what] and str(mine[what]) != str(theirs[what])]
     if not diffs:
         return None
     return (f"the {kind_of(cal)} calibration {cal.get('path')} is not used: it was measured on another "
@@ -141,9 +142,10 @@ def kind_of(cal: dict) -> str:
 def recorded_here(meta: dict) -> bool:
     """Whether the trace was recorded on this machine, as it is now (so that a calibration measured
     here covers it)."""
-    from oslens.capture.session import machine_info
+    from oslens.capture.session import machine_info, recorder_clock
 
-    return refusal({"machine": machine_info()}, meta) is None
+    here = machine_info()
+    return refusal({"machine": here, "recorder_clock": recorder_clock(here)}, meta) is None
 
 
 def stored(meta: dict, quick: bool) -> tuple[dict | None, str]:
