@@ -223,3 +223,21 @@ def test_threads_racing_in_one_process_measure_once(tmp_path, monkeypatch):
     assert len(calls) == 1
     assert [cal["costs"] for cal, why in results] == [{"event": {"ns": 1.0}}] * 2
     assert json.loads((tmp_path / "oslens" / "calibration-racing-host-quick.json").read_text())["quick"] is True
+
+
+def test_a_quick_calibration_that_cannot_be_measured_or_stored_leaves_the_import_uncompensated(tmp_path, monkeypatch):
+    from oslens.errors import OslensError
+
+    monkeypatch.delenv("OSLENS_CALIBRATION", raising=False)
+    meta = {"machine": {"hostname": "h"}}
+
+    def no_compiler():
+        raise OslensError("no C compiler found (gcc or cc): install one to run oslens calibrate", 1)
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert calibration.stored_quick_or_measure(meta, no_compiler) == (
+        None, "the quick calibration failed: no C compiler found (gcc or cc): install one to run oslens calibrate")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # a cache under a file cannot be made
+    cal, why = calibration.stored_quick_or_measure(meta, lambda: pytest.fail("measured without a place to keep it"))
+    assert cal is None and why.startswith(f"cannot store the quick calibration in {tmp_path / 'file' / 'oslens'} (")

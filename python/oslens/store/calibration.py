@@ -183,19 +183,17 @@ def stored_quick_or_measure(meta: dict, measure) -> tuple[dict | None, str]:
     path = calibration_path((meta.get("machine") or {}).get("hostname"), quick=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.with_name(path.name + ".lock"), "a")
-    except OSError as err:
-        return None, f"cannot store a quick calibration in {path.parent} ({err.strerror or err})"
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        cal, why = stored(meta, quick=True)
-        if cal is None:
-            try:
+        with open(path.with_name(path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            cal, why = stored(meta, quick=True)
+            if cal is None:
                 cal = measure()
-            except OslensError as err:
-                return None, f"the quick calibration failed: {err}"
-            cal["path"] = str(save(cal, path))
-            why = refusal(cal, meta) or ""
+                cal["path"] = str(save(cal, path))
+                why = refusal(cal, meta) or ""
+    except OslensError as err:  # no compiler, liboslens missing: the import goes on uncompensated
+        return None, f"the quick calibration failed: {err}"
+    except OSError as err:  # a cache that cannot be written (no home, a full disk)
+        return None, f"cannot store the quick calibration in {path.parent} ({err.strerror or err})"
     return (None, why) if why else (cal, "")
 
 
