@@ -10,14 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from oslens.store.calibration import NO_CALIBRATE_ENV
-
-# The suite imports hundreds of traces: none measures a quick calibration unasked (seconds each
-# on a fresh machine, and compensated or not would depend on the machine's cache). A test that
-# wants one clears this (tests/test_quick_calibration.py); a calibration already stored for
-# this machine, or named by $OSLENS_CALIBRATION, is still used.
-os.environ.setdefault(NO_CALIBRATE_ENV, "1")
-
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 OSLENS = [str(VENV / "bin" / "oslens")]
