@@ -36,6 +36,8 @@ python:
 	@$(VENV)/bin/oslens completion man > $(VENV)/share/man/man1/oslens.1
 	@$(VENV)/bin/oslens completion bash > $(VENV)/share/bash-completion/completions/oslens
 	@$(VENV)/bin/oslens completion zsh > $(VENV)/share/zsh/site-functions/_oslens
+	@# the calibration program, compiled once here: an import's quick calibration then need not compile it
+	@mkdir -p $(VENV)/lib/oslens && $(PY) -c 'from oslens.calibrate import invitro; invitro.build(invitro.prebuilt().parent)'
 
 workloads: native
 	@for d in workloads/*/ osbench/; do if [ -f "$$d/Makefile" ]; then $(MAKE) -s -C "$$d" OSLENS_PREFIX=$(abspath $(VENV)) || exit 1; fi; done

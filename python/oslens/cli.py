@@ -40,6 +40,7 @@ def _matplotlib_config_dir() -> None:
 
 _matplotlib_config_dir()
 
+from oslens.commands import _calibration
 from oslens.commands.invoke import invoke
 from oslens.commands.parser import build_parser
 
@@ -58,6 +59,7 @@ def main(argv=None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    _calibration.register(args)
     return invoke(args._run, args)
 
 

@@ -179,6 +179,18 @@ def time_breakdown(con) -> pa.Table:
     return db.from_rows(out, SCHEMA)
 
 
+def calibration_used(meta: dict[str, str]) -> str:
+    """Which calibration the import compensated with (meta's compensation.*), in a sentence; ""
+    when meta does not say (a table made without an import)."""
+    if not meta.get("compensation.calibration"):
+        return ""
+    where = f"{meta['compensation.calibration']}, measured {meta.get('compensation.measured_at') or '?'}"
+    if meta.get("compensation.kind") == "quick":
+        return (f"Compensated with a quick calibration ({where}; its intervals are wider); "
+                "`oslens calibrate` for a full one.")
+    return f"Compensated with the full calibration ({where})."
+
+
 def notes(con) -> list[str]:
     """What the reader should know about how the breakdown was computed for this trace."""
     n = []
@@ -191,11 +203,12 @@ def notes(con) -> list[str]:
     comp = compensation_costs(con)
     if comp is not None:
         if comp[1]:
-            n.append(
+            n.append((
                 "Instrumentation is the recorder's pauses and its closing of each thread's records as the thread "
                 "exits (measured intervals), plus an estimate: each thread's records × the in-vitro cost of each "
-                "record kind measured by `oslens calibrate` on this machine (the `compensation` table)."
-            )
+                "record kind measured by `oslens calibrate` on this machine (the `compensation` table). "
+                + calibration_used(db.meta(con))
+            ).strip())
         else:
             why = (comp[2] or "").removeprefix("not charged:").strip()
             n.append(f"The CPU cost of recording each event is not estimated ({why or 'no calibration'}); it is counted "

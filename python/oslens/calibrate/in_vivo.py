@@ -510,7 +510,7 @@ def run_in_vivo(args, options: dict) -> int:
     trace = Path(args.output) if args.output else default_trace_dir(command)
     # application events only: the kernel collector's cost is not the instruments'
     options = {**options, "no_kernel": True, "events": None, "system_wide": None, "sample_hz": None}
-    host_cal = calibration.load()
+    host_cal = calibration.load() or calibration.load(quick=True)  # the full one when stored
     quiet = True
     print(f"oslens: in vivo: {n} runs with and {n} without instrumentation, alternating "
           "(kernel events off; the program's output is discarded)", file=sys.stderr)

@@ -11,9 +11,7 @@ whose difference per iteration covers three records (request, acquire, release).
 from __future__ import annotations
 
 import os
-import platform
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,12 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from oslens import paths
+from oslens.capture.session import machine_info, recorder_clock
 from oslens.version import __version__
 from oslens.errors import OslensError
 from oslens.osbench.stats import summarize
+from oslens.store.calibration import SCHEMA
 
 SOURCE = Path(__file__).resolve().parent / "calib.c"
-SCHEMA = "oslens-calibration/1"
 
 # What each measured kind is, and how many trace records one loop iteration writes.
 KINDS = {
@@ -52,8 +51,17 @@ PRELOAD_KIND = ("preload_sync", "pthread_mutex_lock+unlock through liboslens_pre
 # 9-byte name region_begin/region_end are measured with (in_vivo charges each trace's name lengths)
 REGION_NAME_BYTES = {"region_begin": 9, "region_name1": 1, "region_name32": 32}
 
-FULL = {"iterations": 50_000, "repetitions": 21}
-QUICK = {"iterations": 20_000, "repetitions": 7}
+# The plans: loop iterations and repetitions of the in-call loops, iterations of the calls in
+# context, and the whole-process runs of startup() (the slow part: each repetition starts ~14
+# processes). The quick plan is what an import measures unasked when a machine has none, so it
+# must take a few seconds: 11 cheap in-call repetitions still give a 95% interval (wider: the
+# extreme repetitions); the start-up figures come from 6 repetitions of shorter runs.
+# (lifetime_records: the long run per_record_outside is taken from; paced_records: calib.c
+# paced_event, ~2 us of work per event; threads: calib.c thread, each recording one event).
+FULL = {"iterations": 50_000, "repetitions": 21, "context_iterations": 50_000, "startup_repetitions": 9,
+        "lifetime_records": 1_000_000, "paced_records": 150_000, "threads": 40}
+QUICK = {"iterations": 20_000, "repetitions": 11, "context_iterations": 5_000, "startup_repetitions": 6,
+         "lifetime_records": 250_000, "paced_records": 15_000, "threads": 10}
 
 
 def build(workdir: Path) -> Path:
@@ -71,6 +79,24 @@ def build(workdir: Path) -> Path:
     if proc.returncode != 0:
         raise OslensError(f"cannot compile the calibration program: {proc.stderr.strip().splitlines()[-1:]}", 1)
     return out
+
+
+def prebuilt() -> Path:
+    """Where `make` leaves calib.c compiled (`build(prebuilt().parent)`, Makefile): the quick
+    calibration an import runs then does not wait for the compiler (about a second of its few)."""
+    return paths.library_dir() / "oslens" / "calib"
+
+
+def calib_program(workdir: Path) -> Path:
+    """The calibration program: the prebuilt one when it is newer than calib.c and liboslens,
+    else compiled now into workdir."""
+    try:
+        built = prebuilt().stat().st_mtime
+        if built >= max(SOURCE.stat().st_mtime, paths.liboslens().stat().st_mtime):
+            return prebuilt()
+    except OSError:
+        pass
+    return build(workdir)
 
 
 def _scratch_root() -> str | None:
@@ -144,18 +170,6 @@ def _summary(per_iteration_ns: np.ndarray) -> dict:
             "mean": round(s["mean"], 3)}
 
 
-def machine() -> dict:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"hostname": socket.gethostname(), "kernel": platform.release(), "cpus": os.cpu_count(), "cpu_model": model}
-
-
 def _preload_env() -> dict | None:
     from oslens.capture import preload
 
@@ -192,13 +206,7 @@ def _contrast_summary(columns, signs, scale: float = 1.0, digits: int = 1) -> di
             "ci_high": round(c["ci"][1] * scale, digits), "n": c["n"], "estimator": "lower_quartile"}
 
 
-LIFETIME_RECORDS = 1_000_000
-PACED_RECORDS = 150_000  # calib.c paced_event: ~2 us of work per event, ~0.3 s a run
-THREADS = 40  # calib.c thread: threads created, each recording one event
-
-
-def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = None,
-            paced_n: int = PACED_RECORDS) -> dict:
+def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = None, plan: dict = FULL) -> dict:
     """What recording costs a process besides its instrumentation calls, from whole-process CPU
     and wall time (rusage), traced against untraced runs, alternating:
       wall, cpu          the fixed cost: start-up and exit of a process that records one event
@@ -210,20 +218,21 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
       per_thread_cpu     what each further recording thread costs the process (its buffer set
                          up, its first window prepared, released when it exits);
       paced              the outside share per record at a program's pace (~2 us of work per event);
-      lifetime_per_record_cpu   process CPU per record over a run of 1 M events:
-                         (extra(1 M) - extra(0)) / records; measure() derives per_record_outside
+      lifetime_per_record_cpu   process CPU per record over a run of N events (the plan's
+                         lifetime_records): (extra(N) - extra(0)) / records; measure() derives per_record_outside
                          from it (the share not spent in the call: page preparation, unmapping).
     The trace goes under the temporary folder, on a disk as a user's trace does."""
     base = dict(os.environ)
     for k in [k for k in base if k.startswith("OSLENS_") and k != "OSLENS_PREFIX"]:
         base.pop(k)
     base.pop("LD_PRELOAD", None)
+    lifetime, paced_n, threads_n = plan["lifetime_records"], plan["paced_records"], plan["threads"]
     modes = ["traced", "untraced"] + (["preload"] if preload_env else [])
-    samples = {(m, mode): ([], []) for m in (0, LIFETIME_RECORDS) for mode in modes}
+    samples = {(m, mode): ([], []) for m in (0, lifetime) for mode in modes}
     paced = {True: [], False: []}
     threads = {True: [], False: []}
     for r in range(reps):
-        for m in (0, LIFETIME_RECORDS):
+        for m in (0, lifetime):
             # m = 0 still records one event: a process that records anything sets up its thread's
             # buffer, and that belongs to the fixed cost, not to the records
             argv = [str(program), str(max(m, 1)), "1", "event"]
@@ -251,7 +260,7 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
                 shutil.rmtree(trace, ignore_errors=True)
             thread_ns = float(text.split()[2])
             paced[traced].append((c, thread_ns))
-        argv = [str(program), str(THREADS), "1", "thread"]
+        argv = [str(program), str(threads_n), "1", "thread"]
         for traced in ((True, False) if r % 2 == 0 else (False, True)):
             env = base
             if traced:
@@ -269,10 +278,10 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
         out[measure] = _contrast_summary([col(0, "traced", i), col(0, "untraced", i)], [1, -1])
         if preload_env:
             out[f"{measure}_preload"] = _contrast_summary([col(0, "preload", i), col(0, "untraced", i)], [1, -1])
-    # CPU per record over the process's life: (extra with 1 M records - extra with none) / records
+    # CPU per record over the process's life: (extra with the long run's records - extra with none) / records
     # calib.c records min(N, 1000) warm-up events, then N: beyond the fixed-cost runs' 2
-    records = LIFETIME_RECORDS + min(LIFETIME_RECORDS, 1000) - 2
-    four = [col(LIFETIME_RECORDS, "traced", 1), col(LIFETIME_RECORDS, "untraced", 1), col(0, "traced", 1),
+    records = lifetime + min(lifetime, 1000) - 2
+    four = [col(lifetime, "traced", 1), col(lifetime, "untraced", 1), col(0, "traced", 1),
             col(0, "untraced", 1)]
     out["lifetime_per_record_cpu"] = {**_contrast_summary(four, [1, -1, -1, 1], 1 / records, 3), "records": records,
                                       "what": "process CPU per event over the process's life (call, page preparation, unmapping)"}
@@ -295,8 +304,8 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
     }
     # each further recording thread: its buffer created, its first window prepared, released at exit
     out["per_thread_cpu"] = {**_contrast_summary([np.array(threads[True]), np.array(threads[False])], [1, -1],
-                                                 1 / THREADS),
-                             "threads": THREADS,
+                                                 1 / threads_n),
+                             "threads": threads_n,
                              "what": ("process CPU per recording thread beyond the first: a thread created that records "
                                       "one event and exits, traced against untraced (the default buffer size)")}
     return out
@@ -312,7 +321,7 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
     kinds = ["empty", *KINDS]
     with tempfile.TemporaryDirectory(prefix="oslens-calibrate-") as tmp, \
             tempfile.TemporaryDirectory(prefix="oslens-calibrate-trace-", dir=_scratch_root()) as scratch:
-        program = build(Path(tmp))
+        program = calib_program(Path(tmp))
         if progress:
             progress("instrument kinds")
         t = _run(program, n, reps, kinds, {}, Path(scratch) / "main")
@@ -329,13 +338,15 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
         # an event after ~2 us of work that stores as it goes (calib.c paced_store_*): its cost on the
         # recording thread there, against the empty loop's, for the in-vivo context variant
         # (on the temporary folder's file system, where a program's trace goes, as for the start-up)
-        n_ctx = n
+        n_ctx = min(n, plan["context_iterations"])
         ctx = _run(program, n_ctx, reps, ["paced_store_empty", "paced_store_event"], {}, Path(tmp) / "context")
         if progress:
             progress("recorder start-up")
-        fixed = startup(program, max(reps, 9) if not quick else 7, Path(tmp), preload_env,
-                        PACED_RECORDS if not quick else PACED_RECORDS // 3)
+        # the full plan's start-up runs as many repetitions as the loops (at least its own)
+        startup_reps = plan["startup_repetitions"] if quick else max(reps, plan["startup_repetitions"])
+        fixed = startup(program, startup_reps, Path(tmp), preload_env, plan)
     costs = {}
+    machine = machine_info()
     life = fixed["lifetime_per_record_cpu"]
     # the untraced lifetime runs still call osl_event, as no-ops: their cost is in neither side
     event_call = _summary((t["event"] - t["empty"]) / n)["ns"] - _summary((t["off"] - t["empty"]) / n)["ns"]
@@ -379,14 +390,13 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
                  "over_event: against the empty loop's event figure (the in-vivo context variant scales every call by "
                  "it, at the run's pace)"),
     })
-    clock = "monotonic" if os.environ.get("OSLENS_CLOCK") == "monotonic" else "tsc"
     return {
         "schema": SCHEMA,
-        "machine": machine(),
+        "machine": machine,  # with recorder_clock, what a trace is checked against (store.calibration.refusal)
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "oslens_version": __version__,
         "liboslens": str(paths.liboslens()),
-        "recorder_clock": clock,
+        "recorder_clock": recorder_clock(machine),
         "method": ("in vitro: C = (t_kind - t_empty) / N per repetition, CPU time of the recording thread; "
                    "ns = lower quartile over the repetitions, with its 95% order-statistic interval"),
         "trace_folder": _scratch_root() or tempfile.gettempdir(),

@@ -49,6 +49,13 @@ def machine_info() -> dict:
     }
 
 
+def recorder_clock(machine: dict | None = None) -> str:
+    """The clock the recorder reads here: the TSC when it is invariant, unless OSLENS_CLOCK says
+    monotonic (crates/recorder/src/clock.rs decides the same from CPUID)."""
+    tsc = (machine or machine_info())["tsc_invariant"] and os.environ.get("OSLENS_CLOCK") != "monotonic"
+    return "tsc" if tsc else "monotonic"
+
+
 def recorder_environment(trace: Path, options) -> dict:
     env = dict(os.environ)
     env["OSLENS_TRACE"] = str(trace.resolve())

@@ -11,9 +11,12 @@ HELP = "measure what each instrumentation kind and the clock read cost on this m
 
 def add_arguments(parser):
     parser.add_argument("--json", action="store_true", help="print the calibration as JSON")
-    parser.add_argument("--quick", action="store_true", help="fewer iterations and repetitions (wider intervals)")
-    parser.add_argument("--show", action="store_true", help="print the stored calibration instead of measuring")
-    parser.add_argument("-o", "--output", help="store it here (default: $OSLENS_CALIBRATION, else ~/.cache/oslens/calibration-HOST.json)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the quick calibration an import measures when there is none: a few seconds, wider "
+                             "intervals, stored apart from the full one (which imports prefer)")
+    parser.add_argument("--show", action="store_true", help="print the stored calibration (the quick one with --quick) instead of measuring")
+    parser.add_argument("-o", "--output", help="store it here (default: $OSLENS_CALIBRATION, else ~/.cache/oslens/calibration-HOST.json, "
+                                               "calibration-HOST-quick.json with --quick)")
     parser.add_argument("--no-save", action="store_true", help="measure and print, but do not store")
     parser.add_argument("--iterations", type=int, help="loop iterations per measurement")
     parser.add_argument("--repetitions", type=int, help="repetitions (at least 6 for a 95%% interval)")
@@ -24,9 +27,10 @@ def run(args):
     from oslens.store import calibration
 
     if args.show:
-        cal = calibration.load(path=args.output) if args.output else calibration.load()
+        cal = calibration.load(path=args.output, quick=args.quick)
         if cal is None:
-            raise OslensError(f"no calibration stored at {args.output or calibration.calibration_path()}; run 'oslens calibrate'", 1)
+            where = args.output or calibration.calibration_path(quick=args.quick)
+            raise OslensError(f"no calibration stored at {where}; run 'oslens calibrate{' --quick' if args.quick else ''}'", 1)
         path = cal.get("path")
     else:
         for name in ("iterations", "repetitions"):
@@ -68,4 +72,5 @@ def _print(cal, path):
     console = Console()
     console.print(table)
     if path:
-        console.print(f"stored in {path}; imports on this machine compensate with it")
+        also = " unless a full one is stored" if cal.get("quick") else ""
+        console.print(f"stored in {path}; imports on this machine compensate with it{also}")

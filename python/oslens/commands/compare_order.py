@@ -4,12 +4,14 @@ order of synchronisation events per thread? Prints "same", or the first divergen
 
 import json
 import sys
+from oslens.commands import _calibration
 
 NAME = "compare-order"
 HELP = "check that two traces of the same program saw the same order of synchronisation events per thread"
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("trace_a", metavar="TRACE_A")
     parser.add_argument("trace_b", metavar="TRACE_B")
     parser.add_argument("--include", default="sync",

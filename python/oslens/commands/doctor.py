@@ -13,6 +13,7 @@ from pathlib import Path
 
 from oslens.control import doctor
 from oslens.control.sysfs import ROOT_ENV, default_root
+from oslens.store.calibration import NO_CALIBRATE_ENV
 
 NAME = "doctor"
 HELP = "what this machine and user can record and change, how to fix what is missing, and whether the clocks agree"
@@ -40,7 +41,7 @@ def clock_check() -> dict:
         trace = Path(tmp) / "probe"
         cmd = [sys.executable, "-m", "oslens.cli", "record", "--events", "syscalls", "-o", str(trace),
                "--", sys.executable, "-c", PROBE]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OSLENS_NO_CALIBRATE": "1"})
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, NO_CALIBRATE_ENV: "1"})
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             return doctor.check_result("clocks agree", False, f"the probe could not be recorded: {last}",

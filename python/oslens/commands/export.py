@@ -3,6 +3,7 @@
 
 from pathlib import Path
 
+from oslens.commands import _calibration
 from oslens.errors import OslensError
 
 NAME = "export"
@@ -10,6 +11,7 @@ HELP = "export the timeline as a Perfetto trace (--perfetto FILE) or Chrome JSON
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("trace", nargs="?", help="trace directory (default: the newest under ./traces)")
     parser.add_argument("--perfetto", metavar="FILE", help="write Perfetto's protobuf trace format")
     parser.add_argument("--chrome", metavar="FILE", help="write Chrome's JSON trace event format")

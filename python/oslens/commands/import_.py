@@ -2,6 +2,7 @@
 `oslens record` runs it automatically (unless --no-import), and every command that reads tables
 runs it on first use."""
 
+from oslens.commands import _calibration
 from oslens.errors import OslensError
 
 NAME = "import"
@@ -9,6 +10,7 @@ HELP = "import a trace's raw chunks into Parquet tables (done automatically afte
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("trace", help="trace directory")
     parser.add_argument("--force", action="store_true", help="import again even when the tables are current")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary line")

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from oslens.commands import _calibration
 from oslens.errors import OslensError
 
 NAME = "phases"
@@ -15,6 +16,7 @@ HELP = "interval vectors, similarity matrix and recurring phases (compute, I/O, 
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("trace", nargs="?", help="trace directory (default: the newest under ./traces)")
     parser.add_argument("--interval", metavar="DURATION", help="interval length, e.g. 10ms (default: automatic, >= 50 intervals)")
     parser.add_argument("--weights", metavar="W", help="vector weights, e.g. code=1,resource=1,region=0 (default: 1 each)")

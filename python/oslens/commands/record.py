@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from oslens.capture.session import Session, default_trace_dir
-from oslens.commands import _options
+from oslens.commands import _calibration, _options
 from oslens.errors import OslensError
 
 NAME = "record"
@@ -16,6 +16,7 @@ HELP = "run a program with oslens recording on (application and kernel events, o
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("-o", "--output", help="trace directory (default: traces/<program>-<time>)")
     parser.add_argument("-f", "--force", action="store_true", help="replace an existing trace directory")
     parser.add_argument("--events", type=_options.event_sets, help="kernel event sets, comma separated (sched,syscalls,faults,io,irq)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from oslens.commands import _calibration
 from oslens.errors import OslensError
 
 NAME = "report"
@@ -14,6 +15,7 @@ HELP = "summarise a trace: time per thread, per-task CPU, phases, locks, switche
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("trace", nargs="?", help="trace directory (default: the newest under ./traces or ./oslens-trace*)")
     parser.add_argument("--html", metavar="FILE", help="write the HTML report here (default: TRACE/report.html)")
     parser.add_argument("--no-html", action="store_true", help="do not write the HTML report")

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from oslens.commands import _calibration
 from oslens.errors import OslensError
 
 NAME = "sql"
@@ -16,6 +17,7 @@ HELP = "query a trace's tables with SQL (DuckDB); --format table|csv|json"
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("args", nargs="*", metavar="[TRACE] QUERY",
                         help="trace directory (default: the newest under ./traces) and the SQL query")
     parser.add_argument("--format", "-f", choices=["table", "csv", "json"], default="table",

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from oslens.commands import _calibration
 from oslens.errors import OslensError
 
 NAME = "whatif"
@@ -18,6 +19,7 @@ DEFAULT_POLICIES = ["default", "fifo", "rr:q=10ms", "mlfq", "srt", "sched_fifo"]
 
 
 def add_arguments(parser):
+    _calibration.add_option(parser)
     parser.add_argument("args", nargs="*", metavar="TRACE | -- CMD",
                         help="trace directory (default: the newest under ./traces); with --validate, the program")
     parser.add_argument("--policy", "-p", action="append", metavar="SPEC",

@@ -19,6 +19,8 @@ tested against is oslens_testing.store.compensation_oracle (tests only).
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,17 +48,39 @@ def _hostname(meta: dict) -> str | None:
 
 
 def find_calibration(meta: dict) -> tuple[dict | None, str]:
-    """(calibration or None, why none)."""
-    host = _hostname(meta)
-    try:
-        cal = calibration.load(hostname=host)
-    except OslensError as err:
-        return None, str(err)
-    if cal is None:
-        where = calibration.calibration_path(host)
-        return None, (f"no calibration for {host or 'this machine'} at {where}: run 'oslens calibrate' there, "
-                      "then 'oslens import --force'")
-    return cal, ""
+    """(calibration or None, why none). The full calibration of the trace's machine when it covers
+    it, else its quick one; with neither, a quick one is measured and stored, when the trace was
+    recorded here and measuring is allowed (calibration.quick_measurer). $OSLENS_CALIBRATION is
+    the one file every import uses, and is never measured here."""
+    refused: list[str] = []
+    cal = _stored_or_measured(meta, refused)
+    for why in refused:  # a calibration refused is said even when another one is used
+        print(f"oslens: warning: {why}", file=sys.stderr)
+    if cal:
+        return cal, ""
+    return None, refused[0] if refused else _missing(_hostname(meta))
+
+
+def _stored_or_measured(meta: dict, refused: list) -> dict | None:
+    """find_calibration's search; each calibration refused (another machine, unreadable) goes
+    into `refused` as one line."""
+    for quick in ((False,) if calibration.one_file() else (False, True)):
+        cal, why = calibration.stored(meta, quick)
+        if cal:
+            return cal
+        refused += [why] if why else []
+    measure = calibration.quick_measurer()
+    if measure and calibration.recorded_here(meta):
+        cal, why = calibration.stored_quick_or_measure(meta, measure)
+        refused += [why] if why else []
+        return cal
+    return None
+
+
+def _missing(host: str | None) -> str:
+    where = calibration.calibration_path(host)
+    return (f"no calibration for {host or 'this machine'} at {where}: run 'oslens calibrate' there, "
+            "then 'oslens import --force'")
 
 
 def cost_table(cal: dict | None, labels: list[str]) -> list[float]:
@@ -187,6 +211,7 @@ def extend(tables: dict, context: dict) -> None:
     cal, why = done["cal"], done["why"]
     tables.update(build(tables, cal, why, done))
     info = {"calibration": cal.get("path") if cal else None, "measured_at": cal.get("measured_at") if cal else None,
+            "kind": calibration.kind_of(cal) if cal else None,
             "model": "ts - cost of the thread's earlier records (in vitro) - the recorder's pauses"}
     if not cal:
         info["missing"] = why

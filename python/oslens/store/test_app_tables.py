@@ -280,8 +280,9 @@ def _odd_trace(path):
     (path / "meta.json").write_text(json.dumps({"pid": 50}))
 
 
-# what a calibration charges: odd fractions, so that rounding the running costs is exercised
-CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test", "machine": {"hostname": "test"},
+# what a calibration charges: odd fractions, so that rounding the running costs is exercised; it
+# names no machine, so it covers the synthetic traces' (store.calibration.refusal)
+CALIBRATION = {"schema": "oslens-calibration/1", "measured_at": "test",
                "costs": {src: {"ns": ns, "ci_low": ns - 1.25, "ci_high": ns + 2.5}
                          for src, ns in (("event", 23.37), ("region_begin", 41.913), ("region_end", 17.5),
                                          ("timer_start", 9.0625), ("timer_stop", 12.3), ("counter_record", 31.07),

@@ -82,3 +82,18 @@ def test_store_build_adds_columns_and_summary():
     assert out["app_events"].column("ts_comp_ns").to_pylist() == [0, 100, 1000, 700, 800]
     s = {row["kind"]: row for row in out["compensation"].to_pylist()}
     assert s["region_begin"]["cost_ns"] == 0 and "no calibration" in s["region_begin"]["source"]
+
+
+def test_refusal_names_each_difference_and_skips_what_a_side_does_not_state():
+    cal = {"path": "/c.json", "machine": {"hostname": "a", "cpu_model": "X", "kernel": "6.1"}, "recorder_clock": "tsc"}
+    recorded = [{"records": 3}]
+    same = {"machine": {"hostname": "a", "cpu_model": "X", "kernel": "6.1"}, "clock": "tsc", "threads": recorded}
+    assert calibration.refusal(cal, same) is None
+    other = {"machine": {"hostname": "a", "cpu_model": "Y", "kernel": "6.2"}, "clock": "tsc", "threads": recorded}
+    assert calibration.refusal(cal, other) == ("the full calibration /c.json is not used: it was measured on another "
+                                               "CPU model 'X' where the trace's is 'Y'; another kernel '6.1' where the "
+                                               "trace's is '6.2'")
+    # a trace whose program recorded nothing has the kernel's clock: not the recorder's, not compared
+    assert calibration.refusal(cal, {**same, "clock": "monotonic", "threads": []}) is None
+    assert "recorder clock 'tsc'" in calibration.refusal(cal, {**same, "clock": "monotonic"})
+    assert calibration.refusal({"path": "/h.json"}, other) is None  # a hand-written file names no machine
