@@ -209,6 +209,19 @@ impl Bpf {
         }
     }
 
+    /// Adds a running task to the traced set (attach): its word is read and written back with
+    /// the bit set, so the other tids of the word stay traced.
+    pub fn trace_tid(&self, tid: u32) {
+        let word = tid >> 6;
+        let mut bits: u64 = 0;
+        // SAFETY: array map lookup and update of one u64 at a valid key.
+        unsafe {
+            (self.lib.lookup)(self.traced_fd, &word as *const u32 as *const c_void, &mut bits as *mut u64 as *mut c_void);
+            bits |= 1u64 << (tid & 63);
+            (self.lib.update)(self.traced_fd, &word as *const u32 as *const c_void, &bits as *const u64 as *const c_void, 0);
+        }
+    }
+
     /// Hands every record waiting in the ring to `f`; returns how many.
     pub fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         // SAFETY: the sink pointer lives only for this call.

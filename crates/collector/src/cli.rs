@@ -15,9 +15,12 @@ pub struct Opts {
     pub per_task_sched: bool,
     /// auto (eBPF for the hot events when it loads, else perf), perf, or ebpf.
     pub mechanism: String,
+    /// Running processes to attach to (`--attach`): their existing threads are traced as well as
+    /// whatever they create from then on; `pid` is the first of them.
+    pub attach: Vec<i32>,
 }
 
-pub const USAGE: &str = "usage: oslens-collector --trace DIR (--pid PID | --system-wide) [--events sched,syscalls,faults,io,irq] [--sample HZ] [--ring-mib N] [--chunk-records N] [--watch-stdin] [--tier 1|2|3]";
+pub const USAGE: &str = "usage: oslens-collector --trace DIR (--pid PID | --attach PID[,PID...] | --system-wide) [--events sched,syscalls,faults,io,irq] [--sample HZ] [--ring-mib N] [--chunk-records N] [--watch-stdin] [--tier 1|2|3]";
 const DEFAULT_SETS: &str = "sched,syscalls,faults,io,irq";
 
 pub fn parse_args() -> Result<Opts, String> {
@@ -33,6 +36,7 @@ pub fn parse_args() -> Result<Opts, String> {
         force_tier: 0,
         per_task_sched: false,
         mechanism: "auto".into(),
+        attach: vec![],
     };
     let mut events = DEFAULT_SETS.to_string();
     let mut args = std::env::args().skip(1);
@@ -46,6 +50,12 @@ pub fn parse_args() -> Result<Opts, String> {
             "--sample" => o.sample_hz = val("--sample")?.parse().map_err(|_| "--sample needs a frequency in Hz".to_string())?,
             "--ring-mib" => o.ring_mib = val("--ring-mib")?.parse().map_err(|_| "--ring-mib needs a number".to_string())?,
             "--chunk-records" => o.chunk_records = val("--chunk-records")?.parse().map_err(|_| "--chunk-records needs a number".to_string())?,
+            "--attach" => {
+                let list = val("--attach")?;
+                o.attach = list.split(',').map(|p| p.trim().parse::<i32>().ok().filter(|&p| p > 0)).collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| "--attach needs process ids, comma separated".to_string())?;
+                o.pid = o.attach[0];
+            }
             "--watch-stdin" => o.watch_stdin = true,
             "--per-task-sched" => o.per_task_sched = true,
             "--mechanism" => {

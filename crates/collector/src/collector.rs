@@ -1,6 +1,7 @@
 //! The collector once attached: enable, drain the rings while the program runs, finish with
 //! the counts and losses of the DONE line. Attaching (the tiers) is in setup.rs.
 
+use crate::attach;
 use crate::bpf;
 use crate::chunk::Writer;
 use crate::cli::Opts;
@@ -44,6 +45,8 @@ pub struct Collector {
     pub scratch: Vec<u8>,
     pub cpus: Vec<u32>,
     pub sampling: Option<String>,
+    /// The threads of the attached processes alive at the attach (`--attach`).
+    pub attached: Vec<attach::Alive>,
 }
 
 pub const TIER_TRACEPOINTS: &str = "kernel tracepoints";
@@ -77,6 +80,7 @@ impl Collector {
             scratch: Vec::with_capacity(65536),
             cpus,
             sampling: None,
+            attached: vec![],
         }
     }
 
@@ -102,12 +106,25 @@ impl Collector {
             let cpu = self.cpus[0];
             let w = k::traced::pack(root as u64, self.opts.system_wide as u64);
             self.st.emit(cpu, Record::new(now_ns(), w.id, cpu as u16, k::TRACED, w.a, w.b));
+            self.record_attached(cpu);
         }
         for &fd in &self.fds {
             perf::enable(fd);
         }
         for c in &self.counters {
             perf::enable(c.fd);
+        }
+    }
+
+    /// The threads alive at an attach: traced from now, each with a TASK record (it was not
+    /// created now) and its name.
+    fn record_attached(&mut self, cpu: u32) {
+        let ts = now_ns();
+        for a in std::mem::take(&mut self.attached) {
+            self.st.traced.insert(a.tid);
+            let w = k::task::pack(a.tid as u64, a.pid as u64, 1);
+            self.st.emit(cpu, Record::new(ts, w.id, cpu as u16, k::TASK, w.a, w.b));
+            self.st.note_comm(cpu, ts, a.tid, a.comm);
         }
     }
 

@@ -22,9 +22,10 @@
 //! Modules, top down (each uses only those after it): `setup` (the tiers: attach), `collector`
 //! (enable, drain, finish), `perf_records` and `bpf_records` (decoding the two kinds of ring),
 //! `state` (what decoding remembers, where records go), `tracepoints` (which tracepoints, which
-//! fields), then the leaves: `cli`, `perf`, `bpf`, `tracefs`, `chunk`, `counters`, `signals`,
+//! fields), then the leaves: `cli`, `attach` (the threads of running processes), `perf`, `bpf`, `tracefs`, `chunk`, `counters`, `signals`,
 //! `sys`, `json`.
 
+mod attach;
 mod bpf;
 mod bpf_records;
 mod chunk;

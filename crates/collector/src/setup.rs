@@ -1,6 +1,7 @@
 //! Attaching: the three tiers (kernel tracepoints, with eBPF for the hot events when it loads;
 //! per-process software counters; nothing), each falling back to the next with its reason.
 
+use crate::attach;
 use crate::bpf;
 use crate::collector::{Collector, RingSlot, TIER_COUNTERS, TIER_NONE, TIER_TRACEPOINTS};
 use crate::counters::{Counter, ProcSwitches};
@@ -10,6 +11,10 @@ use crate::sys::errno_text;
 use crate::tracefs::{self, Field, Format};
 use crate::tracepoints::{fields_of, optional_field, Ev, Handler, TRACEPOINTS};
 use oslens_format::kernel as k;
+
+/// How many times an attach lists a process's threads again for ones created meanwhile (a
+/// program that creates threads without end must not hold the attach forever).
+const ATTACH_LISTINGS: usize = 50;
 
 /// A tracepoint to open: its handler, whether it is opened for every task of a CPU, its format.
 struct Chosen {
@@ -22,6 +27,13 @@ struct Chosen {
 impl Collector {
     /// Tier 1: tracepoints. Err(reason) to fall back.
     fn attach_tracepoints(&mut self) -> Result<(), String> {
+        if !self.opts.attach.is_empty() {
+            attach::raise_fd_limit();
+            self.attached = attach::threads_of(&self.opts.attach);
+            if self.attached.is_empty() {
+                return Err(format!("the process {} is gone", self.opts.pid));
+            }
+        }
         let tfs = tracefs::find()?;
         self.tracefs_how = Some(tfs.how.clone());
         let mut chosen = self.choose_tracepoints(&tfs);
@@ -31,6 +43,7 @@ impl Collector {
         // The hot events through eBPF when it loads: filtered in the kernel, no perf sample path.
         if self.opts.mechanism != "perf" && !self.opts.per_task_sched {
             self.attach_bpf(&mut chosen)?;
+            self.seed_bpf();
         }
         for c in &chosen {
             let mut f = [Field::default(); 6];
@@ -43,9 +56,12 @@ impl Collector {
                 self.st.newtask_id = c.format.id;
             }
         }
+        let mut leaders = vec![];
+        let tids = self.task_targets();
         for &cpu in &self.cpus.clone() {
-            self.open_cpu(cpu, &chosen)?;
+            leaders.push((cpu, self.open_cpu(cpu, &chosen, &tids, None)?));
         }
+        self.open_late_threads(&chosen, &leaders)?;
         if self.enabled.is_empty() {
             self.close_all();
             return Err("no tracepoint could be opened".into());
@@ -119,58 +135,131 @@ impl Collector {
         Ok(())
     }
 
-    /// Opens the chosen tracepoints on one CPU, all writing into one ring (the first one's).
-    fn open_cpu(&mut self, cpu: u32, chosen: &[Chosen]) -> Result<(), String> {
+    /// Opens the chosen tracepoints on one CPU, all writing into one ring (the first one's), the
+    /// per-task ones for each of `tids`; with a `leader` (threads found late by an attach) only
+    /// the per-task ones, into its ring. Returns the ring's leader.
+    fn open_cpu(&mut self, cpu: u32, chosen: &[Chosen], tids: &[i32], mut leader: Option<i32>) -> Result<Option<i32>, String> {
         let ring_bytes = self.opts.ring_mib << 20;
-        let mut leader: Option<i32> = None;
+        let first = leader.is_none();
         for c in chosen {
+            if !first && c.per_cpu {
+                continue;
+            }
             let tp = c.tp;
-            let mut a = perf::Attr::new(perf::TYPE_TRACEPOINT, c.format.id as u64);
-            a.sample_period = 1;
-            a.sample_type = perf::SAMPLE_TID | perf::SAMPLE_TIME | perf::SAMPLE_RAW;
-            a.flags = perf::F_DISABLED | perf::F_USE_CLOCKID | perf::F_WATERMARK;
-            a.clockid = libc::CLOCK_MONOTONIC;
-            a.wakeup = (ring_bytes / 4) as u32;
-            let pid = if c.per_cpu { -1 } else { self.opts.pid };
-            if pid != -1 {
-                a.flags |= perf::F_INHERIT;
-            }
-            let fd = match perf::open(&a, pid, cpu as i32, -1) {
-                Ok(fd) => fd,
-                Err(e) if e == libc::EACCES || e == libc::EPERM => {
-                    self.close_all();
-                    return Err(format!("perf_event_open on {tp} was refused ({}): tracepoints need root or CAP_PERFMON", errno_text(e)));
-                }
-                Err(e) if e == libc::ESRCH => {
-                    self.close_all();
-                    return Err(format!("the traced process {} is gone", self.opts.pid));
-                }
-                Err(e) => {
-                    if cpu == self.cpus[0] {
-                        self.missing.push(format!("{tp} ({})", errno_text(e)));
-                    }
-                    continue;
-                }
-            };
-            self.fds.push(fd);
-            match leader {
-                None => {
-                    let ring = perf::Ring::map(fd, ring_bytes).map_err(|e| {
-                        format!("cannot map a {} MiB ring buffer for CPU {cpu}: {}", self.opts.ring_mib, errno_text(e))
-                    })?;
-                    self.rings.push(RingSlot { cpu, kind: RingKind::Trace, ring });
-                    self.leaders.push(fd);
-                    leader = Some(fd);
-                }
-                Some(l) => {
-                    if let Err(e) = perf::set_output(fd, l) {
+            let targets: &[i32] = if c.per_cpu { &[-1] } else { tids };
+            let mut opened = false;
+            for &pid in targets {
+                let a = self.tracepoint_attr(c, pid);
+                let fd = match perf::open(&a, pid, cpu as i32, -1) {
+                    Ok(fd) => fd,
+                    Err(e) if e == libc::EACCES || e == libc::EPERM => {
                         self.close_all();
-                        return Err(format!("cannot share the CPU {cpu} ring with {tp}: {}", errno_text(e)));
+                        return Err(format!("perf_event_open on {tp} was refused ({}): tracepoints need root or CAP_PERFMON", errno_text(e)));
+                    }
+                    // a thread of an attached process that ended since it was listed
+                    Err(e) if e == libc::ESRCH && !self.opts.attach.is_empty() && pid != -1 => continue,
+                    Err(e) if e == libc::ESRCH => {
+                        self.close_all();
+                        return Err(format!("the traced process {} is gone", self.opts.pid));
+                    }
+                    Err(e) => {
+                        if cpu == self.cpus[0] && first {
+                            self.missing.push(format!("{tp} ({})", errno_text(e)));
+                        }
+                        break;
+                    }
+                };
+                self.fds.push(fd);
+                opened = true;
+                match leader {
+                    None => {
+                        let ring = perf::Ring::map(fd, ring_bytes).map_err(|e| {
+                            format!("cannot map a {} MiB ring buffer for CPU {cpu}: {}", self.opts.ring_mib, errno_text(e))
+                        })?;
+                        self.rings.push(RingSlot { cpu, kind: RingKind::Trace, ring });
+                        self.leaders.push(fd);
+                        leader = Some(fd);
+                    }
+                    Some(l) => {
+                        if let Err(e) = perf::set_output(fd, l) {
+                            self.close_all();
+                            return Err(format!("cannot share the CPU {cpu} ring with {tp}: {}", errno_text(e)));
+                        }
                     }
                 }
             }
-            if cpu == self.cpus[0] {
+            if opened && first && cpu == self.cpus[0] {
                 self.enabled.push(tp.to_string());
+            }
+        }
+        Ok(leader)
+    }
+
+    fn tracepoint_attr(&self, c: &Chosen, pid: i32) -> perf::Attr {
+        let ring_bytes = self.opts.ring_mib << 20;
+        let mut a = perf::Attr::new(perf::TYPE_TRACEPOINT, c.format.id as u64);
+        a.sample_period = 1;
+        a.sample_type = perf::SAMPLE_TID | perf::SAMPLE_TIME | perf::SAMPLE_RAW;
+        a.flags = perf::F_DISABLED | perf::F_USE_CLOCKID | perf::F_WATERMARK;
+        a.clockid = libc::CLOCK_MONOTONIC;
+        a.wakeup = (ring_bytes / 4) as u32;
+        if pid != -1 {
+            a.flags |= perf::F_INHERIT;
+        }
+        a
+    }
+
+    /// The tasks per-task events are opened on: the program, or every thread of the attached
+    /// processes (inherit follows only the threads a task creates after its event is opened).
+    fn task_targets(&self) -> Vec<i32> {
+        if self.opts.attach.is_empty() {
+            return vec![self.opts.pid];
+        }
+        self.attached.iter().map(|a| a.tid as i32).collect()
+    }
+
+    /// Threads of the attached processes that /proc lists now but did not before (created while
+    /// the collector attached), added to `attached`.
+    fn newly_listed(&mut self) -> Vec<attach::Alive> {
+        let new: Vec<attach::Alive> =
+            attach::threads_of(&self.opts.attach).into_iter().filter(|a| !self.attached.iter().any(|b| b.tid == a.tid)).collect();
+        self.attached.extend(new.iter().cloned());
+        new
+    }
+
+    /// Seeds the eBPF traced set with the attached threads, listing them again until no new one
+    /// appears: a thread created by a seeded one is added by the fork program itself.
+    fn seed_bpf(&mut self) {
+        if self.bpf.is_none() || self.opts.attach.is_empty() {
+            return;
+        }
+        let mut batch = self.attached.clone();
+        for _ in 0..ATTACH_LISTINGS {
+            if batch.is_empty() {
+                break;
+            }
+            for a in &batch {
+                self.bpf.as_ref().unwrap().trace_tid(a.tid);
+            }
+            batch = self.newly_listed();
+        }
+    }
+
+    /// perf: per-task events for the threads the attached processes created while their
+    /// events were being opened, until a listing finds none.
+    fn open_late_threads(&mut self, chosen: &[Chosen], leaders: &[(u32, Option<i32>)]) -> Result<(), String> {
+        if self.opts.attach.is_empty() || chosen.iter().all(|c| c.per_cpu) {
+            return Ok(());
+        }
+        for _ in 0..ATTACH_LISTINGS {
+            let tids: Vec<i32> = self.newly_listed().iter().map(|a| a.tid as i32).collect();
+            if tids.is_empty() {
+                break;
+            }
+            for &(cpu, leader) in leaders {
+                if leader.is_some() {
+                    self.open_cpu(cpu, chosen, &tids, leader)?;
+                }
             }
         }
         Ok(())
@@ -178,37 +267,46 @@ impl Collector {
 
     fn attach_sampling(&mut self, user_only: bool) {
         let ring_bytes = 1usize << 20;
+        let targets = if self.opts.system_wide { vec![-1] } else { self.task_targets() };
         for &cpu in &self.cpus.clone() {
-            let mut a = perf::Attr::new(perf::TYPE_SOFTWARE, perf::SW_CPU_CLOCK);
-            a.sample_period = self.opts.sample_hz;
-            a.sample_type = perf::SAMPLE_IP | perf::SAMPLE_TID | perf::SAMPLE_TIME;
-            a.flags = perf::F_DISABLED | perf::F_USE_CLOCKID | perf::F_FREQ | perf::F_WATERMARK;
-            if user_only {
-                a.flags |= perf::F_EXCLUDE_KERNEL | perf::F_EXCLUDE_HV;
-            }
-            a.clockid = libc::CLOCK_MONOTONIC;
-            a.wakeup = (ring_bytes / 4) as u32;
-            let pid = if self.opts.system_wide { -1 } else { self.opts.pid };
-            if pid != -1 {
-                a.flags |= perf::F_INHERIT;
-            }
-            match perf::open(&a, pid, cpu as i32, -1) {
-                Ok(fd) => match perf::Ring::map(fd, ring_bytes) {
+            let mut leader: Option<i32> = None;
+            for &pid in &targets {
+                let mut a = perf::Attr::new(perf::TYPE_SOFTWARE, perf::SW_CPU_CLOCK);
+                a.sample_period = self.opts.sample_hz;
+                a.sample_type = perf::SAMPLE_IP | perf::SAMPLE_TID | perf::SAMPLE_TIME;
+                a.flags = perf::F_DISABLED | perf::F_USE_CLOCKID | perf::F_FREQ | perf::F_WATERMARK;
+                if user_only {
+                    a.flags |= perf::F_EXCLUDE_KERNEL | perf::F_EXCLUDE_HV;
+                }
+                a.clockid = libc::CLOCK_MONOTONIC;
+                a.wakeup = (ring_bytes / 4) as u32;
+                if pid != -1 {
+                    a.flags |= perf::F_INHERIT;
+                }
+                let fd = match perf::open(&a, pid, cpu as i32, -1) {
+                    Ok(fd) => fd,
+                    Err(e) if e == libc::ESRCH && !self.opts.attach.is_empty() => continue, // a thread that ended
+                    Err(e) => {
+                        self.sampling = Some(format!("sampling unavailable: perf_event_open on cpu-clock refused ({})", errno_text(e)));
+                        return;
+                    }
+                };
+                self.fds.push(fd);
+                if let Some(l) = leader {
+                    // an attached process's further threads share the CPU's sample ring
+                    let _ = perf::set_output(fd, l);
+                    continue;
+                }
+                match perf::Ring::map(fd, ring_bytes) {
                     Ok(ring) => {
-                        self.fds.push(fd);
                         self.leaders.push(fd);
                         self.rings.push(RingSlot { cpu, kind: RingKind::Sample, ring });
+                        leader = Some(fd);
                     }
                     Err(e) => {
-                        // SAFETY: our fd.
-                        unsafe { libc::close(fd) };
                         self.sampling = Some(format!("sampling unavailable: cannot map its ring ({})", errno_text(e)));
                         return;
                     }
-                },
-                Err(e) => {
-                    self.sampling = Some(format!("sampling unavailable: perf_event_open on cpu-clock refused ({})", errno_text(e)));
-                    return;
                 }
             }
         }
@@ -219,6 +317,10 @@ impl Collector {
     fn attach_counters(&mut self) -> Result<(), String> {
         if self.opts.system_wide {
             return Err("--system-wide needs kernel tracepoints".into());
+        }
+        if !self.opts.attach.is_empty() {
+            // the counters would be one per thread, and the counters tier sums one tree's
+            return Err("attaching to a running process needs kernel tracepoints".into());
         }
         let list = [
             (k::COUNTER_CONTEXT_SWITCHES, perf::SW_CONTEXT_SWITCHES),

@@ -122,9 +122,13 @@ crate::kernel_kinds! {
         root_pid: id[0..32] u "the root's pid",
         flags: a[0..64] u "1 = system-wide",
     }
-    /// A task known to be alive at start (system-wide, or a partner seen first without a fork).
-    /// Not written yet; reserved.
-    TASK = 83, "task", task, "reserved" {}
+    /// A task already alive when the collector attached to a running program (`oslens record
+    /// -p`), written once at the attach: it is traced from here, but was not created here.
+    TASK = 83, "task", task, "the collector (attach)" {
+        tid: id[0..32] u "the task",
+        pid: a[0..32] s "its thread group",
+        flags: b[0..64] u "1 = alive at the attach",
+    }
     /// A woken task is put on a run queue (after its WAKEUP, often on the target CPU from an
     /// IPI): from WAKEUP to this is the wake-up latency, from this to its next switch-in the wait
     /// for a CPU. Laid out as WAKEUP but for the waker's pid, which this context does not know.

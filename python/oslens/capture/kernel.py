@@ -38,7 +38,9 @@ def collector_command(trace: Path, pid: int, options: dict) -> list[str]:
     cmd = [str(paths.tool("oslens-collector")), "--trace", str(trace), "--watch-stdin"]
     if options.get("system_wide"):
         cmd.append("--system-wide")
-    if pid:
+    if options.get("attach"):  # running processes: the collector seeds their existing threads
+        cmd += ["--attach", ",".join(str(p) for p in options["attach"])]
+    elif pid:
         cmd += ["--pid", str(pid)]
     if options.get("events"):
         cmd += ["--events", str(options["events"])]

@@ -27,6 +27,25 @@ def buffer_mb(text: str) -> int:
     return value
 
 
+DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_s(text: str) -> float:
+    """A duration above 0: `10s`, `500ms`, `2m`, `1h`, or plain seconds."""
+    number, unit = text, "s"
+    for suffix in sorted(DURATION_UNITS, key=len, reverse=True):
+        if text.endswith(suffix):
+            number, unit = text[: -len(suffix)], suffix
+            break
+    try:
+        value = float(number) * DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a duration such as 10s, 500ms or 2m, not {text}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a duration above 0, not {text}")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     """An integer of 0 or more (thresholds where 0 means none)."""
     value = _int(text)

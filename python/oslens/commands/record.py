@@ -40,7 +40,10 @@ def add_arguments(parser):
     parser.add_argument("--in-vivo", type=_options.positive_int, metavar="N", help="run N times with and N times without instrumentation (alternating) and report the in-vivo cost per event next to the in-vitro one")
     parser.add_argument("--func-filter", metavar="GLOBS", help="keep only functions matching these comma-separated globs (!GLOB excludes) from -finstrument-functions builds")
     parser.add_argument("--func-min-ns", type=_options.non_negative_int, metavar="NS", help="do not record function calls shorter than NS (their callers are kept)")
-    parser.add_argument("command", nargs="+", metavar="-- CMD", help="the program and its arguments")
+    parser.add_argument("-p", "--pid", metavar="PID[,PID...]", help="attach to running processes instead of starting one: "
+                        "kernel events of their threads and of whatever they create, until Ctrl-C, --duration or their exit")
+    parser.add_argument("--duration", type=_options.duration_s, metavar="TIME", help="with -p: detach after TIME (10s, 500ms, 2m)")
+    parser.add_argument("command", nargs="*", metavar="-- CMD", help="the program and its arguments")
 
 
 def recording_options(args) -> dict:
@@ -71,6 +74,10 @@ def run(args):
     if args.in_vivo:
         from oslens.calibrate.in_vivo import run_in_vivo
         return run_in_vivo(args, recording_options(args))
+    if args.pid:
+        return _attach(args)
+    if args.duration:
+        raise OslensError("--duration is for -p PID (a program oslens starts runs until it exits)", 2)
     command = args.command
     if not command:
         raise OslensError("no program given: use 'oslens record [options] -- PROGRAM ARGS'", 2)
@@ -88,6 +95,28 @@ def run(args):
     _summarise(trace, meta, announced)
     if not args.no_import and _import_within_memory(trace):
         _crosscheck(trace)
+    return status
+
+
+def _attach(args) -> int:
+    """`record -p`: records running processes until Ctrl-C, --duration or their exit."""
+    from oslens.capture.attach import AttachSession, check_pids
+
+    if args.command:
+        raise OslensError("give either -p PID or a program to run, not both", 2)
+    pids = check_pids(args.pid)
+    trace = Path(args.output) if args.output else default_trace_dir([f"pid{pids[0]}"])
+    session = AttachSession(trace, pids, recording_options(args), args.duration)
+    session.prepare()
+    print(f"oslens: attached to {', '.join(map(str, pids))}; Ctrl-C detaches"
+          + (f" (or after {args.duration:g} s)" if args.duration else ""), file=sys.stderr, flush=True)
+    status = session.run()
+    meta = session.finish()
+    attach = meta["attach"]
+    print(f"oslens: detached ({attach['ended_by'] or 'done'}) after {(attach['detach_ns'] - attach['ts_ns']) / 1e9:.2f} s; "
+          f"{attach.get('threads', 0)} threads were running at the attach -> {trace}", file=sys.stderr)
+    if not args.no_import:
+        _import_within_memory(trace)
     return status
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from oslens.analysis import breakdown, crosscheck, db, findings, program, suite, units
+from oslens.analysis import attach_state, breakdown, crosscheck, db, findings, program, suite, units
 
 
 @dataclass
@@ -124,6 +124,8 @@ def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> d
         **recorder_cost(m),
         "crosscheck": crosscheck_line(con, m, (tables or {}).get("crosscheck")),
         "exit": exit_line(m),
+        # `record -p`: what was already running at the attach
+        "attach": attach_state.summary(con),
         "trace": trace,
         "command": command,
         "program_pids": prog.pids,
@@ -157,6 +159,8 @@ def exit_line(m: dict) -> str | None:
     """How the program ended: its exit status or the signal that killed it."""
     if m.get("exit.signal"):
         return f"killed by {m.get('exit.signal_name') or 'signal ' + m['exit.signal']} (status {m.get('exit.code', '?')})"
+    if m.get("exit.detached") == "true" or m.get("exit.detached") == "True":
+        return "still running: the recording detached (record -p)"
     if m.get("exit.code", "") != "":
         return f"exit status {m['exit.code']}"
     return None

@@ -46,6 +46,8 @@ def render(report: Report, console: Console | None = None) -> None:
     head.append(f"\n{h['command'] or ''}\n" if h["command"] else "\n")
     head.append(f"program {model.pids_text(h['program_pids'])}, {h['threads']} thread(s), wall "
                 f"{units.fmt_ns(h['wall_ns'])}, CPUs {', '.join(map(str, h['cpus'])) or '-'}\n")
+    for line in h.get("attach") or []:
+        head.append(line + "\n")
     if h.get("incomplete"):
         head.append(f"incomplete trace: {h['incomplete']}\n", style="bold red")
     if ks["scheduling"]:

@@ -44,6 +44,7 @@ BATCH_ROWS = 1 << 18
 # the (kind, tid field, pid field) pairs records name, in the order the oracle reads them (the
 # last one wins)
 PID_PAIRS = (
+    ("task", "tid", "pid"),  # first: any event's own pair wins over the attach's
     ("sched_switch", "prev_tid", "prev_pid"), ("sched_waking", "waker_tid", "waker_pid"), ("sys_enter", "tid", "pid"),
     ("sys_exit", "tid", "pid"), ("fork", "parent_tid", "parent_pid"), ("fork", "child_tid", "child_pid"),
     ("exec", "tid", "pid"), ("exit", "tid", "pid"), ("sample", "tid", "pid"), ("irq_entry", "tid", "pid"),
@@ -51,7 +52,8 @@ PID_PAIRS = (
 )
 # the tids `tasks` has a row for
 SEEN_TIDS = (("sched_switch", "prev_tid"), ("sched_switch", "next_tid"), ("fork", "child_tid"), ("fork", "parent_tid"),
-             ("exec", "tid"), ("exit", "tid"), ("sys_enter", "tid"), ("sample", "tid"), ("page_fault_user", "tid"))
+             ("exec", "tid"), ("exit", "tid"), ("sys_enter", "tid"), ("sample", "tid"), ("page_fault_user", "tid"),
+             ("task", "tid"))
 
 # tables with a row per record of one kind, in time order
 ROW_TABLES = {

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from oslens.store.kernel_fields import EXEC, EXIT, FORK, NAME_EXEC, NAME_IRQ, NAME_TASK, TRACED, i64, nullable, table_of
+from oslens.store.kernel_fields import EXEC, EXIT, FORK, NAME_EXEC, NAME_IRQ, NAME_TASK, TASK, TRACED, i64, nullable, table_of
 from oslens.store.kernel_layout import field_np
 
 # the kinds `tasks` reads in full (a few records per task)
-SMALL_KINDS = (FORK, EXEC, EXIT, TRACED)
+SMALL_KINDS = (FORK, EXEC, EXIT, TRACED, TASK)
 
 
 class PidMap:
@@ -115,10 +115,16 @@ def root_of(small: dict, meta) -> int:
     return int(field_np("traced_root", "root_pid", traced_rec)[0]) if len(traced_rec) else int(meta.get("pid") or 0)
 
 
+def attached_tids(small: dict) -> set[int]:
+    """The threads already running when the collector attached to them (`record -p`)."""
+    return set(field_np("task", "tid", small[TASK]).tolist()) if TASK in small else set()
+
+
 def tree_of(small: dict, root: int) -> set[int]:
-    """The root and every task forked from it, recursively (the tree the collector follows)."""
+    """The root, the threads alive at an attach, and every task forked from them, recursively
+    (the tree the collector follows)."""
     forks = small[FORK]
-    members = {root}
+    members = {root} | attached_tids(small)
     for parent, kid in zip(i64(field_np("fork", "parent_tid", forks)).tolist(), field_np("fork", "child_tid", forks).tolist()):  # forks are few
         if parent in members:
             members.add(kid)
@@ -142,8 +148,11 @@ def tasks(small: dict, seen_tids: np.ndarray, last_seen: int, pid_of, comms: Com
     root = root_of(small, meta)
     root_ts = int(traced_rec["ts"][0]) if len(traced_rec) else None
     tids = np.unique(i64(seen_tids))
+    attached = small[TASK] if TASK in small else small[TRACED][:0]
     if root:
         tids = np.union1d(tids, [root])
+    if len(attached):
+        tids = np.union1d(tids, i64(field_np("task", "tid", attached)))
     tids = tids[tids > 0]
     n = len(tids)
     start = np.zeros(n, np.int64)
@@ -166,6 +175,14 @@ def tasks(small: dict, seen_tids: np.ndarray, last_seen: int, pid_of, comms: Com
         if root_ts is not None and not start_ok[r]:
             start[r], start_ok[r] = root_ts, True
         traced = np.isin(tids, np.fromiter(tree_of(small, root), dtype=np.int64))
+    # alive at an attach: traced from the attach, which is not their start (no fork seen)
+    at_attach = np.zeros(n, bool)
+    if len(attached):
+        idx = np.searchsorted(tids, i64(field_np("task", "tid", attached)))
+        at_attach[idx] = True
+        traced[idx] = True
+        start[idx] = np.where(start_ok[idx], start[idx], i64(attached["ts"]))
+        start_ok[idx] = True
     exe = np.array([comms.exe.get(int(t), "") for t in tids], dtype=object) if comms.exe else np.full(n, "", dtype=object)
     pid = pid_of(tids)
     exec_ns, exec_ok = _exec_times(execs, tids, first=True)
@@ -189,6 +206,7 @@ def tasks(small: dict, seen_tids: np.ndarray, last_seen: int, pid_of, comms: Com
         "main_comm": pa.array(main_comm, type=pa.string()),
         "exec_ns": nullable(exec_ns, exec_ok),
         "is_oslens": own,
+        "alive_at_attach": at_attach,
     })
 
 

@@ -284,6 +284,8 @@ TABLE_LIST: tuple[Table, ...] = (
         C("main_comm", STR, "the name it held longest since its last exec (or its start)", kernel_only=True),
         C("exec_ns", I64, "its first successful exec", kernel_only=True),
         C("is_oslens", BOOL, "as in `threads` (before the application-events check)", kernel_only=True),
+        C("alive_at_attach", BOOL, "already running when `record -p` attached: `start_ns` is the attach, not its "
+                                   "start (`attach_threads.started_ns` has that)", kernel_only=True),
     ), kernel=True),
     Table("kernel_lost", "The collector's own losses (copied into `lost` with source `kernel`).", (
         C("source", STR, "who lost them"),
@@ -304,6 +306,44 @@ TABLE_LIST: tuple[Table, ...] = (
         C("tid", I64, "task moved"),
         C("orig_cpu", I64, "CPU it left"),
         C("dest_cpu", I64, "CPU it goes to"),
+    ), kernel=True, kernel_only=True),
+    Table("attach_processes", "`record -p`: each attached process as it was at the attach (one row a process).", (
+        C("ts", I64, "when its state was read (CLOCK_MONOTONIC, the attach)"),
+        C("read_ns", I64, "how long reading it took: the rows of `attach_*` are of [ts, ts + read_ns]"),
+        PID,
+        C("exe", STR, "its executable"),
+        C("command", STR, "its command line, space separated"),
+        C("threads", I64, "threads it had"),
+        C("fds", I64, "open file descriptors it had"),
+        C("cgroup", STR, "its cgroup (v2's path; v1: `controllers:path`, comma separated)"),
+        C("memory_max", STR, "the cgroup's memory limit (`memory.max`, v1 `memory.limit_in_bytes`; NULL: none read)"),
+        C("cpu_max", STR, "the cgroup's CPU bandwidth (`cpu.max`, v1 `cfs_quota_us cfs_period_us`)"),
+        C("pids_max", STR, "the cgroup's task limit (`pids.max`)"),
+        C("limits", STR, "every limit read from the cgroup, as JSON"),
+        C("detach_ns", I64, "when the recording detached"),
+    ), kernel=True, kernel_only=True),
+    Table("attach_threads", "`record -p`: every thread of the attached processes at the attach, from "
+                            "`/proc/PID/task/TID/stat`.", (
+        C("ts", I64, "when it was read (the attach)"),
+        PID, TID,
+        C("name", STR, "its name (comm)"),
+        C("state", STR, "`R` running or runnable, `S` sleeping, `D` uninterruptible, `T` stopped, `t` traced, `Z`, `I`"),
+        C("cpu", I64, "the CPU it last ran on"),
+        C("policy", STR, "scheduling class (`SCHED_OTHER`, `SCHED_FIFO`, `SCHED_RR`, `SCHED_BATCH`, `SCHED_IDLE`, …)"),
+        C("nice", I64, "its nice value"),
+        C("rt_priority", I64, "real-time priority (0: not real-time)"),
+        C("utime_ns", I64, "user CPU time before the attach (clock-tick resolution)"),
+        C("stime_ns", I64, "system CPU time before the attach (clock-tick resolution)"),
+        C("started_ns", I64, "when it started (CLOCK_MONOTONIC, to a clock tick)"),
+    ), kernel=True, kernel_only=True),
+    Table("attach_fds", "`record -p`: the open file descriptors of the attached processes at the attach.", (
+        C("ts", I64, "when they were read (the attach)"),
+        PID,
+        C("fd", I64, "descriptor number"),
+        C("kind", STR, "`file`, `dir`, `pipe`, `socket`, `char`, `block`, `fifo`, `anon` (eventfd, epoll, …) or `other`"),
+        C("path", STR, "what it refers to (`readlink /proc/PID/fd/N`)"),
+        C("pos", I64, "file offset (NULL: unknown)"),
+        C("flags", I64, "open flags (`O_*`, from fdinfo)"),
     ), kernel=True, kernel_only=True),
     Table("kernel_counters", "Per-process software counters of the collector's counters tier (every 20 ms, "
                              "cumulative; docs/kernel-collector.md).", (

@@ -16,7 +16,7 @@ import duckdb
 
 from oslens.capture import raw
 from oslens.errors import OslensError
-from oslens.store import app_tables, faults, kernel_tables as kernel_module, salvage, schema, threads
+from oslens.store import app_tables, attach_tables, faults, kernel_tables as kernel_module, salvage, schema, threads
 from oslens.store.import_extensions import compensation_costs
 from oslens.store.parquet_options import ROW_GROUP
 from oslens.version import __version__
@@ -44,6 +44,10 @@ def kernel_tables(trace: Path, kernel_chunks: list, meta: dict, losses: salvage.
     for name, table in out.items():  # further tables the collector's module defines (irqs, ...)
         if name not in tables and name not in schema.APP_SCHEMAS:
             tables[name] = table
+    # what `record -p` found running at the attach (empty tables beside any other kernel trace)
+    attached = attach_tables.build(trace, meta)
+    if kernel_chunks or attached:
+        tables.update(attached or attach_tables.empty())
     return tables
 
 

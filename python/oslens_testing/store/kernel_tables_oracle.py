@@ -14,7 +14,7 @@ from oslens.store import kernel_records, kernel_rows
 from oslens.store.kernel_fields import (
     BLOCK_COMPLETE, BLOCK_ISSUE, BLOCK_ISSUE_OTHER, COUNTER,
     EXEC, EXIT, FAULT, FORK, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, MIGRATE, SAMPLE, SOFTIRQ_ENTRY,
-    SOFTIRQ_EXIT, SOFTIRQ_NAMES, SWITCH, SYS_ENTER, SYS_EXIT, WAKEUP, dev_name, i64, nullable, rw_letters,
+    SOFTIRQ_EXIT, SOFTIRQ_NAMES, SWITCH, SYS_ENTER, SYS_EXIT, TASK, WAKEUP, dev_name, i64, nullable, rw_letters,
     strings, syscall_names, table_of)
 from oslens.store.kernel_layout import kind_of
 from oslens.store.kernel_tasks import Comms, PidMap, SMALL_KINDS, tasks, whole_tasks
@@ -65,6 +65,8 @@ def pid_map(R: _Records) -> PidMap:
         tids.append(i64(t))
         pids.append(i64(p))
 
+    t = R.kind(TASK)  # first: any event's own pair wins over the attach's
+    add(t["id"], i32(t["a"]))
     for k in (SWITCH, WAKEUP, SYS_ENTER, SYS_EXIT):
         x = R.kind(k)
         add(x["id"], hi32(x["a"]))
@@ -306,7 +308,7 @@ def build_kernel_tables_oracle(chunks: list, meta: dict) -> dict[str, pa.Table]:
     wk = {c: wk_table.column(c).to_numpy().astype(np.int64) for c in ("ts", "tid")}
     forks = R.kind(FORK)
     seen = [i64(R.kind(SWITCH)["id"]), i32(R.kind(SWITCH)["a"]), i32(forks["a"]), i64(forks["id"]), i64(R.kind(EXEC)["id"]),
-            i64(R.kind(EXIT)["id"]), i64(R.kind(SYS_ENTER)["id"]), i64(R.kind(SAMPLE)["id"]), i64(R.kind(FAULT)["id"])]
+            i64(R.kind(EXIT)["id"]), i64(R.kind(SYS_ENTER)["id"]), i64(R.kind(SAMPLE)["id"]), i64(R.kind(FAULT)["id"]), i64(R.kind(TASK)["id"])]
     return {
         "switches": sw,
         "cpu_slices": _cpu_slices(sw, pid_of, comms, whole_tasks(small, meta or {}), (wk["ts"], wk["tid"])),

@@ -1,0 +1,184 @@
+"""`oslens record -p PID` end to end (issue 31): attaching to a program that is already running.
+The program (tests/c/attach_target.c) logs when each of its batches of getpid calls ran and when
+it slept; the trace's counts over its own window must lie within what that log allows, the
+program must run on unchanged, children and threads it creates after the attach are followed,
+a killed oslens leaves nothing switched on, and another user's process is refused in one line.
+Run as root, on both collector mechanisms; no assertion is on a timing."""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import OSLENS, meta, run_oslens
+from test_kernel_collector import COLLECTOR, _collector_pids, _perf_fds, _tracing_state, _wait_for
+
+IS_ROOT = os.geteuid() == 0
+pytestmark = [pytest.mark.skipif(not COLLECTOR.exists(), reason="oslens-collector is not built (run make)"),
+              pytest.mark.skipif(not IS_ROOT, reason="attaching to kernel tracepoints needs root here")]
+THREADS, BATCHES, GETPIDS, EXTRA = 3, 2500, 50, 1000
+
+
+def _start(compile_c, tmp_path, batches=BATCHES):
+    prog = compile_c("attach_target.c")
+    log = tmp_path / "program.log"
+    p = subprocess.Popen([str(prog), str(THREADS), str(batches), str(log)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().startswith("ready")
+    return p, log
+
+
+def _attach(pid, trace, *options, mechanism=None):
+    env = dict(os.environ, **({"OSLENS_KERNEL_MECHANISM": mechanism} if mechanism else {}))
+    return subprocess.Popen([*OSLENS, "record", "-p", str(pid), "-f", "-o", str(trace), "--events", "sched,syscalls", *options],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _wait_attached(rec):
+    lines = []
+    while True:
+        line = rec.stderr.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+        if "attached to" in line:
+            return lines
+
+
+def _log(path):
+    batches, sleeps, extra = [], [], {}
+    for line in Path(path).read_text().splitlines():
+        kind, *rest = line.split()
+        if kind == "batch":
+            batches.append(tuple(map(int, rest)))
+        elif kind == "sleep":
+            sleeps.append(tuple(map(int, rest)))
+        else:
+            extra[kind] = int(rest[0])
+    return batches, sleeps, extra
+
+
+def _bounds(spans, lo, hi, per_span):
+    """What the trace must hold over [lo, hi]: every span inside it, at most every span touching it."""
+    inside = sum(per_span for _, a, b in spans if lo <= a and b <= hi)
+    touching = sum(per_span for _, a, b in spans if b >= lo and a <= hi)
+    return inside, touching
+
+
+@pytest.mark.parametrize("mechanism", ["ebpf", "perf"])
+def test_attach_counts_agree_with_the_programs_log(compile_c, tmp_path, mechanism):
+    program, log = _start(compile_c, tmp_path)
+    trace = tmp_path / "t"
+    rec = _attach(program.pid, trace, mechanism=mechanism)
+    _wait_attached(rec)
+    time.sleep(1.0)
+    rec.send_signal(signal.SIGINT)  # Ctrl-C detaches
+    _, err = rec.communicate(timeout=120)
+    assert rec.returncode == 0, err
+    out, _ = program.communicate(timeout=120)
+    assert program.returncode == 0 and out == f"done {THREADS} threads x {BATCHES} batches of {GETPIDS} getpid\n"
+    k = meta(trace)["kernel"]
+    if k.get("tier") != "kernel tracepoints" or (mechanism == "ebpf" and k.get("mechanism") != "ebpf"):
+        pytest.skip(f"{mechanism} unavailable: {k.get('reason') or k.get('mechanism')}")
+    assert "detached (SIGINT)" in err, err
+    con = duckdb.connect()
+    t = Path(trace) / "tables"
+    lo = con.execute(f"SELECT min(ts) FROM '{t}/attach_processes.parquet'").fetchone()[0]
+    hi = meta(trace)["attach"]["detach_ns"]
+    batches, sleeps, _ = _log(log)
+    got = con.execute(f"SELECT count(*) FROM '{t}/syscalls.parquet' WHERE pid = {program.pid} AND name = 'getpid' "
+                      f"AND start_ns BETWEEN {lo} AND {hi}").fetchone()[0]
+    inside, touching = _bounds(batches, lo, hi, GETPIDS)
+    assert inside > 0 and inside <= got <= touching, (inside, got, touching)
+    assert abs(got - inside) <= 0.01 * inside + THREADS * 2 * GETPIDS
+    slept = con.execute(f"SELECT count(*) FROM '{t}/switches.parquet' WHERE prev_pid = {program.pid} AND prev_state = 'S' "
+                        f"AND prev_tid IN (SELECT DISTINCT tid FROM '{t}/syscalls.parquet' WHERE name = 'getpid') "
+                        f"AND ts BETWEEN {lo} AND {hi}").fetchone()[0]
+    inside, touching = _bounds(sleeps, lo, hi, 1)
+    assert inside > 0 and inside <= slept <= touching, (inside, slept, touching)
+    # threads alive at the attach start there, flagged, and are in the state dump
+    tasks = con.execute(f"SELECT tid, start_ns, alive_at_attach, is_traced FROM '{t}/tasks.parquet' WHERE pid = {program.pid}").fetchall()
+    dumped = {r[0] for r in con.execute(f"SELECT tid FROM '{t}/attach_threads.parquet'").fetchall()}
+    assert len(dumped) == THREADS + 1
+    for tid, start, alive, traced in tasks:
+        assert traced and alive == (tid in dumped) and (not alive or start >= lo - 10**9)
+    report = run_oslens("report", trace).stdout
+    assert f"attached to running pid {program.pid}: {THREADS + 1} thread(s) already running" in report, report
+
+
+@pytest.mark.parametrize("mechanism", ["ebpf", "perf"])
+def test_a_child_and_a_thread_created_after_the_attach_are_followed(compile_c, tmp_path, mechanism):
+    program, log = _start(compile_c, tmp_path)
+    trace = tmp_path / "t"
+    rec = _attach(program.pid, trace, mechanism=mechanism)
+    _wait_attached(rec)
+    program.send_signal(signal.SIGUSR1)
+    out, _ = program.communicate(timeout=120)
+    _, err = rec.communicate(timeout=120)  # the program's exit ends the recording
+    assert rec.returncode == 0 and "detached (exit)" in err, err
+    assert program.returncode == 0 and out.startswith("done")
+    k = meta(trace)["kernel"]
+    if k.get("tier") != "kernel tracepoints" or (mechanism == "ebpf" and k.get("mechanism") != "ebpf"):
+        pytest.skip(f"{mechanism} unavailable: {k.get('reason') or k.get('mechanism')}")
+    _, _, extra = _log(log)
+    con = duckdb.connect()
+    t = Path(trace) / "tables"
+    for who in ("child", "thread"):
+        n = con.execute(f"SELECT count(*) FROM '{t}/syscalls.parquet' WHERE tid = {extra[who]} AND name = 'getpid'").fetchone()[0]
+        assert n == EXTRA, (who, n)
+        row = con.execute(f"SELECT is_traced, alive_at_attach, parent_tid FROM '{t}/tasks.parquet' WHERE tid = {extra[who]}").fetchone()
+        assert row[0] and not row[1] and row[2] == program.pid, (who, row)
+
+
+def test_sigkill_of_oslens_leaves_the_program_running_and_nothing_on(compile_c, tmp_path):
+    program, _ = _start(compile_c, tmp_path)
+    before = _tracing_state()
+    trace = tmp_path / "t"
+    rec = _attach(program.pid, trace)
+    try:
+        _wait_attached(rec)
+        collectors = _collector_pids(trace)
+        assert collectors and (_perf_fds(collectors[0]) > 0 or meta(trace)["kernel"].get("mechanism") == "ebpf")
+        rec.kill()
+        rec.wait()
+        assert _wait_for(lambda: not _collector_pids(trace)), "the collector outlived oslens"
+        assert program.poll() is None, "the program died with oslens"
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+    out, _ = program.communicate(timeout=120)
+    assert program.returncode == 0 and out == f"done {THREADS} threads x {BATCHES} batches of {GETPIDS} getpid\n"
+    assert _tracing_state() == before
+    assert not any(Path(f"/proc/{c}").exists() for c in collectors)
+
+
+def test_another_users_process_is_refused_in_one_line(tmp_path, request):
+    probe = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *OSLENS, "--help"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("the nobody user cannot run .venv/bin/oslens here")
+    work = Path(tempfile.mkdtemp(prefix="oslens-attach-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(work, ignore_errors=True))
+    os.chmod(work, 0o777)
+    root_sleep = subprocess.Popen(["sleep", "60"])
+    nobody_sleep = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "sleep", "60"])
+    try:
+        proc = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *OSLENS, "record", "-p",
+                               str(root_sleep.pid), "-o", str(work / "t")], capture_output=True, text=True, timeout=60, cwd=work)
+        assert proc.returncode != 0
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"cannot attach to {root_sleep.pid}" in lines[0] and "oslens doctor" in lines[0], proc.stderr
+        assert root_sleep.poll() is None  # untouched
+        # its own process: no refusal (whatever tier it then gets)
+        own = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *OSLENS, "record", "-p",
+                              str(nobody_sleep.pid), "--duration", "300ms", "--no-import", "-o", str(work / "own")],
+                             capture_output=True, text=True, timeout=60, cwd=work)
+        assert own.returncode == 0 and "cannot attach" not in own.stderr, own.stderr
+        assert nobody_sleep.poll() is None
+    finally:
+        root_sleep.kill()
+        nobody_sleep.kill()
