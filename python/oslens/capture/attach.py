@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pwd
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -132,6 +133,8 @@ class AttachSession(Session):
             self.meta["attach"]["state_dump_ns"] = time.monotonic_ns() - self.meta["attach"]["ts_ns"]
             self.meta["attach"]["threads"] = sum(len(s["threads"]) for s in states)
             self._write_meta()
+            print(f"oslens: attached to {', '.join(map(str, self.pids))}; Ctrl-C detaches"
+                  + (f" (or after {self.duration_s:g} s)" if self.duration_s else ""), file=sys.stderr, flush=True)
             if self.options.get("sample_hz"):  # samples are named through the processes' maps
                 from oslens.capture.maps import MapsWatcher
                 maps = [MapsWatcher(self.trace / "raw", p).start() for p in self.pids]

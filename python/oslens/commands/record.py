@@ -108,8 +108,6 @@ def _attach(args) -> int:
     trace = Path(args.output) if args.output else default_trace_dir([f"pid{pids[0]}"])
     session = AttachSession(trace, pids, recording_options(args), args.duration)
     session.prepare()
-    print(f"oslens: attached to {', '.join(map(str, pids))}; Ctrl-C detaches"
-          + (f" (or after {args.duration:g} s)" if args.duration else ""), file=sys.stderr, flush=True)
     status = session.run()
     meta = session.finish()
     attach = meta["attach"]
