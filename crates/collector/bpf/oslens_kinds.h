@@ -198,10 +198,13 @@ static __always_inline struct osl_words osl_pack_traced_root(__u64 root_pid, __u
     return w;
 }
 
-/* task: reserved */
+/* task: the collector (attach) */
 #define OSL_K_TASK 83
-static __always_inline struct osl_words osl_pack_task(void) {
+static __always_inline struct osl_words osl_pack_task(__u64 tid, __u64 pid, __u64 flags) {
     struct osl_words w = {0, 0, 0};
+    w.id |= (__u32)((tid & 0xffffffffULL) << 0); /* the task */
+    w.a |= ((pid & 0xffffffffULL) << 0); /* its thread group */
+    w.b |= ((flags & 0xffffffffffffffffULL) << 0); /* 1 = alive at the attach */
     return w;
 }
 

@@ -47,7 +47,16 @@ mod tests {
     #[test]
     fn the_collectors_own_threads_are_listed_with_their_names() {
         let me = std::process::id() as i32;
-        let t = std::thread::Builder::new().name("attach-probe".into()).spawn(|| std::thread::sleep(std::time::Duration::from_millis(300))).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // the new thread names itself when it starts: listed only once it said it runs
+        let t = std::thread::Builder::new()
+            .name("attach-probe".into())
+            .spawn(move || {
+                tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(300))
+            })
+            .unwrap();
+        rx.recv().unwrap();
         let alive = super::threads_of(&[me, 999_999_999]);
         assert!(alive.iter().any(|a| a.tid == me as u32 && a.pid == me as u32));
         assert!(alive.iter().any(|a| a.comm.starts_with(b"attach-probe")));
