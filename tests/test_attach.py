@@ -49,6 +49,22 @@ def _wait_attached(rec):
             return lines
 
 
+def _attached(compile_c, tmp_path, mechanism):
+    """The program started, and `oslens record -p` attached to it."""
+    program, log = _start(compile_c, tmp_path)
+    trace = tmp_path / "t"
+    rec = _attach(program.pid, trace, mechanism=mechanism)
+    _wait_attached(rec)
+    return program, log, trace, rec
+
+
+def _need(trace, mechanism):
+    """Skips, with the reason, when the collector could not use this mechanism here."""
+    k = meta(trace)["kernel"]
+    if k.get("tier") != "kernel tracepoints" or (mechanism == "ebpf" and not k.get("mechanism", "").startswith("eBPF")):
+        pytest.skip(f"{mechanism} unavailable: {k.get('reason') or k.get('mechanism')}")
+
+
 def _gone(pid):
     """The process has exited (a zombie waiting for init to reap it holds no descriptors)."""
     try:
@@ -80,19 +96,14 @@ def _bounds(spans, lo, hi, per_span):
 
 @pytest.mark.parametrize("mechanism", ["ebpf", "perf"])
 def test_attach_counts_agree_with_the_programs_log(compile_c, tmp_path, mechanism):
-    program, log = _start(compile_c, tmp_path)
-    trace = tmp_path / "t"
-    rec = _attach(program.pid, trace, mechanism=mechanism)
-    _wait_attached(rec)
+    program, log, trace, rec = _attached(compile_c, tmp_path, mechanism)
     time.sleep(1.0)
     rec.send_signal(signal.SIGINT)  # Ctrl-C detaches
     _, err = rec.communicate(timeout=120)
     assert rec.returncode == 0, err
     out, _ = program.communicate(timeout=120)
     assert program.returncode == 0 and out == f"done {THREADS} threads x {BATCHES} batches of {GETPIDS} getpid\n"
-    k = meta(trace)["kernel"]
-    if k.get("tier") != "kernel tracepoints" or (mechanism == "ebpf" and not k.get("mechanism", "").startswith("eBPF")):
-        pytest.skip(f"{mechanism} unavailable: {k.get('reason') or k.get('mechanism')}")
+    _need(trace, mechanism)
     assert "detached (SIGINT)" in err, err
     con = duckdb.connect()
     t = Path(trace) / "tables"
@@ -121,18 +132,13 @@ def test_attach_counts_agree_with_the_programs_log(compile_c, tmp_path, mechanis
 
 @pytest.mark.parametrize("mechanism", ["ebpf", "perf"])
 def test_a_child_and_a_thread_created_after_the_attach_are_followed(compile_c, tmp_path, mechanism):
-    program, log = _start(compile_c, tmp_path)
-    trace = tmp_path / "t"
-    rec = _attach(program.pid, trace, mechanism=mechanism)
-    _wait_attached(rec)
+    program, log, trace, rec = _attached(compile_c, tmp_path, mechanism)
     program.send_signal(signal.SIGUSR1)
     out, _ = program.communicate(timeout=120)
     _, err = rec.communicate(timeout=120)  # the program's exit ends the recording
     assert rec.returncode == 0 and "detached (exit)" in err, err
     assert program.returncode == 0 and out.startswith("done")
-    k = meta(trace)["kernel"]
-    if k.get("tier") != "kernel tracepoints" or (mechanism == "ebpf" and not k.get("mechanism", "").startswith("eBPF")):
-        pytest.skip(f"{mechanism} unavailable: {k.get('reason') or k.get('mechanism')}")
+    _need(trace, mechanism)
     _, _, extra = _log(log)
     con = duckdb.connect()
     t = Path(trace) / "tables"
