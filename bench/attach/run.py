@@ -83,7 +83,7 @@ def perf_window(pid: int, work: Path, window: float) -> tuple[int, int, str]:
 
 def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> dict:
     gap = 1.5  # each tool's start and end stay outside the windows
-    total = rounds * 4 * (window + gap) + 2
+    total = 3600  # ended by SIGTERM after the last window
     log = work / "spin.log"
     p = start_spin(exe, 0, 1, total, log)
     windows = []
@@ -99,17 +99,20 @@ def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> di
                 windows.append((tool, m["attach"]["ts_ns"], m["attach"]["detach_ns"], str(m.get("kernel", {}).get("lost"))))
             else:
                 windows.append((tool, *perf_window(p.pid, work, window)))
-    p.wait(timeout=total + 60)
+    p.terminate()
+    p.wait(timeout=60)
     ends = [int(line.split()[1]) for line in log.read_text().splitlines()]
     rates: dict[str, list[float]] = {}
     for tool, lo, hi, _ in windows:
         rates.setdefault(tool, []).append(rate(ends, lo, hi))
     med = {t: statistics.median(v) for t, v in rates.items()}
-    added = {t: med["bare"] / med[t] - 1 for t in ("oslens", "perf")}
+    added = {t: med["bare"] / med[t] - 1 if med[t] else float("nan") for t in ("oslens", "perf")}
     return {"batches_per_s": {t: round(v, 1) for t, v in med.items()},
             "added": {t: round(v, 4) for t, v in added.items()},
             "oslens_added_over_perf_added": round(added["oslens"] / added["perf"], 3) if added["perf"] > 0 else None,
-            "windows": [{"tool": t, "s": round((hi - lo) / 1e9, 3), "note": n} for t, lo, hi, n in windows]}
+            "program_batches": len(ends), "program_span_s": round((ends[-1] - ends[0]) / 1e9, 3) if ends else 0,
+            "windows": [{"tool": t, "from_s": round((lo - ends[0]) / 1e9, 3) if ends else None, "s": round((hi - lo) / 1e9, 3),
+                         "note": n} for t, lo, hi, n in windows]}
 
 
 def main() -> int:

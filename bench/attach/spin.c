@@ -1,9 +1,10 @@
 /* bench/attach's target: THREADS threads sleeping in a loop (attach time grows with threads), and
  * WORKERS threads making getpid calls in batches of 1,000, each batch's end time kept in memory
  * and written to LOG at exit (the cost of a tracer is read from the batch rate in its window).
- * usage: spin THREADS WORKERS SECONDS LOG */
+ * SIGTERM ends it before SECONDS. usage: spin THREADS WORKERS SECONDS LOG */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -11,6 +12,12 @@
 #include <unistd.h>
 
 static long long end_ns;
+static volatile sig_atomic_t stop; /* SIGTERM ends the run early, the log still written */
+
+static void on_term(int sig) {
+    (void)sig;
+    stop = 1;
+}
 static long long now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -32,7 +39,7 @@ static void *spin(void *arg) {
             syscall(SYS_getpid);
         long long t = now();
         w->ends[w->n++] = t;
-        if (t > end_ns)
+        if (t > end_ns || stop)
             break;
     }
     return NULL;
@@ -41,7 +48,7 @@ static void *spin(void *arg) {
 static void *sleeper(void *arg) {
     (void)arg;
     struct timespec s = {0, 50000000};
-    while (now() < end_ns)
+    while (now() < end_ns && !stop)
         nanosleep(&s, NULL);
     return NULL;
 }
@@ -53,6 +60,7 @@ int main(int argc, char **argv) {
     }
     int n = atoi(argv[1]), nw = atoi(argv[2]);
     end_ns = now() + (long long)(atof(argv[3]) * 1e9);
+    signal(SIGTERM, on_term);
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setstacksize(&a, 64 << 10);

@@ -28,7 +28,24 @@ def summary(con) -> list[str]:
             line += f", the process started {units.fmt_ns(p['ts'] - oldest)} before the attach"
         line += f"; {p['fds']} open descriptor(s)" + (f" ({', '.join(f'{n} {k}' for k, n in kinds)})" if kinds else "")
         limits = [f"{k} {v}" for k, v in (("memory.max", p["memory_max"]), ("cpu.max", p["cpu_max"]), ("pids.max", p["pids_max"]))
-                  if v not in (None, "max", "max 100000")]
-        line += f"; cgroup {p['cgroup'] or '-'}" + (f" ({', '.join(limits)})" if limits else "")
+                  if _is_limit(v)]
+        line += f"; cgroup {_placed(p['cgroup'])}" + (f" ({', '.join(limits)})" if limits else "; no limit")
         lines.append(line)
     return lines
+
+
+# cgroup v1 writes "no memory limit" as the largest page-aligned number
+V1_UNLIMITED = 1 << 62
+
+
+def _is_limit(value: str | None) -> bool:
+    """A value that limits: not v2's `max`, nor v1's -1 quota or page-aligned infinity."""
+    if value is None or value.startswith(("max", "-1")):
+        return False
+    return not (value.isdigit() and int(value) >= V1_UNLIMITED)
+
+
+def _placed(cgroup: str | None) -> str:
+    """The cgroup paths that are not a hierarchy's root (v1 lists one per controller)."""
+    parts = [c for c in (cgroup or "").split(",") if c and not c.endswith(":/")]
+    return ", ".join(parts) or "/"
