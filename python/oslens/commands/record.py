@@ -80,7 +80,7 @@ def run(args):
         raise OslensError("--duration is for -p PID (a program oslens starts runs until it exits)", 2)
     command = args.command
     if not command:
-        raise OslensError("no program given: use 'oslens record [options] -- PROGRAM ARGS'", 2)
+        raise OslensError("no program given: use 'oslens record [options] -- PROGRAM ARGS', or 'oslens record -p PID' for a running one", 2)
     trace = Path(args.output) if args.output else default_trace_dir(command)
     options = recording_options(args)
     session = Session(trace, command, options)
