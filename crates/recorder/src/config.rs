@@ -113,6 +113,14 @@ impl Config {
         Some(Config { trace_in_memory: in_memory, ..config })
     }
 
+    /// The settings an attach asks a dormant process for (`oslens record -p`): its trace, the
+    /// rest as the defaults (docs/recorder.md, "Dormant instruments").
+    pub fn for_attach(trace: &str) -> Option<Config> {
+        let config = Self::from_lookup(|name: &CStr| if name == c"OSLENS_TRACE" { Some(trace) } else { None }).ok()??;
+        let in_memory = in_memory(config.raw_dir.as_cstr());
+        Some(Config { trace_in_memory: in_memory, ..config })
+    }
+
     /// The settings, from a lookup of the environment's variables by name (None: not
     /// recording; Err: a line saying why it cannot).
     fn from_lookup<'a>(get: impl Fn(&CStr) -> Option<&'a str>) -> Result<Option<Config>, &'static str> {

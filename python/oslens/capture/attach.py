@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from oslens import _native
-from oslens.capture import attach_state, kernel
+from oslens.capture import attach_state, instruments, kernel
 from oslens.capture.session import RAW_SCHEMA_VERSION, Session, machine_info, make_trace_dir
 from oslens.errors import OslensError
 from oslens.version import __version__
@@ -131,6 +131,7 @@ class AttachSession(Session):
             self.meta["attach"]["ts_ns"] = time.monotonic_ns()
             states = [attach_state.dump(self.trace / "raw", p) for p in self.pids]
             self.meta["attach"]["state_dump_ns"] = time.monotonic_ns() - self.meta["attach"]["ts_ns"]
+            self._wake_instruments()
             self.meta["attach"]["threads"] = sum(len(s["threads"]) for s in states)
             self._write_meta()
             print(f"oslens: attached to {', '.join(map(str, self.pids))}; Ctrl-C detaches"
@@ -140,6 +141,11 @@ class AttachSession(Session):
                 maps = [MapsWatcher(self.trace / "raw", p).start() for p in self.pids]
             self._wait()
         finally:
+            if self.meta["attach"].get("instruments"):
+                began = time.monotonic_ns()
+                for p in self.meta["attach"]["instruments"]:
+                    instruments.sleep(p)
+                self.meta["attach"]["instruments_asleep_ns"] = [began, time.monotonic_ns()]
             for m in maps:
                 m.stop()
             for s, h in previous.items():
@@ -150,6 +156,18 @@ class AttachSession(Session):
         self.clock_pairs.append(_native.clock_pair())
         self.meta["exit"] = {"code": 0, "detached": True}
         return 0
+
+    def _wake_instruments(self) -> None:
+        """The processes' own instruments (oslens.h) record from now, where they can."""
+        woken, began = [], time.monotonic_ns()
+        for p in self.pids:
+            why = instruments.wake(p, self.trace)
+            if why is None:
+                woken.append(p)
+            elif why != "it did not load oslens's recorder":
+                print(f"oslens: the instruments of {p} stay dormant: {why}", file=sys.stderr)
+        self.meta["attach"]["instruments"] = woken
+        self.meta["attach"]["instruments_woken_ns"] = [began, time.monotonic_ns()]  # tests/test_attach.py
 
     def _wait(self) -> None:
         deadline = time.monotonic() + self.duration_s if self.duration_s else None

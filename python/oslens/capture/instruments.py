@@ -1,0 +1,104 @@
+"""Waking the dormant instruments of a running process (`oslens record -p`): a program built with
+oslens.h and started outside `oslens record` records nothing; the attach writes the trace's path
+into the library's `osl__attach_request` and sets its activation word `osl__inactive` to UNINIT
+through /proc/PID/mem, so the next instrument call asks the library, which starts recording into
+the trace; the detach sets NOT_TRACING again (docs/recorder.md, "Dormant instruments")."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+from pathlib import Path
+
+# the activation word's bits (crates/recorder/src/lib.rs)
+UNINIT, NOT_TRACING = 1, 2
+SYMBOLS = ("osl__inactive", "osl__attach_request")
+
+
+def _objects(pid: int) -> dict[str, int]:
+    """{path: load base} of the files mapped into `pid` (the lowest address of each)."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            start = int(parts[0].split("-")[0], 16)
+            out[parts[5]] = min(out.get(parts[5], start), start)
+    return out
+
+
+def _symbols(path: str) -> dict[str, int]:
+    """The two symbols' values where `path` defines them: its dynamic symbols, else (a static
+    program) its symbol table."""
+    found: dict[str, int] = {}
+    for flags in (["-D"], []):
+        r = subprocess.run(["nm", *flags, "--defined-only", path], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2] in SYMBOLS:
+                found.setdefault(parts[2], int(parts[0], 16))
+    return found
+
+
+def find(pid: int) -> dict[str, int] | None:
+    """The addresses of the two symbols in `pid`, or None when it did not load oslens's recorder.
+    The program's own definition comes first: a program that reads `osl__inactive` inline holds
+    the variable itself (a copy relocation), and the library then uses that copy."""
+    try:
+        objects = _objects(pid)
+    except OSError:
+        return None
+    exe = _exe(pid)
+    order = [p for p in objects if p == exe] + [p for p in objects if p != exe and "oslens" in Path(p).name]
+    where: dict[str, int] = {}
+    for path in order:
+        base = objects[path]
+        for name, value in _symbols(path).items():
+            # a position-independent object's values are offsets from its load base
+            where.setdefault(name, base + value if value < base else value)
+    return where if len(where) == len(SYMBOLS) else None
+
+
+def _exe(pid: int) -> str:
+    try:
+        return str(Path(f"/proc/{pid}/exe").resolve())
+    except OSError:
+        return ""
+
+
+def _word(mem, addr: int) -> int:
+    mem.seek(addr)
+    return struct.unpack("<I", mem.read(4))[0]
+
+
+def wake(pid: int, trace: Path) -> str | None:
+    """Asks `pid`'s instruments to record into `trace`; None when done, else why not."""
+    where = find(pid)
+    if where is None:
+        return "it did not load oslens's recorder"
+    path = str(Path(trace).resolve()).encode()
+    if len(path) >= 4096:
+        return "the trace's path is too long"
+    try:
+        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+            if not _word(mem, where["osl__inactive"]) & NOT_TRACING:
+                return "it records into a trace of its own already"
+            mem.seek(where["osl__attach_request"])
+            mem.write(path + b"\0")
+            mem.seek(where["osl__inactive"])
+            mem.write(struct.pack("<I", UNINIT))
+    except OSError as err:
+        return f"its memory cannot be written ({err.strerror or err}: ptrace attach access is needed)"
+    return None
+
+
+def sleep(pid: int) -> None:
+    """Sends `pid`'s instruments back to dormancy (the detach)."""
+    where = find(pid)
+    if where is None:
+        return
+    try:
+        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+            mem.seek(where["osl__inactive"])
+            mem.write(struct.pack("<I", NOT_TRACING))
+    except OSError:
+        pass  # it exited
