@@ -13,7 +13,8 @@ included). `slots_copied_by_threads` is the share of staging slots the recording
 copy out themselves because the helper was behind (their CPU for it is in the per-event figure). Rows marked
 "(library call)" are built with -DOSLENS_NO_INLINE; rows marked "(prepared buffer)" are
 recorded with --prepare-buffers: every page of the file ready before the timed loop and the
-records written in place, without the staging ring."""
+records written in place, without the staging ring. The row "dormant" is the event call of a
+program started outside `oslens record`, whose instruments wait for `oslens record -p`."""
 
 import json
 import os
@@ -34,6 +35,9 @@ LIBRARY_KINDS = ["timer", "event", "region"]
 # loop and records go straight to it, so the figure is the record itself without page supply or
 # copy-out.
 PREPARED_KINDS = ["timer", "event", "region"]
+# An event call of a program built with oslens.h and started outside `oslens record` (issue 31:
+# its instruments wait for `oslens record -p`): what an instrument costs while nobody records.
+DORMANT = ("dormant",)
 ITERATIONS = int(os.environ.get("RECORD_COST_ITERATIONS", "2000000"))
 REPS = int(os.environ.get("RECORD_COST_REPS", "5"))
 
@@ -46,13 +50,18 @@ def build(out: Path, *defines: str) -> Path:
 
 def run_once(program: Path, threads: int, kind: str, trace: Path, flags: tuple = ()) -> list[float]:
     env = dict(os.environ, OSLENS_BUFFER_MB=str(max(64, ITERATIONS * 32 // (1 << 20) + 16)))
-    proc = subprocess.run(
-        [OSLENS, "record", "--no-kernel", "--no-import", "--no-preload", *flags, "-f", "-o", trace, "--", program, str(threads), str(ITERATIONS), kind],
-        capture_output=True, text=True, env=env, check=True,
-    )
+    if flags == DORMANT:  # started outside oslens record: the instruments stay dormant
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
+        cmd = [program, str(threads), str(ITERATIONS), kind]
+    else:
+        cmd = [OSLENS, "record", "--no-kernel", "--no-import", "--no-preload", *flags, "-f", "-o", trace, "--", program,
+               str(threads), str(ITERATIONS), kind]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     lines = proc.stdout.split("\n")
     per_thread = [float(x) for x in lines if x and not x.startswith("process")]
     process = next(float(x.split()[1]) for x in lines if x.startswith("process"))
+    if flags == DORMANT:
+        return per_thread, process, None
     meta = json.loads((trace / "meta.json").read_text())
     by_threads = sum(t.get("ring_slots_self_copied", 0) for t in meta["threads"])
     by_helper = sum(h["ring_slots_copied"] for h in meta.get("recorder_helpers", []))
@@ -68,6 +77,7 @@ def main() -> int:
         runs = [(k, inline, k, ()) for k in KINDS]
         runs += [(f"{k} (library call)", library, k, ()) for k in LIBRARY_KINDS]
         runs += [(f"{k} (prepared buffer)", inline, k, ("--prepare-buffers",)) for k in PREPARED_KINDS]
+        runs += [("dormant", inline, "event", DORMANT)]
         for threads in sorted({1, ncpu}):
             samples = {label: [] for label, *_ in runs}
             process = {label: [] for label, *_ in runs}
