@@ -3,7 +3,9 @@
  * batch's CLOCK_MONOTONIC start and end in memory; at the end the log goes to LOG ("tid t0 t1"
  * per batch, then "sleep tid t1 t2" per sleep) and one line to stdout that does not depend on timing.
  * SIGUSR1 makes the main thread fork a child and start a thread that each make EXTRA getpid
- * calls (a child and a thread created after the attach); their tids go to the log.
+ * calls (a child and a thread created after the attach); their tids go to the log. Built with
+ * -DATTACH_EVENTS (and oslens.h) each batch also records an event (id 7) right after its start:
+ * started outside `oslens record`, those instruments are dormant until an attach.
  * usage: attach_target THREADS BATCHES LOG */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -14,6 +16,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef ATTACH_EVENTS
+#include <oslens.h>
+#endif
 
 #define GETPIDS 50
 #define EXTRA 1000
@@ -40,6 +45,10 @@ static void *work(void *arg) {
     struct timespec ms = {0, 1000000};
     for (long b = 0; b < batches; b++) {
         w->t0[b] = now();
+#ifdef ATTACH_EVENTS
+        uint64_t v = (uint64_t)b;
+        osl_event(7, &v, sizeof v);
+#endif
         for (int i = 0; i < GETPIDS; i++)
             syscall(SYS_getpid);
         w->t1[b] = now();
