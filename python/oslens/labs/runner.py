@@ -19,8 +19,9 @@ from oslens import paths
 from oslens.control import apply, journal, kernel, sysfs, zram
 from oslens.control.sysfs import default_root
 from oslens.errors import OslensError
+from oslens.progress import Progress
 
-LAB_PROGRAMS = paths.REPO_ROOT / "workloads" / "labs"
+LAB_PROGRAMS = paths.lab_programs()
 RESULTS = "results.json"
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -48,7 +49,10 @@ def recover_stale(out=sys.stderr) -> None:
 
 
 def build_programs() -> None:
-    """`make` in workloads/labs (a no-op when the programs are current)."""
+    """`make` in workloads/labs (a no-op when the programs are current); nothing where they came
+    built, with no Makefile (an installed wheel)."""
+    if not (LAB_PROGRAMS / "Makefile").exists():
+        return
     try:
         proc = subprocess.run(["make", "-s", "-C", str(LAB_PROGRAMS)], capture_output=True, text=True)
     except OSError as e:
@@ -93,11 +97,12 @@ class LabRun:
     """with LabRun(lab, variant, quick, directory) as ctx: ctx.cap_memory(...); ctx.run(...)"""
 
     def __init__(self, lab, variant: str, quick: bool, directory: Path, record: bool = True,
-                 out=sys.stdout):
+                 out=None):
         self.lab, self.variant, self.quick = lab, variant, quick
         self.dir = Path(directory).resolve()
         self.record = record
-        self.out = out
+        self.out = out  # None: sys.stdout when printing, which a progress bar may have redirected above itself
+        self.bar = Progress(f"lab {lab.number}", enabled=False)  # drawn from __enter__ to __exit__
         self.journal: journal.Journal | None = None
         self.cgroups: list[Path] = []
         self.memory_cgroup: tuple[Path, int] | None = None
@@ -107,6 +112,7 @@ class LabRun:
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self):
         recover_stale()
+        self.bar = Progress(f"lab {self.lab.number}")  # no end known: a lab runs as many programs as it needs
         self.dir.mkdir(parents=True, exist_ok=True)
         self.journal = journal.Journal(command=["oslens", "lab", "run", str(self.lab.number)],
                                        tool=f"oslens lab run {self.lab.number}")
@@ -120,6 +126,7 @@ class LabRun:
         raise _Interrupted(signum)
 
     def __exit__(self, exc_type, exc, _tb):
+        self.bar.close()
         for child in self._children:
             if child.poll() is None:
                 child.kill()
@@ -139,7 +146,7 @@ class LabRun:
         return False
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        print(text, file=self.out or sys.stdout, flush=True)
 
     # -- constraints ---------------------------------------------------------------------
     def cap_memory(self, limit_bytes: int | None, high_bytes: int | None = None, name: str | None = None) -> Path:
@@ -234,6 +241,7 @@ class LabRun:
         recorder too (lab 8 reads its lock tables); block_when_full: its threads pause for another
         buffer rather than drop records (lab 8 counts every lock operation)."""
         record = self.record if record is None else record
+        self.bar.step(f"{Path(str(argv[0])).name} ({label})")
         trace = None
         cmd = list(argv)
         if record:
@@ -260,6 +268,8 @@ class LabRun:
         """Start one program unrecorded, joined to `cgroups` and with a per-task policy of the
         control layer (apply.apply_task: nice, affinity, slice) before it execs. finish() it.
         interactive: its stdin is a pipe too (programs that wait for their cue)."""
+        self.bar.step(Path(str(argv[0])).name)
+
         def setup():
             kernel.set_parent_death_signal(signal.SIGKILL)
             for cg in cgroups:
