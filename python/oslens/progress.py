@@ -62,7 +62,10 @@ class Progress:
         if done is None:
             done, self._steps = self._steps, self._steps + 1
         if self.task is not None:
-            _live["display"].update(self.task, description=what, completed=done)
+            display = _live["display"]
+            # drawn at once when the work changes (not only at the next tick), so a step is always seen
+            fresh = display.tasks[[t.id for t in display.tasks].index(self.task)].description != what
+            display.update(self.task, description=what, completed=done, refresh=fresh)
 
     def close(self) -> None:
         if self.task is None:
