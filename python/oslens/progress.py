@@ -33,7 +33,8 @@ class Progress:
     def __init__(self, label: str, total: float | None = None, enabled: bool = True, stream=None):
         self.label, self.total = label, total
         self.task, self._steps = None, 0
-        if enabled and shown(stream):
+        # a bar inside another joins its display (which took over sys.stderr), else asks the terminal
+        if enabled and (_live["display"] is not None or shown(stream)):
             self._open(stream)
 
     def _open(self, stream) -> None:

@@ -13,10 +13,14 @@ PACKAGE = Path(__file__).resolve().parent
 # three steps, each printing a result line to stdout while the bar is drawn
 SCRIPT = """
 from oslens.progress import Progress, shown
+expected = shown()
 with Progress("work", total=3) as bar:
-    assert bar.drawn == shown()
+    assert bar.drawn == expected
     for what in ("first-step", "second-step", "third-step"):
         bar.step(what)
+        with Progress("inner") as inner:  # a bar inside another: a line of its own, gone with it
+            assert inner.drawn == expected
+            inner.step(what + "-inside")
         print("result line", flush=True)
 """
 
@@ -62,7 +66,7 @@ def test_drawn_on_a_terminal():
     out, seen = _run_on_pty()
     assert out == "result line\n" * 3  # the pipe gets the data, never the bar
     for what in ("first-step", "second-step", "third-step"):
-        assert re.search(rf"work {what}", seen), seen
+        assert re.search(rf"work {what}", seen) and re.search(rf"inner {what}-inside", seen), seen
     assert "━" in seen  # the bar itself
 
 
