@@ -2,8 +2,9 @@
 
 It stages a copy of the Python package with the built pieces under oslens/prefix (FILES, the one
 list of what ships), strips their debug sections, writes oslens.pc relative to its own folder,
-builds the wheel with pip (setup.py tags it cp311-abi3), and retags it with the manylinux policy
-`auditwheel show` finds it meets. Prints the wheel's path, size and policy.
+builds the wheel with pip (setup.py tags it cp311-abi3), and retags it manylinux with the policy
+`auditwheel show` finds it meets, or the newer glibc its binaries need (glibc_floor: auditwheel
+does not count what they need of ld.so). Prints the wheel's path, size and platform tag.
 
     .venv/bin/python scripts/wheel.py [--out DIR]
 """
@@ -106,10 +107,14 @@ def strip_debug(roots: list[Path]) -> None:
                 subprocess.run([strip, "--strip-debug", str(p)], check=True)
 
 
-def _is_binary(p: Path) -> bool:
+def _head(p: Path) -> bytes:
     with open(p, "rb") as f:
-        head = f.read(8)
-    return head.startswith(b"\x7fELF") or head.startswith(b"!<arch>\n")
+        return f.read(8)
+
+
+def _is_binary(p: Path) -> bool:
+    """An ELF file or a static library (an ar archive of them)."""
+    return _head(p).startswith((b"\x7fELF", b"!<arch>\n"))
 
 
 def build(stage_dir: Path, out: Path) -> Path:
@@ -120,17 +125,43 @@ def build(stage_dir: Path, out: Path) -> Path:
     return wheel
 
 
-def manylinux(wheel: Path) -> tuple[Path, str]:
-    """Retags the wheel with the policy auditwheel finds it meets; returns (wheel, auditwheel's verdict)."""
+def glibc_floor(root: Path) -> tuple[tuple[int, int], list[str]]:
+    """The newest GLIBC_2.x any shipped binary needs, and which binaries need it, counting the
+    needs on ld-linux-x86-64.so.2 that auditwheel leaves out (liboslens's __rseq_offset and
+    __rseq_size are GLIBC_2.35 symbols of ld.so: older loaders refuse the library)."""
+    from elftools.elf.elffile import ELFFile
+
+    floor, needing = (2, 17), []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or not _head(p).startswith(b"\x7fELF"):
+            continue
+        with open(p, "rb") as f:
+            section = ELFFile(f).get_section_by_name(".gnu.version_r")
+            names = [aux.name for _, auxes in section.iter_versions() for aux in auxes] if section else []
+        versions = [(int(m[1]), int(m[2])) for m in (re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", n) for n in names) if m]
+        newest = max(versions, default=(2, 17))
+        if newest > floor:
+            floor, needing = newest, []
+        if newest == floor:
+            needing.append(str(p.relative_to(root)))
+    return floor, needing
+
+
+def manylinux(wheel: Path, floor: tuple[tuple[int, int], list[str]]) -> tuple[Path, str]:
+    """Retags the wheel with the newer of the policy auditwheel finds it meets and the glibc its
+    binaries need (glibc_floor); returns (wheel, what decided it)."""
     show = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True)
     text = " ".join(show.stdout.split())
-    m = re.search(r'consistent with the following platform tag: "(manylinux_\d+_\d+_x86_64)"', text)
+    m = re.search(r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_x86_64"', text)
     if show.returncode != 0 or not m:
         return wheel, (show.stdout + show.stderr).strip() or "auditwheel found no manylinux policy"
-    subprocess.run([sys.executable, "-m", "wheel", "tags", "--remove", "--platform-tag", m.group(1), str(wheel)],
+    (glibc, needing), policy = floor, (int(m[1]), int(m[2]))
+    tag = "manylinux_{}_{}_x86_64".format(*max(policy, glibc))
+    subprocess.run([sys.executable, "-m", "wheel", "tags", "--remove", "--platform-tag", tag, str(wheel)],
                    check=True, capture_output=True)
-    (tagged,) = wheel.parent.glob(wheel.name.replace("linux_x86_64", m.group(1)))
-    return tagged, text
+    (tagged,) = wheel.parent.glob(wheel.name.replace("linux_x86_64", tag))
+    why = f"auditwheel: manylinux_{policy[0]}_{policy[1]}; GLIBC_{glibc[0]}.{glibc[1]} needed by {', '.join(needing)}"
+    return tagged, f"{tag} ({why})"
 
 
 def main(argv=None) -> int:
@@ -142,10 +173,12 @@ def main(argv=None) -> int:
     for old in out.glob("oslens-*.whl"):
         old.unlink()
     with tempfile.TemporaryDirectory(prefix="oslens-wheel-") as tmp:
-        wheel = build(stage(Path(tmp)), out)
-    wheel, verdict = manylinux(wheel)
+        staged = stage(Path(tmp))
+        floor = glibc_floor(staged / "python" / "oslens")
+        wheel = build(staged, out)
+    wheel, verdict = manylinux(wheel, floor)
     print(f"wheel: {wheel} ({os.path.getsize(wheel) / 1e6:.1f} MB)")
-    print(f"auditwheel: {verdict}")
+    print(f"platform: {verdict}")
     return 0
 
 
