@@ -108,6 +108,7 @@ class LabRun:
         self.memory_cgroup: tuple[Path, int] | None = None
         self._children: list[subprocess.Popen] = []
         self._old: dict = {}
+        self._signalled = 0
 
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self):
@@ -120,10 +121,20 @@ class LabRun:
         return self
 
     def _on_signal(self, signum, _frame):
+        # kept as well as raised: Python drops an exception raised inside an at-fork hook (logging's
+        # _releaseLock after Popen's fork), and the run would then go on to its end
+        self._signalled = signum
         for child in self._children:
             if child.poll() is None:
                 child.send_signal(signum)
         raise _Interrupted(signum)
+
+    def _started(self, child: subprocess.Popen) -> subprocess.Popen:
+        """A child to stop with the run; a signal that arrived while it was forked ends the run here."""
+        self._children.append(child)
+        if self._signalled:
+            raise _Interrupted(self._signalled)
+        return child
 
     def __exit__(self, exc_type, exc, _tb):
         self.bar.close()
@@ -140,9 +151,9 @@ class LabRun:
             self.say(f"restored: {', '.join(names)}")
         for s, h in self._old.items():
             signal.signal(s, h)
-        if exc_type is _Interrupted:
-            raise OslensError(f"interrupted by signal {exc.args[0]}; every setting the lab changed is restored",
-                              128 + exc.args[0])
+        if exc_type is _Interrupted or (exc_type is None and self._signalled):
+            signum = exc.args[0] if exc_type is _Interrupted else self._signalled
+            raise OslensError(f"interrupted by signal {signum}; every setting the lab changed is restored", 128 + signum)
         return False
 
     def say(self, text: str = "") -> None:
@@ -251,9 +262,8 @@ class LabRun:
             cmd = [sys.executable, "-m", "oslens.cli", "record", "--no-import", *(() if preload else ("--no-preload",)),
                    "--buffer-mb", "1", *(("--on-full", "block") if block_when_full else ()), "--events", events,
                    "-f", "-o", str(trace), "--", *argv]
-        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=_die_with_parent, env=env)
-        self._children.append(child)
+        child = self._started(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                               preexec_fn=_die_with_parent, env=env))
         stdout, stderr = child.communicate()
         self._children.remove(child)
         pid = None
@@ -279,10 +289,8 @@ class LabRun:
                 if err:
                     os.write(2, f"cannot apply {task_policy}: {os.strerror(err)}\n".encode())
                     os._exit(126)
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=setup,
-                                 stdin=subprocess.PIPE if interactive else None)
-        self._children.append(child)
-        return child
+        return self._started(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                              preexec_fn=setup, stdin=subprocess.PIPE if interactive else None))
 
     def finish(self, child: subprocess.Popen) -> dict:
         """Wait for a started program; its last JSON line."""
