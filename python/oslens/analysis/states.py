@@ -52,8 +52,8 @@ UNKNOWN_REASONS = {
     SYSCALL_EXIT_LOST: "on a CPU after a system call whose exit was not recorded",
     ACQUIRE_LOST: "on a CPU inside a lock wait whose acquire was not recorded",
     SWITCH_IN_LOST: "on a CPU for part of this time: the switch onto it was not recorded",
-    SWITCH_IN_NOT_EMITTED: "on a CPU for part of this time, until its first record there: the kernel emitted no "
-                           "switch onto it (its own stream lacks it; the collector lost nothing)",
+    SWITCH_IN_NOT_EMITTED: "on a CPU for part of this time: the kernel emitted no switch onto it (its own stream "
+                           "lacks it; the collector lost nothing)",
 }
 
 
