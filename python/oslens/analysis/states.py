@@ -274,13 +274,14 @@ def _kernel_lost_any(con) -> bool:
 
 
 # what only a running thread writes: (table, time column, CPU column or None)
-EVIDENCE = (("app_events", "ts", "cpu"), ("faults", "ts", "cpu"), ("syscalls", "start_ns", None), ("syscalls", "end_ns", None))
+EVIDENCE = (("app_events", "ts", "cpu"), ("faults", "ts", "cpu"), ("irqs", "start_ns", "cpu"), ("samples", "ts", "cpu"),
+            ("syscalls", "start_ns", None), ("syscalls", "end_ns", None))
 
 
 def _bound_by_evidence(con, tid: int, sl_s, sl_e, sl_cpu, sl_code, sl_inferred):
     """A slice whose switch-in is missing (start_inferred) is certain from the thread's first
-    record inside its window on that CPU (an application record, a page fault, a system call's
-    entry or exit: it was running then, and it left the CPU only at the slice's end, which has a
+    record inside its window on that CPU (an application record, a page fault, an interrupt or
+    IP sample that caught it, a system call's entry or exit: it was running then, and it left the CPU only at the slice's end, which has a
     record): the slice is split there, the certain part no longer inferred."""
     if not sl_inferred.any():
         return sl_s, sl_e, sl_cpu, sl_code, sl_inferred
