@@ -235,7 +235,13 @@ int BPF_PROG(osl_sched_switch, bool preempt, struct task_struct *prev, struct ta
     else
         state = prev_state & 0x7f;
     __u64 ns = pidns();
-    fill(&s->r, OSL_K_SCHED_SWITCH, osl_pack_sched_switch(vtid(prev, ns), vtid(next, ns), vpid(prev, ns), state, prev->prio));
+    __u32 ppid = prev->tgid;
+    if (ns) { /* outside a namespace the fields are read directly, as cheap as before */
+        p = vtid(prev, ns);
+        n = vtid(next, ns);
+        ppid = vpid(prev, ns);
+    }
+    fill(&s->r, OSL_K_SCHED_SWITCH, osl_pack_sched_switch(p, n, ppid, state, prev->prio));
     __builtin_memcpy(s->prev_comm, prev->comm, 16);
     __builtin_memcpy(s->next_comm, next->comm, 16);
     bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
@@ -250,9 +256,11 @@ int BPF_PROG(osl_sched_waking, struct task_struct *p) {
         return 0;
     __u32 target = BPF_CORE_READ(p, thread_info.cpu); /* task_cpu(p), as the tracepoint reports */
     __u64 ns = pidns();
-    pt = in_ns(pt, ns);
-    waker = (__u32)pt;
-    woken = vtid(p, ns);
+    if (ns) {
+        pt = in_ns(pt, ns);
+        waker = (__u32)pt;
+        woken = vtid(p, ns);
+    }
     emit(OSL_K_SCHED_WAKING, osl_pack_sched_waking(waker, woken, pt >> 32, target, p->prio));
     return 0;
 }
@@ -267,7 +275,7 @@ int BPF_PROG(osl_sched_wakeup, struct task_struct *p) {
     __u32 target = BPF_CORE_READ(p, thread_info.cpu);
     __u64 ns = pidns();
     __u32 current = (__u32)in_ns(bpf_get_current_pid_tgid(), ns);
-    emit(OSL_K_SCHED_WAKEUP, osl_pack_sched_wakeup(current, vtid(p, ns), target, p->prio));
+    emit(OSL_K_SCHED_WAKEUP, osl_pack_sched_wakeup(current, ns ? vtid(p, ns) : woken, target, p->prio));
     return 0;
 }
 
@@ -288,13 +296,19 @@ int BPF_PROG(osl_sched_process_fork, struct task_struct *parent, struct task_str
     }
     __u64 flags = ctgid == ptgid ? OSL_CLONE_THREAD : 0;
     __u64 ns = pidns();
-    __u32 vchild = vtid(child, ns);
-    fill(&f->r, OSL_K_FORK, osl_pack_fork((__u32)in_ns(ptid, ns), vchild, vpid(child, ns), vpid(parent, ns), flags));
+    __u32 vchild = ctid;
+    if (ns) {
+        vchild = vtid(child, ns);
+        ptid = (__u32)in_ns(ptid, ns);
+        ctgid = vpid(child, ns);
+        ptgid = vpid(parent, ns);
+    }
+    fill(&f->r, OSL_K_FORK, osl_pack_fork(ptid, vchild, ctgid, ptgid, flags));
     __builtin_memcpy(f->comm, child->comm, 16);
     bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
     /* the child's kernel ids, so its records (in the namespace's pids) join the kernel's view */
     if (ns && keep)
-        emit(OSL_K_TASK_IDS, osl_pack_task_ids(vchild, ctid, ctgid));
+        emit(OSL_K_TASK_IDS, osl_pack_task_ids(vchild, ctid, child->tgid));
     return 0;
 }
 
@@ -328,10 +342,13 @@ int BPF_PROG(osl_sched_process_exit, struct task_struct *p) {
         return 0;
     int live = BPF_CORE_READ(p, signal, live.counter);
     __u64 ns = pidns();
-    __u32 v = vtid(p, ns);
-    if (ns)
+    __u32 v = tid, vp = p->tgid;
+    if (ns) {
+        v = vtid(p, ns);
+        vp = vpid(p, ns);
         bpf_map_update_elem(&osl_vtids, &tid, &v, BPF_ANY);
-    emit(OSL_K_EXIT, osl_pack_exit(v, vpid(p, ns), live == 0));
+    }
+    emit(OSL_K_EXIT, osl_pack_exit(v, vp, live == 0));
     return 0;
 }
 
@@ -342,7 +359,7 @@ int BPF_PROG(osl_sched_migrate_task, struct task_struct *p, int dest_cpu) {
         return 0;
     __u32 orig = BPF_CORE_READ(p, thread_info.cpu);
     __u64 ns = pidns();
-    emit(OSL_K_MIGRATE, osl_pack_migrate(vtid(p, ns), orig, dest_cpu, (__u32)in_ns(bpf_get_current_pid_tgid(), ns)));
+    emit(OSL_K_MIGRATE, osl_pack_migrate(ns ? vtid(p, ns) : tid, orig, dest_cpu, (__u32)in_ns(bpf_get_current_pid_tgid(), ns)));
     return 0;
 }
 
