@@ -102,7 +102,8 @@ def test_a_pipe_ping_pong_inside_a_pid_namespace_counts_as_outside_in_the_pids_i
         # read or preempted by the task it woke, as the scheduler decides: only the sum is fixed)
         assert c["syscalls"] >= 4 * n and c["switches"] >= 2 * n, (where, c)
         check_agrees(proc)
-    close(counts["inside"]["syscalls"], counts["outside"]["syscalls"])
+    for k in ("syscalls", "switches"):
+        close(counts["inside"][k], counts["outside"][k])
     m = meta(runs["inside"][0])["kernel"]
     assert m["pid_namespace"] > 0 and "pid_namespace" not in meta(runs["outside"][0])["kernel"]
     # the kernel's own ids are kept: the program's tasks have global tids other than their own
@@ -124,7 +125,8 @@ def test_a_fixed_number_of_sleeps_gives_the_same_switches_wakeups_and_calls_insi
         # each sleep is one switch out asleep, one wakeup and one call (a few wakeups can go
         # unrecorded either way: a timer's wakeup that interrupts another eBPF program on its CPU
         # is skipped by the kernel's recursion guard)
-        assert 2 * n <= c["sleeps"] <= 2 * n + 5 and 0.99 * 2 * n <= c["wakeups"] <= 2 * n + 5, (where, c)
+        # (and now and then a sleep's timer fires before its task left the CPU: no switch then)
+        assert 0.99 * 2 * n <= c["sleeps"] <= 2 * n + 5 and 0.99 * 2 * n <= c["wakeups"] <= 2 * n + 5, (where, c)
         calls = sql(trace, "SELECT count(*) FROM syscalls WHERE name LIKE '%nanosleep' AND tid IN "
                            "(SELECT tid FROM threads WHERE is_traced AND NOT is_oslens)")
         assert calls == [(2 * n,)], (where, calls)
@@ -149,17 +151,21 @@ def test_a_third_party_program_switches_as_many_times_inside(tmp_path, container
     if not shutil.which("stress-ng"):
         pytest.skip("stress-ng is not installed (scripts/setup.sh installs it)")
     runs = both(tmp_path, container, ["stress-ng", "--switch", "1", "--switch-ops", "4000", "-q"])
-    calls = {}
+    calls, switches = {}, {}
     for where, (trace, proc) in runs.items():
         # how often its two processes hand the CPU over is the scheduler's choice, run to run: the
         # cross-check holds the switches to the kernel's own counts exactly, and the messages are fixed
         check_agrees(proc)
-        assert program_counts(trace)["sleeps"] >= 4000, where
+        c = program_counts(trace)
+        assert c["sleeps"] >= 4000, (where, c)
+        switches[where] = c["switches"]
         calls[where] = dict(sql(trace, "SELECT name, count(*) FROM syscalls WHERE name IN ('read', 'write') AND tid IN "
                                        "(SELECT tid FROM threads WHERE is_traced AND NOT is_oslens) GROUP BY 1"))
         assert calls[where]["write"] >= 4000 and calls[where]["read"] >= 4000, (where, calls[where])
     for k in ("read", "write"):
         close(calls["inside"][k], calls["outside"][k])
+    # blocked or preempted varies, but each message hands the CPU over about twice either way
+    close(switches["inside"], switches["outside"])
     names = {w: sorted(r[0] for r in sql(t, "SELECT name FROM threads WHERE is_traced AND NOT is_oslens"))
              for w, (t, _p) in runs.items()}
     assert names["inside"] == names["outside"], names
