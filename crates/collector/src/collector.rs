@@ -47,6 +47,8 @@ pub struct Collector {
     pub sampling: Option<String>,
     /// The threads of the attached processes alive at the attach (`--attach`).
     pub attached: Vec<attach::Alive>,
+    /// The inode of the recording's PID namespace, 0 in the initial one (sys::pid_namespace).
+    pub pidns: u64,
 }
 
 pub const TIER_TRACEPOINTS: &str = "kernel tracepoints";
@@ -58,7 +60,8 @@ impl Collector {
         let cpus = online_cpus();
         let raw_dir = format!("{}/raw", opts.trace);
         let writers = cpus.iter().map(|&c| (c, Writer::new(&raw_dir, &format!("kernel-cpu{c}"), c, opts.chunk_records))).collect();
-        let st = State::new(opts.system_wide, writers);
+        let mut st = State::new(opts.system_wide, writers);
+        st.ts_offset = crate::sys::monotonic_offset();
         Collector {
             opts,
             tier: 3,
@@ -81,6 +84,7 @@ impl Collector {
             cpus,
             sampling: None,
             attached: vec![],
+            pidns: crate::sys::pid_namespace(),
         }
     }
 
@@ -107,6 +111,10 @@ impl Collector {
             let w = k::traced::pack(root as u64, self.opts.system_wide as u64);
             self.st.emit(cpu, Record::new(now_ns(), w.id, cpu as u16, k::TRACED, w.a, w.b));
             self.record_attached(cpu);
+            if let Some((pid, tid)) = self.bpf.as_ref().and_then(|b| b.root_global) {
+                let w = k::task_ids::pack(root as u64, tid as u64, pid as u64);
+                self.st.emit(cpu, Record::new(now_ns(), w.id, cpu as u16, k::TASK_IDS, w.a, w.b));
+            }
         }
         for &fd in &self.fds {
             perf::enable(fd);
@@ -318,6 +326,15 @@ impl Collector {
         }
         if let Some(t) = &self.sampling {
             s.push_str(&format!(", \"sampling\": {}", json_str(t)));
+        }
+        if self.pidns != 0 {
+            s.push_str(&format!(", \"pid_namespace\": {}", self.pidns));
+            if let Some((pid, tid)) = self.bpf.as_ref().and_then(|b| b.root_global) {
+                s.push_str(&format!(", \"root_global\": {{\"pid\": {pid}, \"tid\": {tid}}}"));
+            }
+        }
+        if self.st.ts_offset != 0 {
+            s.push_str(&format!(", \"monotonic_offset_ns\": {}", self.st.ts_offset));
         }
         s
     }
