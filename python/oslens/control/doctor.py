@@ -75,12 +75,25 @@ def _recording(root: Path, caps: set[str]) -> list[dict]:
                f"unprivileged_bpf_disabled {unpriv_bpf}; {'CAP_BPF held' if caps & {'CAP_BPF', 'CAP_SYS_ADMIN'} else 'no CAP_BPF'}",
                "run as root, or give the user CAP_BPF and CAP_PERFMON",
                "the cheap tier of kernel tracing (filters the traced tree in the kernel)"),
+        _ptrace(root, caps),
         check_result("BTF", btf, "/sys/kernel/btf/vmlinux " + ("present" if btf else "missing"),
                "a kernel with CONFIG_DEBUG_INFO_BTF=y", "the eBPF programs (CO-RE)"),
         check_result("libbpf", ctypes.util.find_library("bpf") is not None, "libbpf.so " + (
             "found" if ctypes.util.find_library("bpf") else "not found"), "apt-get install libbpf1",
                "loading the eBPF programs (else perf_event_open is used)"),
     ]
+
+
+def _ptrace(root: Path, caps: set[str]) -> dict:
+    """Yama's ptrace scope: `record -p` wakes a program's dormant instruments through
+    /proc/PID/mem, which needs ptrace access to it (kernel events need only the tracing checks)."""
+    scope = read_int(under(root, "/proc/sys/kernel/yama/ptrace_scope"))
+    ok = scope is None or scope == 0 or (scope < 3 and "CAP_SYS_PTRACE" in caps)
+    detail = ("no Yama" if scope is None else f"ptrace_scope {scope}") + (
+        "; CAP_SYS_PTRACE held" if "CAP_SYS_PTRACE" in caps else "")
+    fix = ("'sysctl kernel.yama.ptrace_scope=1' (or 0) and run as root or with CAP_SYS_PTRACE" if scope == 3 else
+           "run as root or with CAP_SYS_PTRACE, or 'sysctl kernel.yama.ptrace_scope=0'")
+    return check_result("ptrace access", ok, detail, fix, "waking a running program's instruments (record -p)")
 
 
 def _clock(root: Path) -> list[dict]:
