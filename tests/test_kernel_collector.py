@@ -40,7 +40,7 @@ def record(trace, program, *args, options=(), env=None, timeout=120, mechanism=N
 
 
 def tables(trace):
-    """The kernel tables of a real trace, as the import builds them (DuckDB), checked against the
+    """The kernel tables of a real trace, as the import builds them (the native pass), checked against the
     numpy oracle row for row."""
     chunks = [c for c in raw.read_chunks(Path(trace)) if c.path.name.startswith("kernel-")]
     got = build_kernel_tables(chunks, raw.read_meta(Path(trace)))

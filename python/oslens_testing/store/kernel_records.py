@@ -1,5 +1,5 @@
 """The kernel collector's records, laid into a DuckDB database one chunk at a time, so that the
-kernel tables (oslens.store.kernel_tables) are built by queries that spill to disk instead of
+kernel tables (kernel_tables_duckdb, the build before the native pass) are built by queries that spill to disk instead of
 from every record held in memory (docs/trace-schema.md, "Import memory").
 
 Table `k`: one row per valid kernel record but NAME records, with `seq` its place in the order the
@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from oslens import _native
 from oslens.capture import raw
+from oslens.store.held import records_of  # noqa: F401 (the oracle reads records through it)
 
 LOST = _native.KINDS["kernel_lost"]
 # records inserted at once (a 64 MiB chunk holds 2 Mi records)
@@ -23,12 +24,6 @@ SLICE_RECORDS = 1 << 18
 SCHEMA = """
 CREATE TABLE k (ts BIGINT, cpu INTEGER, kind UTINYINT, id UINTEGER, a UBIGINT, b UBIGINT, seq BIGINT);
 """
-
-
-def records_of(chunk: raw.ChunkData) -> np.ndarray:
-    """A chunk's records, read again if the importer let them go (oslens.store.held.LetGo)."""
-    r = chunk.records
-    return r if isinstance(r, np.ndarray) else r.read()
 
 
 class Loaded:

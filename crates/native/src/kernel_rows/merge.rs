@@ -1,0 +1,117 @@
+//! The kernel records in time order: each chunk (one CPU's, in the order the collector wrote
+//! it) read through a cursor, and the cursors merged by (time, chunk, place in chunk), which is
+//! the order a stable sort by time of the chunks laid end to end gives (the `seq` tie-break of
+//! the DuckDB build). A chunk is read when the merge reaches its first time and let go when it
+//! is done, so the records held are those of the chunks open at one time (about one per CPU).
+
+use crate::app_rows::{Records, Source};
+use oslens_format::{kinds, Record};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// The record at `i` of a buffer of 32-byte records.
+#[inline(always)]
+pub fn record_at(b: &[u8], i: usize) -> Record {
+    assert!((i + 1) * 32 <= b.len());
+    // SAFETY: the 32 bytes are in bounds (checked); Record is plain data of that size.
+    unsafe { std::ptr::read_unaligned(b.as_ptr().add(i * 32) as *const Record) }
+}
+
+/// What the merge needs to know of a chunk before it opens it (the scan finds it).
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkInfo {
+    /// its earliest record time (u64::MAX: no record but names)
+    pub min_ts: u64,
+    /// whether its records are in time order already (else sorted, stably, when opened)
+    pub sorted: bool,
+}
+
+/// One record in merged order and its place: (chunk << 32) | index in the chunk.
+pub type Seq = u64;
+
+struct Open<'a> {
+    recs: Records<'a>,
+    /// the chunk's record indices in time order, where it was not written in time order
+    order: Option<Vec<u32>>,
+    pos: usize,
+}
+
+impl Open<'_> {
+    fn len(&self) -> usize {
+        self.order.as_ref().map_or(self.recs.len() / 32, |o| o.len())
+    }
+
+    fn index(&self, pos: usize) -> usize {
+        self.order.as_ref().map_or(pos, |o| o[pos] as usize)
+    }
+
+    /// Moves past NAME records (they go to the comm history, not to the merge).
+    fn skip_names(&mut self) {
+        while self.pos < self.len() && self.recs[self.index(self.pos) * 32 + 14] == kinds::NAME {
+            self.pos += 1;
+        }
+    }
+}
+
+pub struct Merge<'a, 's> {
+    chunks: &'s [Source<'a>],
+    sorted: Vec<bool>,
+    open: Vec<Option<Open<'a>>>,
+    heap: BinaryHeap<Reverse<(u64, usize, usize)>>,
+    /// chunks not opened yet, (first time, chunk), the earliest last
+    pending: Vec<(u64, usize)>,
+}
+
+impl<'a, 's> Merge<'a, 's> {
+    pub fn new(chunks: &'s [Source<'a>], info: &[ChunkInfo]) -> Merge<'a, 's> {
+        let mut pending: Vec<(u64, usize)> = info.iter().enumerate().filter(|(_, c)| c.min_ts != u64::MAX).map(|(i, c)| (c.min_ts, i)).collect();
+        pending.sort_by(|a, b| b.cmp(a));
+        let mut open = Vec::with_capacity(chunks.len());
+        open.resize_with(chunks.len(), || None);
+        Merge { chunks, sorted: info.iter().map(|c| c.sorted).collect(), open, heap: BinaryHeap::new(), pending }
+    }
+
+    fn push(&mut self, c: usize) {
+        let o = self.open[c].as_mut().expect("open chunk");
+        o.skip_names();
+        if o.pos < o.len() {
+            let ts = record_at(&o.recs, o.index(o.pos)).ts;
+            self.heap.push(Reverse((ts, c, o.pos)));
+        } else {
+            self.open[c] = None; // done: its records are let go
+        }
+    }
+
+    fn open_chunk(&mut self, c: usize) -> std::io::Result<()> {
+        let recs = self.chunks[c].read()?;
+        let order = (!self.sorted[c]).then(|| {
+            let mut o: Vec<u32> = (0..(recs.len() / 32) as u32).collect();
+            o.sort_by_key(|&i| record_at(&recs, i as usize).ts); // stable: ties keep record order
+            o
+        });
+        self.open[c] = Some(Open { recs, order, pos: 0 });
+        self.push(c);
+        Ok(())
+    }
+
+    /// The next record in time order and its place (chunk << 32 | index), None at the end.
+    #[inline]
+    pub fn next(&mut self) -> std::io::Result<Option<(Record, Seq)>> {
+        while let Some(&(first, c)) = self.pending.last() {
+            match self.heap.peek() {
+                Some(Reverse((ts, _, _))) if first > *ts => break,
+                _ => {
+                    self.pending.pop();
+                    self.open_chunk(c)?;
+                }
+            }
+        }
+        let Some(Reverse((_, c, pos))) = self.heap.pop() else { return Ok(None) };
+        let o = self.open[c].as_mut().expect("open chunk");
+        let i = o.index(pos);
+        let r = record_at(&o.recs, i);
+        o.pos = pos + 1;
+        self.push(c);
+        Ok(Some((r, ((c as u64) << 32) | i as u64)))
+    }
+}
