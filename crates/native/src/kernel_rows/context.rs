@@ -76,6 +76,11 @@ impl Ctx<'_> {
         }
     }
 
+    /// Where held rows spill: beside the tables written.
+    pub fn spill_dir(&self) -> Option<std::path::PathBuf> {
+        self.paths.values().next().and_then(|p| std::path::Path::new(p).parent()).map(|p| p.to_path_buf())
+    }
+
     /// The table's writer, when the importer asked for it.
     pub fn table(&self, name: &'static str, b: Vec<Buf>) -> std::io::Result<Option<Table>> {
         let Some(path) = self.paths.get(name) else { return Ok(None) };

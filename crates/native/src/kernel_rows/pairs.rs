@@ -5,7 +5,7 @@
 //! through a Reorder, in the table's order.
 
 use super::context::{put, put_opt, Ctx, DEV, IRQ, KIND, RW, SYSCALL};
-use super::reorder::{Key, Reorder};
+use super::reorder::Reorder;
 use super::table::{Buf, Table};
 use oslens_format::{kernel as k, Record};
 use super::Map;
@@ -58,9 +58,9 @@ impl Pairs {
         let block = cx.table("block_io", vec![i(), opt(), d(DEV), i(), i(), d(RW), i(), i(), i()])?;
         let irqs = cx.table("irqs", vec![i(), i(), i(), d(IRQ), d(KIND), i(), i()])?;
         Ok(Pairs {
-            calls: calls.map(|t| (t, Map::default(), Reorder::default())),
-            block: block.map(|t| (t, Map::default(), Reorder::default())),
-            irqs: irqs.map(|t| (t, Map::default(), Reorder::default())),
+            calls: calls.map(|t| (t, Map::default(), Reorder::new(cx.spill_dir()))),
+            block: block.map(|t| (t, Map::default(), Reorder::new(cx.spill_dir()))),
+            irqs: irqs.map(|t| (t, Map::default(), Reorder::new(cx.spill_dir()))),
         })
     }
 

@@ -21,7 +21,6 @@ pub struct Rows {
 /// A wakeup row waiting for the woken task's next record: (ts, cpu, tid, target, waker, waker pid).
 type Wake = (i64, i64, i64, i64, i64, i64);
 
-#[derive(Default)]
 struct Wakes {
     /// per woken task: its last wakeup not yet followed, and its enqueues of one time held
     /// until a later record (at one time a wakeup sorts before an enqueue)
@@ -53,7 +52,7 @@ impl Rows {
             counters: cx.table("kernel_counters", co)?,
             migrations: cx.table("migrations", i64s(4))?,
             wakeups: cx.table("wakeups", wa)?,
-            wake: Wakes::default(),
+            wake: Wakes { open: Map::default(), held: Reorder::new(cx.spill_dir()) },
         })
     }
 
