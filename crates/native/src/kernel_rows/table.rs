@@ -131,5 +131,5 @@ fn columns_of<'a>(table: &str, b: &'a [Buf], enc: &[(bool, bool)], bits: &'a [Ve
             Buf::Opt(v, _) => Column { validity: Some(bm), ..columns::i64_col(v, delta, stats) },
         })
         .collect();
-    columns::named_in(table, cols, declared)
+    columns::named_in("kernel_pass", table, cols, declared)
 }
