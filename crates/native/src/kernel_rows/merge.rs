@@ -60,6 +60,8 @@ pub struct Merge<'a, 's> {
     heap: BinaryHeap<Reverse<(u64, usize, usize)>>,
     /// chunks not opened yet, (first time, chunk), the earliest last
     pending: Vec<(u64, usize)>,
+    /// the next record of the chunk read last, out of the heap
+    cur: Option<Reverse<(u64, usize, usize)>>,
 }
 
 impl<'a, 's> Merge<'a, 's> {
@@ -68,7 +70,7 @@ impl<'a, 's> Merge<'a, 's> {
         pending.sort_by(|a, b| b.cmp(a));
         let mut open = Vec::with_capacity(chunks.len());
         open.resize_with(chunks.len(), || None);
-        Merge { chunks, sorted: info.iter().map(|c| c.sorted).collect(), open, heap: BinaryHeap::new(), pending }
+        Merge { chunks, sorted: info.iter().map(|c| c.sorted).collect(), open, heap: BinaryHeap::new(), pending, cur: None }
     }
 
     fn push(&mut self, c: usize) {
@@ -98,20 +100,41 @@ impl<'a, 's> Merge<'a, 's> {
     #[inline]
     pub fn next(&mut self) -> std::io::Result<Option<(Record, Seq)>> {
         while let Some(&(first, c)) = self.pending.last() {
-            match self.heap.peek() {
-                Some(Reverse((ts, _, _))) if first > *ts => break,
-                _ => {
-                    self.pending.pop();
-                    self.open_chunk(c)?;
-                }
+            let top = match (&self.cur, self.heap.peek()) {
+                (Some(a), Some(b)) => Some(a.0 .0.min(b.0 .0)),
+                (Some(a), None) => Some(a.0 .0),
+                (None, b) => b.map(|b| b.0 .0),
+            };
+            if top.is_some_and(|ts| first > ts) {
+                break;
             }
+            self.pending.pop();
+            self.open_chunk(c)?;
         }
-        let Some(Reverse((_, c, pos))) = self.heap.pop() else { return Ok(None) };
+        // the chunk read last usually comes first again: it is kept out of the heap until not
+        let head = match self.cur.take() {
+            Some(cur) if self.heap.peek().is_none_or(|top| cur >= *top) => cur,
+            Some(cur) => {
+                let top = self.heap.pop().unwrap();
+                self.heap.push(cur);
+                top
+            }
+            None => match self.heap.pop() {
+                Some(top) => top,
+                None => return Ok(None),
+            },
+        };
+        let Reverse((_, c, pos)) = head;
         let o = self.open[c].as_mut().expect("open chunk");
         let i = o.index(pos);
         let r = record_at(&o.recs, i);
         o.pos = pos + 1;
-        self.push(c);
+        o.skip_names();
+        if o.pos < o.len() {
+            self.cur = Some(Reverse((record_at(&o.recs, o.index(o.pos)).ts, c, o.pos)));
+        } else {
+            self.open[c] = None; // done: its records are let go
+        }
         Ok(Some((r, ((c as u64) << 32) | i as u64)))
     }
 }
