@@ -138,9 +138,14 @@ def main() -> int:
         result["results"].append(got)
         print(json.dumps({k: got[k] for k in ("workload", "kernel_records", "new", "old", "cpu_ratio_old_over_new")},
                          default=str), file=sys.stderr)
+    return write_result(result, a.out)
+
+
+def write_result(result: dict, out: Path | None) -> int:
+    """Prints the result's JSON, and writes it to `out` when given."""
     text = json.dumps(result, indent=1)
-    if a.out:
-        a.out.write_text(text + "\n")
+    if out:
+        out.write_text(text + "\n")
     print(text)
     return 0
 

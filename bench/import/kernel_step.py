@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_pass import write_result  # noqa: E402
 from kernel_records import kernel_records, loadavg  # noqa: E402
 from many_processes import ROOT  # noqa: E402
 
@@ -57,11 +58,7 @@ def main() -> int:
             got[which] = {"cpu_s": round(best, 3), "records_per_cpu_s": round(n / best) if best else None, "runs": cpu}
         results.append(got)
         print(json.dumps(got), file=sys.stderr)
-    text = json.dumps({"results": results}, indent=1)
-    if a.out:
-        a.out.write_text(text + "\n")
-    print(text)
-    return 0
+    return write_result({"results": results}, a.out)
 
 
 if __name__ == "__main__":
