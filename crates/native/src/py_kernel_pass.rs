@@ -42,7 +42,8 @@ fn sources<'a>(chunks: &'a [RecordsIn], raw: &[(usize, usize)]) -> Vec<app_rows:
 /// kernel_scan(chunks) -> dict: one read of each kernel chunk's records (a buffer, or (bytes,
 /// a callable returning them again)): "chunks" [(first time or 2**64-1, in time order)],
 /// "name_ts" (per chunk, its NAME records' times), "lost" (per chunk, its LOST records' sum),
-/// "first_cpu" (per chunk, -1: none), "pid_tids"/"pid_pids" (each thread's last named pid),
+/// "first_cpu" (per chunk, -1: none), "pid_tids"/"pid_pids" (each thread's last named pid) and
+/// "pid_keys" ((PID_PAIRS group, time, chunk << 32 | index) of the record that named it),
 /// "seen" (tids `tasks` has a row for), "last_seen", "exit_tids"/"exit_ts", "codes" (switch
 /// states, syscall numbers, counters, block rw, block devs, irqs, softirqs), "small" (the
 /// fork, exec, exit and traced records in time order, 32 bytes each), "records".
@@ -58,6 +59,7 @@ pub fn kernel_scan<'py>(py: Python<'py>, chunks: Vec<RecordsIn>) -> PyResult<Bou
     let (tids, pids): (Vec<i64>, Vec<i64>) = s.pids.iter().map(|(t, (_, p))| (*t, *p)).unzip();
     d.set_item("pid_tids", tids)?;
     d.set_item("pid_pids", pids)?;
+    d.set_item("pid_keys", s.pids.values().map(|(k, _)| *k).collect::<Vec<_>>())?;
     let mut seen: Vec<i64> = s.seen.into_iter().collect();
     seen.sort_unstable();
     d.set_item("seen", seen)?;

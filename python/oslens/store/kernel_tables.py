@@ -122,13 +122,53 @@ def _small(s: dict) -> dict:
     return {k: r[r["kind"] == k] for k in SMALL_KINDS}
 
 
-def write_kernel_tables(chunks: list, meta: dict, folder: Path, progress=None) -> dict:
+def scan_chunk(records) -> dict:
+    """One chunk's kernel scan (oslens._native.kernel_scan), best taken while its records are in
+    memory from the first read (chunk_reader)."""
+    return _native.kernel_scan([held.pass_input(records)])
+
+
+def combine(scans: list[dict]) -> dict:
+    """The chunks' scans as one scan of them all, in the order given: a thread's pid is the one
+    named last in (group, time, chunk, record) order, as kernel_scan orders them."""
+    out = {"chunks": [], "name_ts": [], "lost": [], "first_cpu": [], "records": 0, "last_seen": 0}
+    pids: dict[int, tuple] = {}
+    seen: set[int] = set()
+    exit_at: dict[int, int] = {}
+    codes: list[set] = [set() for _ in range(7)]
+    small = []
+    for c, s in enumerate(scans):
+        for k in ("chunks", "name_ts", "lost", "first_cpu"):
+            out[k].extend(s[k])
+        out["records"] += s["records"]
+        out["last_seen"] = max(out["last_seen"], s["last_seen"])
+        for tid, pid, (g, ts, i) in zip(s["pid_tids"], s["pid_pids"], s["pid_keys"]):
+            key = (g, ts, c, i & 0xFFFFFFFF)
+            if tid not in pids or key >= pids[tid][0]:
+                pids[tid] = (key, pid)
+        seen.update(s["seen"])
+        for tid, ts in zip(s["exit_tids"], s["exit_ts"]):
+            exit_at[tid] = max(ts, exit_at.get(tid, ts))
+        for mine, theirs in zip(codes, s["codes"]):
+            mine.update(theirs)
+        small.append(np.frombuffer(s["small"], dtype=raw.RECORD_DTYPE))
+    r = np.concatenate(small) if small else np.zeros(0, raw.RECORD_DTYPE)
+    out["small"] = r[np.argsort(r["ts"], kind="stable")].tobytes()  # time, then chunk and record
+    out["pid_tids"], out["pid_pids"] = list(pids), [p for _k, p in pids.values()]
+    out["seen"], out["exit_tids"], out["exit_ts"] = sorted(seen), list(exit_at), list(exit_at.values())
+    out["codes"] = [sorted(c) for c in codes]
+    return out
+
+
+def write_kernel_tables(chunks: list, meta: dict, folder: Path, progress=None, scans: dict | None = None) -> dict:
     """The kernel tables of a trace from its kernel chunks (source = SOURCE_KERNEL_CPU): the big
     ones written to Parquet files in `folder` (WrittenTable), `tasks` and `kernel_lost` in memory.
-    progress(fraction done) is called now and then while the pass runs."""
+    progress(fraction done) is called now and then while the pass runs; `scans`: {chunk path:
+    scan_chunk of its records} taken at the read (the others are scanned here)."""
     meta = meta or {}
+    scans = scans or {}
+    s = combine([scans.get(c.path) or scan_chunk(c.records) for c in chunks])
     inputs = [held.pass_input(c.records) for c in chunks]
-    s = _native.kernel_scan(inputs)
     names, lost_rows = _names_and_losses(chunks, s)
     small = _small(s)
     pid_of, comms = PidMap(np.array(s["pid_tids"], np.int64), np.array(s["pid_pids"], np.int64)), Comms(names)

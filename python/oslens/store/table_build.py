@@ -21,15 +21,15 @@ from oslens.store.parquet_options import ROW_GROUP
 from oslens.version import __version__
 
 
-def kernel_tables(trace: Path, kernel_chunks: list, meta: dict, losses: salvage.Losses, step=None) -> dict:
+def kernel_tables(trace: Path, kernel_chunks: list, meta: dict, losses: salvage.Losses, step=None, scans=None) -> dict:
     """The kernel tables: the big ones written by the native pass beside the tables (or in $TMPDIR
     when the trace folder cannot be written), as app_tables.WrittenTable; tasks and kernel_lost in
-    memory. step(fraction done) follows the pass."""
+    memory. step(fraction done) follows the pass; scans: the read's kernel scans by path."""
     out: dict = {}
     if kernel_chunks:
         for folder in (trace, Path(tempfile.gettempdir())):
             try:
-                out = kernel_module.write_kernel_tables(kernel_chunks, meta, folder, step) or {}
+                out = kernel_module.write_kernel_tables(kernel_chunks, meta, folder, step, scans) or {}
                 break
             except OSError as err:
                 if folder != trace:
@@ -115,7 +115,7 @@ def build(trace: Path, read, meta: dict, clock, losses: salvage.Losses, progress
     app = build_app(trace, chunks, meta, clock, names, read.scans, extensions)
     progress.step("building kernel tables", 65)
     kernel = kernel_tables(trace, [c for c in chunks if is_kernel_chunk(c)], meta, losses,
-                           lambda done: progress.step("building kernel tables", 65 + 5 * done))
+                           lambda done: progress.step("building kernel tables", 65 + 5 * done), read.kernel_scans)
     add_losses(losses, app, kernel, chunks, meta)
     tables: dict = {"threads": threads.build(app["threads"], app["extent"], names, meta, kernel.get("tasks"))}
     for name in APP_TABLES:
