@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CARGO_OUT := target/release
 DEMO_TRACE := traces/demo
 
-.PHONY: all setup build native python workloads demo test test-rust test-python bench clean
+.PHONY: all setup build native python workloads wheel demo test test-rust test-python bench clean
 
 all: build
 
@@ -42,6 +42,10 @@ python:
 workloads: native
 	@for d in workloads/*/ osbench/; do if [ -f "$$d/Makefile" ]; then $(MAKE) -s -C "$$d" OSLENS_PREFIX=$(abspath $(VENV)) || exit 1; fi; done
 
+# the wheel users install (README.md), from what `build` made: dist/oslens-*.whl
+wheel: build
+	$(PY) scripts/wheel.py --out dist
+
 demo: build
 	@rm -rf $(DEMO_TRACE)
 	$(VENV)/bin/oslens record -o $(DEMO_TRACE) -- workloads/water/water --threads 2 --steps 4
@@ -56,4 +60,4 @@ bench: build
 
 clean:
 	cargo clean
-	rm -rf $(VENV) traces python/oslens/_native.abi3.so python/oslens_testing/_oracle.abi3.so
+	rm -rf $(VENV) traces dist python/oslens/_native.abi3.so python/oslens_testing/_oracle.abi3.so

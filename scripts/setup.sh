@@ -32,3 +32,8 @@ if ! cmp -s requirements.lock .venv/.requirements.lock 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -r requirements.lock
   cp requirements.lock .venv/.requirements.lock
 fi
+if ! cmp -s requirements-notebook.lock .venv/notebook-extra/.requirements.lock 2>/dev/null; then
+  rm -rf .venv/notebook-extra
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps --target .venv/notebook-extra -r requirements-notebook.lock
+  cp requirements-notebook.lock .venv/notebook-extra/.requirements.lock
+fi

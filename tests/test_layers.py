@@ -194,7 +194,7 @@ def _rust_edges(src: Path) -> dict[str, set[str]]:
 # The Python packages in layer order, lowest first (docs/architecture.md): a package imports only
 # packages listed before it; the package's own modules import each other freely (no cycle).
 PACKAGES: list[tuple[str, str]] = [
-    ("errors", "base"), ("paths", "base"), ("version", "base"), ("signals", "base"),
+    ("errors", "base"), ("paths", "base"), ("version", "base"), ("signals", "base"), ("progress", "base"),
     ("instrument", "capture"), ("capture", "capture"),
     ("osbench", "measure"),
     ("store", "store"),

@@ -2,6 +2,7 @@
 (nbclient + ipykernel) and its outputs say what the recorded cell did (issue 33)."""
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -16,7 +17,10 @@ def text_of(cell) -> str:
     return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.outputs)
 
 
-def test_example_notebook_records_a_cell_and_reads_its_tables(tmp_path):
+def test_example_notebook_records_a_cell_and_reads_its_tables(tmp_path, monkeypatch):
+    # pandas lives beside .venv (requirements-notebook.lock): the kernel and the recorded cell find it there
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT / ".venv" / "notebook-extra"),
+                                                                   os.environ.get("PYTHONPATH")])))
     shutil.copy(ROOT / "examples" / "notebook.ipynb", tmp_path)
     nb = nbformat.read(tmp_path / "notebook.ipynb", as_version=4)
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",

@@ -65,12 +65,18 @@ struct {
     __uint(max_entries, 64 << 20);
 } osl_rb SEC(".maps");
 
-/* [0] = system-wide (keep every task) */
+/* what the collector set (bpf.rs, Config: the same layout) */
+struct osl_config {
+    __u64 system_wide;  /* keep every task */
+    __u64 pidns;        /* inode of the recording's PID namespace; 0: the initial one (no translation) */
+    __u64 root;         /* the root's tid in that namespace, for osl_find_root */
+    __u64 root_global;  /* written by osl_find_root: the root's tgid << 32 | tid as the kernel numbers them */
+};
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
-    __type(value, __u64);
+    __type(value, struct osl_config);
 } osl_cfg SEC(".maps");
 
 /* records dropped because the ring was full, per CPU */
@@ -81,10 +87,65 @@ struct {
     __type(value, __u64);
 } osl_lost SEC(".maps");
 
-static __always_inline int system_wide(void) {
+/* kernel tid -> namespace tid of the tree's tasks, written as each exits: a released task has no
+ * struct pid left to read its number from, yet switches off its CPU once more (state X) */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 1 << 16);
+    __type(key, __u32);
+    __type(value, __u32);
+} osl_vtids SEC(".maps");
+
+static __always_inline struct osl_config *osl_config_get(void) {
     __u32 k = 0;
-    __u64 *v = bpf_map_lookup_elem(&osl_cfg, &k);
-    return v && *v;
+    return bpf_map_lookup_elem(&osl_cfg, &k);
+}
+
+static __always_inline int system_wide(void) {
+    struct osl_config *c = osl_config_get();
+    return c && c->system_wide;
+}
+
+static __always_inline __u64 pidns(void) {
+    struct osl_config *c = osl_config_get();
+    return c ? c->pidns : 0;
+}
+
+/* A task's tid as the recording's PID namespace `ns` numbers it (records speak in the pids the
+ * program sees): its number at its own deepest level when that level is `ns`; a task the
+ * namespace cannot see is OSL_PIDNS_OUTSIDE + its kernel tid, so it never equals one of the
+ * namespace's pids. The idle task (0) and ns = 0 (the initial namespace) keep the kernel's. */
+static __always_inline __u32 vtid(struct task_struct *t, __u64 ns) {
+    __u32 tid = BPF_CORE_READ(t, pid);
+    if (!ns || !tid)
+        return tid;
+    struct pid *p = BPF_CORE_READ(t, thread_pid);
+    if (!p) {
+        __u32 *known = bpf_map_lookup_elem(&osl_vtids, &tid);
+        return known ? *known : OSL_PIDNS_OUTSIDE + tid;
+    }
+    unsigned int lvl = BPF_CORE_READ(p, level);
+    struct upid u;
+    if (lvl > 32 || bpf_core_read(&u, sizeof(u), &p->numbers[lvl]) < 0)
+        return OSL_PIDNS_OUTSIDE + tid;
+    if (BPF_CORE_READ(u.ns, ns.inum) == ns)
+        return u.nr;
+    return OSL_PIDNS_OUTSIDE + tid;
+}
+
+/* its thread group in the namespace: its leader's tid there */
+static __always_inline __u32 vpid(struct task_struct *t, __u64 ns) {
+    if (!ns)
+        return BPF_CORE_READ(t, tgid);
+    return vtid(BPF_CORE_READ(t, group_leader), ns);
+}
+
+/* the current task's tgid << 32 | tid in the namespace, from the kernel's `pt` */
+static __always_inline __u64 in_ns(__u64 pt, __u64 ns) {
+    if (!ns)
+        return pt;
+    struct task_struct *t = bpf_get_current_task_btf();
+    return (__u64)vpid(t, ns) << 32 | vtid(t, ns);
 }
 
 static __always_inline int traced(__u32 tid) {
@@ -134,6 +195,8 @@ int BPF_PROG(osl_sys_enter, struct pt_regs *regs, long id) {
     if (!traced(tid) && !system_wide())
         return 0;
     __u64 arg0 = BPF_CORE_READ(regs, di);
+    pt = in_ns(pt, pidns());
+    tid = (__u32)pt;
     emit(OSL_K_SYS_ENTER, osl_pack_sys_enter(tid, id, pt >> 32, arg0));
     return 0;
 }
@@ -145,6 +208,8 @@ int BPF_PROG(osl_sys_exit, struct pt_regs *regs, long ret) {
     if (!traced(tid) && !system_wide())
         return 0;
     long nr = BPF_CORE_READ(regs, orig_ax);
+    pt = in_ns(pt, pidns());
+    tid = (__u32)pt;
     emit(OSL_K_SYS_EXIT, osl_pack_sys_exit(tid, nr, pt >> 32, ret));
     return 0;
 }
@@ -169,7 +234,14 @@ int BPF_PROG(osl_sched_switch, bool preempt, struct task_struct *prev, struct ta
         state = (BPF_CORE_READ(prev, exit_state) & 0x30) ?: OSL_STATE_DEAD;
     else
         state = prev_state & 0x7f;
-    fill(&s->r, OSL_K_SCHED_SWITCH, osl_pack_sched_switch(p, n, prev->tgid, state, prev->prio));
+    __u64 ns = pidns();
+    __u32 ppid = prev->tgid;
+    if (ns) { /* outside a namespace the fields are read directly, as cheap as before */
+        p = vtid(prev, ns);
+        n = vtid(next, ns);
+        ppid = vpid(prev, ns);
+    }
+    fill(&s->r, OSL_K_SCHED_SWITCH, osl_pack_sched_switch(p, n, ppid, state, prev->prio));
     __builtin_memcpy(s->prev_comm, prev->comm, 16);
     __builtin_memcpy(s->next_comm, next->comm, 16);
     bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
@@ -183,6 +255,12 @@ int BPF_PROG(osl_sched_waking, struct task_struct *p) {
     if (!traced(waker) && !traced(woken) && !system_wide())
         return 0;
     __u32 target = BPF_CORE_READ(p, thread_info.cpu); /* task_cpu(p), as the tracepoint reports */
+    __u64 ns = pidns();
+    if (ns) {
+        pt = in_ns(pt, ns);
+        waker = (__u32)pt;
+        woken = vtid(p, ns);
+    }
     emit(OSL_K_SCHED_WAKING, osl_pack_sched_waking(waker, woken, pt >> 32, target, p->prio));
     return 0;
 }
@@ -195,7 +273,9 @@ int BPF_PROG(osl_sched_wakeup, struct task_struct *p) {
     if (!traced(woken) && !system_wide())
         return 0;
     __u32 target = BPF_CORE_READ(p, thread_info.cpu);
-    emit(OSL_K_SCHED_WAKEUP, osl_pack_sched_wakeup((__u32)bpf_get_current_pid_tgid(), woken, target, p->prio));
+    __u64 ns = pidns();
+    __u32 current = (__u32)in_ns(bpf_get_current_pid_tgid(), ns);
+    emit(OSL_K_SCHED_WAKEUP, osl_pack_sched_wakeup(current, ns ? vtid(p, ns) : woken, target, p->prio));
     return 0;
 }
 
@@ -215,9 +295,20 @@ int BPF_PROG(osl_sched_process_fork, struct task_struct *parent, struct task_str
         return 0;
     }
     __u64 flags = ctgid == ptgid ? OSL_CLONE_THREAD : 0;
-    fill(&f->r, OSL_K_FORK, osl_pack_fork(ptid, ctid, ctgid, ptgid, flags));
+    __u64 ns = pidns();
+    __u32 vchild = ctid;
+    if (ns) {
+        vchild = vtid(child, ns);
+        ptid = (__u32)in_ns(ptid, ns);
+        ctgid = vpid(child, ns);
+        ptgid = vpid(parent, ns);
+    }
+    fill(&f->r, OSL_K_FORK, osl_pack_fork(ptid, vchild, ctgid, ptgid, flags));
     __builtin_memcpy(f->comm, child->comm, 16);
     bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+    /* the child's kernel ids, so its records (in the namespace's pids) join the kernel's view */
+    if (ns && keep)
+        emit(OSL_K_TASK_IDS, osl_pack_task_ids(vchild, ctid, child->tgid));
     return 0;
 }
 
@@ -232,7 +323,11 @@ int BPF_PROG(osl_sched_process_exec, struct task_struct *p, pid_t old_pid, struc
         count_lost();
         return 0;
     }
-    fill(&e->r, OSL_K_EXEC, osl_pack_exec(tid, pt >> 32, old_pid));
+    __u64 ns = pidns();
+    pt = in_ns(pt, ns);
+    /* a thread that exec'd took its leader's pid: its old one is the kernel's number */
+    __u32 old = !ns ? old_pid : old_pid == tid ? (__u32)pt : OSL_PIDNS_OUTSIDE + old_pid;
+    fill(&e->r, OSL_K_EXEC, osl_pack_exec((__u32)pt, pt >> 32, old));
     const char *fn = BPF_CORE_READ(bprm, filename);
     if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), fn) < 0)
         e->name[0] = 0;
@@ -246,7 +341,14 @@ int BPF_PROG(osl_sched_process_exit, struct task_struct *p) {
     if (!traced(tid) && !system_wide())
         return 0;
     int live = BPF_CORE_READ(p, signal, live.counter);
-    emit(OSL_K_EXIT, osl_pack_exit(tid, p->tgid, live == 0));
+    __u64 ns = pidns();
+    __u32 v = tid, vp = p->tgid;
+    if (ns) {
+        v = vtid(p, ns);
+        vp = vpid(p, ns);
+        bpf_map_update_elem(&osl_vtids, &tid, &v, BPF_ANY);
+    }
+    emit(OSL_K_EXIT, osl_pack_exit(v, vp, live == 0));
     return 0;
 }
 
@@ -256,7 +358,8 @@ int BPF_PROG(osl_sched_migrate_task, struct task_struct *p, int dest_cpu) {
     if (!traced(tid) && !system_wide())
         return 0;
     __u32 orig = BPF_CORE_READ(p, thread_info.cpu);
-    emit(OSL_K_MIGRATE, osl_pack_migrate(tid, orig, dest_cpu, (__u32)bpf_get_current_pid_tgid()));
+    __u64 ns = pidns();
+    emit(OSL_K_MIGRATE, osl_pack_migrate(ns ? vtid(p, ns) : tid, orig, dest_cpu, (__u32)in_ns(bpf_get_current_pid_tgid(), ns)));
     return 0;
 }
 
@@ -265,6 +368,7 @@ int BPF_PROG(osl_page_fault_user, unsigned long address, struct pt_regs *regs, u
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     if (!traced(tid) && !system_wide())
         return 0;
+    tid = (__u32)in_ns(tid, pidns());
     emit(OSL_K_PAGE_FAULT_USER, osl_pack_page_fault_user(tid, address, BPF_CORE_READ(regs, ip), error_code));
     return 0;
 }
@@ -280,7 +384,8 @@ int BPF_PROG(osl_irq_handler_entry, int irq, struct irqaction *action) {
         count_lost();
         return 0;
     }
-    fill(&e->r, OSL_K_IRQ_ENTRY, osl_pack_irq_entry(tid, irq, pt >> 32));
+    pt = in_ns(pt, pidns());
+    fill(&e->r, OSL_K_IRQ_ENTRY, osl_pack_irq_entry((__u32)pt, irq, pt >> 32));
     const char *name = BPF_CORE_READ(action, name);
     if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), name) < 0)
         e->name[0] = 0;
@@ -293,6 +398,7 @@ int BPF_PROG(osl_irq_handler_exit, int irq, struct irqaction *action, int ret) {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     if (!traced(tid) && !system_wide())
         return 0;
+    tid = (__u32)in_ns(tid, pidns());
     emit(OSL_K_IRQ_EXIT, osl_pack_irq_exit(tid, irq, (__s64)ret));
     return 0;
 }
@@ -302,6 +408,7 @@ int BPF_PROG(osl_softirq_entry, unsigned int vec) {
     __u64 pt = bpf_get_current_pid_tgid();
     if (!traced((__u32)pt) && !system_wide())
         return 0;
+    pt = in_ns(pt, pidns());
     emit(OSL_K_SOFTIRQ_ENTRY, osl_pack_softirq_entry((__u32)pt, vec, pt >> 32));
     return 0;
 }
@@ -311,6 +418,23 @@ int BPF_PROG(osl_softirq_exit, unsigned int vec) {
     __u64 pt = bpf_get_current_pid_tgid();
     if (!traced((__u32)pt) && !system_wide())
         return 0;
+    pt = in_ns(pt, pidns());
     emit(OSL_K_SOFTIRQ_EXIT, osl_pack_softirq_exit((__u32)pt, vec, pt >> 32));
+    return 0;
+}
+
+/* Run once by the collector (bpf.rs, find_root) when the recording runs in a PID namespace: it
+ * knows the root by the namespace's pid, the filter by the kernel's, and only the kernel can say
+ * which task that is. Marks it traced and hands its kernel ids back in osl_cfg. */
+SEC("iter/task")
+int osl_find_root(struct bpf_iter__task *ctx) {
+    struct task_struct *t = ctx->task;
+    struct osl_config *c = osl_config_get();
+    if (!t || !c || !c->pidns || c->root_global)
+        return 0;
+    if (vtid(t, c->pidns) == c->root) {
+        add_traced(t->pid);
+        c->root_global = (__u64)t->tgid << 32 | (__u32)t->pid;
+    }
     return 0;
 }

@@ -9,6 +9,9 @@ struct osl_words {
     __u64 b;
 };
 
+/* added to the kernel's tid of a task outside the recording's PID namespace */
+#define OSL_PIDNS_OUTSIDE 0x3b9aca00
+
 /* SWITCH prev_state of a preempted task */
 #define OSL_STATE_PREEMPTED 0x100
 
@@ -213,6 +216,16 @@ static __always_inline struct osl_words osl_pack_sched_wakeup(__u64 current_tid,
     w.a |= ((tid & 0xffffffffULL) << 0); /* the woken task */
     w.b |= ((target_cpu & 0xffffffffULL) << 0); /* the CPU whose run queue it joined */
     w.b |= ((prio & 0xffffffffULL) << 32); /* the woken task's priority */
+    return w;
+}
+
+/* task_ids: the collector (eBPF sched_process_fork) */
+#define OSL_K_TASK_IDS 86
+static __always_inline struct osl_words osl_pack_task_ids(__u64 tid, __u64 global_tid, __u64 global_pid) {
+    struct osl_words w = {0, 0, 0};
+    w.id |= (__u32)((tid & 0xffffffffULL) << 0); /* the task's tid in the recording's PID namespace */
+    w.a |= ((global_tid & 0xffffffffULL) << 0); /* its tid in the initial PID namespace (the kernel's) */
+    w.a |= ((global_pid & 0xffffffffULL) << 32); /* its thread group there */
     return w;
 }
 

@@ -27,6 +27,8 @@ struct Lib {
     rb_free: unsafe extern "C" fn(*mut c_void),
     num_cpus: unsafe extern "C" fn() -> c_int,
     set_max_entries: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
+    link_fd: unsafe extern "C" fn(*const c_void) -> c_int,
+    iter_create: unsafe extern "C" fn(c_int) -> c_int,
 }
 
 fn sym<T>(h: *mut c_void, name: &CStr) -> Result<T, String> {
@@ -73,6 +75,8 @@ impl Lib {
             rb_free: sym(h, c"ring_buffer__free")?,
             num_cpus: sym(h, c"libbpf_num_possible_cpus")?,
             set_max_entries: sym(h, c"bpf_map__set_max_entries")?,
+            link_fd: sym(h, c"bpf_link__fd")?,
+            iter_create: sym(h, c"bpf_iter_create")?,
         })
     }
 }
@@ -105,6 +109,23 @@ pub fn programs(w: &Want) -> [(&'static CStr, &'static str, bool); 14] {
     ]
 }
 
+/// osl_cfg's one value (oslens.bpf.c, struct osl_config: the same layout).
+#[repr(C)]
+#[derive(Default)]
+struct Config {
+    system_wide: u64,
+    pidns: u64,
+    root: u64,
+    root_global: u64,
+}
+
+/// Where the recording runs: the inode of its PID namespace (0: the initial one, whose tids the
+/// kernel's records already carry) and the root's tid there.
+pub struct Ns {
+    pub pidns: u64,
+    pub root: u32,
+}
+
 pub struct Bpf {
     lib: Lib,
     obj: *mut c_void,
@@ -113,6 +134,8 @@ pub struct Bpf {
     traced_fd: c_int,
     lost_fd: c_int,
     pub programs: Vec<String>,
+    /// Inside a PID namespace: the root's (tgid, tid) as the kernel numbers them.
+    pub root_global: Option<(u32, u32)>,
     /// The record sink the ring buffer callback writes into (set before each consume).
     sink: Box<Option<*mut dyn FnMut(&[u8])>>,
 }
@@ -129,7 +152,8 @@ extern "C" fn on_sample(ctx: *mut c_void, data: *mut c_void, size: usize) -> c_i
 }
 
 impl Bpf {
-    pub fn load(want: &Want, system_wide: bool, root: u32, ring_bytes: usize) -> Result<Bpf, String> {
+    pub fn load(want: &Want, system_wide: bool, ns: &Ns, ring_bytes: usize) -> Result<Bpf, String> {
+        let root = ns.root;
         if OBJECT.len() < 64 {
             return Err("the eBPF object was not built".into());
         }
@@ -151,6 +175,7 @@ impl Bpf {
                 traced_fd: -1,
                 lost_fd: -1,
                 programs: vec![],
+                root_global: None,
                 sink: Box::new(None),
             };
             let progs: Vec<(&CStr, bool)> = programs(want).iter().map(|p| (p.0, p.2)).collect();
@@ -161,6 +186,12 @@ impl Bpf {
                 }
                 (b.lib.set_autoload)(p, on);
             }
+            let find_root = (b.lib.find_prog)(b.obj, c"osl_find_root".as_ptr());
+            if find_root.is_null() {
+                return Err("eBPF program osl_find_root missing".into());
+            }
+            // only where it is needed: a kernel without task iterators still loads the rest
+            (b.lib.set_autoload)(find_root, ns.pidns != 0);
             let rbm = (b.lib.find_map)(b.obj, c"osl_rb".as_ptr());
             if !rbm.is_null() {
                 (b.lib.set_max_entries)(rbm, ring_bytes as u32);
@@ -181,9 +212,11 @@ impl Bpf {
             let cfg_fd = map(c"osl_cfg")?;
             let rb_fd = map(c"osl_rb")?;
             let key: u32 = 0;
-            let sw: u64 = system_wide as u64;
-            (b.lib.update)(cfg_fd, &key as *const u32 as *const c_void, &sw as *const u64 as *const c_void, 0);
-            if root > 0 {
+            let cfg = Config { system_wide: system_wide as u64, pidns: ns.pidns, root: root as u64, root_global: 0 };
+            (b.lib.update)(cfg_fd, &key as *const u32 as *const c_void, &cfg as *const Config as *const c_void, 0);
+            if ns.pidns != 0 && root > 0 {
+                b.root_global = Some(b.find_root(find_root, cfg_fd, root)?);
+            } else if root > 0 {
                 // one bit per tid (oslens.bpf.c, osl_traced)
                 let (word, bits): (u32, u64) = (root >> 6, 1u64 << (root & 63));
                 (b.lib.update)(b.traced_fd, &word as *const u32 as *const c_void, &bits as *const u64 as *const c_void, 0);
@@ -207,6 +240,27 @@ impl Bpf {
             }
             Ok(b)
         }
+    }
+
+    /// Runs osl_find_root over the tasks and returns the root's kernel (tgid, tid), marked traced.
+    unsafe fn find_root(&mut self, prog: *mut c_void, cfg_fd: c_int, root: u32) -> Result<(u32, u32), String> {
+        let link = (self.lib.attach)(prog);
+        if link.is_null() || ((link as isize) < 0 && (link as isize) > -4096) {
+            return Err(format!("cannot attach the task iterator ({})", std::io::Error::last_os_error()));
+        }
+        let fd = (self.lib.iter_create)((self.lib.link_fd)(link));
+        let mut buf = [0u8; 64];
+        while fd >= 0 && libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len()) > 0 {}
+        if fd >= 0 {
+            libc::close(fd);
+        }
+        (self.lib.link_destroy)(link);
+        let (key, mut cfg) = (0u32, Config::default());
+        (self.lib.lookup)(cfg_fd, &key as *const u32 as *const c_void, &mut cfg as *mut Config as *mut c_void);
+        if cfg.root_global == 0 {
+            return Err(format!("the traced process {root} was not found among the kernel's tasks of this PID namespace"));
+        }
+        Ok(((cfg.root_global >> 32) as u32, cfg.root_global as u32))
     }
 
     /// Hands every record waiting in the ring to `f`; returns how many.

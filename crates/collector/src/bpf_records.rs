@@ -12,7 +12,8 @@ impl State {
         if b.len() < 32 {
             return;
         }
-        let r = Record::from_bytes(&b[..32]);
+        let mut r = Record::from_bytes(&b[..32]);
+        r.ts = r.ts.wrapping_add_signed(self.ts_offset);
         let cpu = if self.writers.contains_key(&(r.cpu as u32)) { r.cpu as u32 } else { *self.writers.keys().min().unwrap() };
         let comm = |o: usize| -> [u8; 16] {
             let mut c = [0u8; 16];

@@ -44,6 +44,8 @@ pub struct Collector {
     pub scratch: Vec<u8>,
     pub cpus: Vec<u32>,
     pub sampling: Option<String>,
+    /// The inode of the recording's PID namespace, 0 in the initial one (sys::pid_namespace).
+    pub pidns: u64,
 }
 
 pub const TIER_TRACEPOINTS: &str = "kernel tracepoints";
@@ -55,7 +57,8 @@ impl Collector {
         let cpus = online_cpus();
         let raw_dir = format!("{}/raw", opts.trace);
         let writers = cpus.iter().map(|&c| (c, Writer::new(&raw_dir, &format!("kernel-cpu{c}"), c, opts.chunk_records))).collect();
-        let st = State::new(opts.system_wide, writers);
+        let mut st = State::new(opts.system_wide, writers);
+        st.ts_offset = crate::sys::monotonic_offset();
         Collector {
             opts,
             tier: 3,
@@ -77,6 +80,7 @@ impl Collector {
             scratch: Vec::with_capacity(65536),
             cpus,
             sampling: None,
+            pidns: crate::sys::pid_namespace(),
         }
     }
 
@@ -102,6 +106,10 @@ impl Collector {
             let cpu = self.cpus[0];
             let w = k::traced::pack(root as u64, self.opts.system_wide as u64);
             self.st.emit(cpu, Record::new(now_ns(), w.id, cpu as u16, k::TRACED, w.a, w.b));
+            if let Some((pid, tid)) = self.bpf.as_ref().and_then(|b| b.root_global) {
+                let w = k::task_ids::pack(root as u64, tid as u64, pid as u64);
+                self.st.emit(cpu, Record::new(now_ns(), w.id, cpu as u16, k::TASK_IDS, w.a, w.b));
+            }
         }
         for &fd in &self.fds {
             perf::enable(fd);
@@ -301,6 +309,15 @@ impl Collector {
         }
         if let Some(t) = &self.sampling {
             s.push_str(&format!(", \"sampling\": {}", json_str(t)));
+        }
+        if self.pidns != 0 {
+            s.push_str(&format!(", \"pid_namespace\": {}", self.pidns));
+            if let Some((pid, tid)) = self.bpf.as_ref().and_then(|b| b.root_global) {
+                s.push_str(&format!(", \"root_global\": {{\"pid\": {pid}, \"tid\": {tid}}}"));
+            }
+        }
+        if self.st.ts_offset != 0 {
+            s.push_str(&format!(", \"monotonic_offset_ns\": {}", self.st.ts_offset));
         }
         s
     }

@@ -60,7 +60,7 @@ impl State {
         let ip = u64::from_le_bytes(body[0..8].try_into().unwrap());
         let pid = u32::from_le_bytes(body[8..12].try_into().unwrap());
         let tid = u32::from_le_bytes(body[12..16].try_into().unwrap());
-        let ts = u64::from_le_bytes(body[16..24].try_into().unwrap());
+        let ts = u64::from_le_bytes(body[16..24].try_into().unwrap()).wrapping_add_signed(self.ts_offset);
         let kernel = (misc & perf::MISC_CPUMODE_MASK) == perf::MISC_KERNEL;
         let w = k::sample::pack(tid as u64, ip, pid as u64, kernel as u64);
         self.emit(cpu, Record::new(ts, w.id, cpu as u16, k::SAMPLE, w.a, w.b));
@@ -90,7 +90,7 @@ impl State {
         }
         let pid = u32::from_le_bytes(body[0..4].try_into().unwrap());
         let tid = u32::from_le_bytes(body[4..8].try_into().unwrap());
-        let ts = u64::from_le_bytes(body[8..16].try_into().unwrap());
+        let ts = u64::from_le_bytes(body[8..16].try_into().unwrap()).wrapping_add_signed(self.ts_offset);
         let size = u32::from_le_bytes(body[16..20].try_into().unwrap()) as usize;
         let raw = &body[20..(20 + size).min(body.len())];
         if raw.len() < 8 {

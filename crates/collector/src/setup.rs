@@ -32,6 +32,14 @@ impl Collector {
         if self.opts.mechanism != "perf" && !self.opts.per_task_sched {
             self.attach_bpf(&mut chosen)?;
         }
+        if self.pidns != 0 && self.bpf.is_none() {
+            // perf's raw fields hold the kernel's tids, its headers the namespace's: only eBPF
+            // names every task as the program sees it
+            return Err(format!(
+                "inside a PID namespace the kernel tracepoints need eBPF, which names tasks as the namespace does ({})",
+                self.bpf_note.take().unwrap_or_else(|| format!("mechanism {} was asked for", self.opts.mechanism))
+            ));
+        }
         for c in &chosen {
             let mut f = [Field::default(); 6];
             for (i, n) in fields_of(c.ev).iter().enumerate() {
@@ -97,7 +105,8 @@ impl Collector {
             .and_then(|v| v.parse::<usize>().ok())
             .filter(|v| v.is_power_of_two() && *v >= 4)
             .map_or(bpf_ring, |v| v << 10);
-        match bpf::Bpf::load(&want, self.opts.system_wide, self.opts.pid.max(0) as u32, bpf_ring) {
+        let ns = bpf::Ns { pidns: self.pidns, root: self.opts.pid.max(0) as u32 };
+        match bpf::Bpf::load(&want, self.opts.system_wide, &ns, bpf_ring) {
             Ok(b) => {
                 let covered: Vec<&str> = bpf::programs(&want).iter().filter(|p| p.2).map(|p| p.1).collect();
                 // task_newtask is replaced by the eBPF sched_process_fork

@@ -29,6 +29,9 @@ pub struct State {
     pub filtered: u64,
     pub write_error: Option<String>,
     pub unwritten: u64,
+    /// Added to the kernel's timestamps: the offset of CLOCK_MONOTONIC in the collector's time
+    /// namespace (sys::monotonic_offset), so records share the program's clock.
+    pub ts_offset: i64,
 }
 
 impl State {
@@ -51,6 +54,7 @@ impl State {
             filtered: 0,
             write_error: None,
             unwritten: 0,
+            ts_offset: 0,
         }
     }
 

@@ -134,6 +134,14 @@ crate::kernel_kinds! {
         target_cpu: b[0..32] s "the CPU whose run queue it joined",
         prio: b[32..64] s "the woken task's priority",
     }
+    /// The kernel's own ids of a task of the recording's PID namespace, written when the
+    /// recording runs inside one (the root at start, each child at its fork): every other record
+    /// names tasks as the namespace numbers them, so this is what joins them to the kernel's.
+    TASK_IDS = 86, "task_ids", task_ids, "the collector (eBPF sched_process_fork)" {
+        tid: id[0..32] u "the task's tid in the recording's PID namespace",
+        global_tid: a[0..32] u "its tid in the initial PID namespace (the kernel's)",
+        global_pid: a[32..64] u "its thread group there",
+    }
     @like
     /// A block request completed (`tid`: the current task, usually not the issuer).
     BLOCK_COMPLETE = 74, "block_rq_complete", block_complete, "block:block_rq_complete" = block_issue;
@@ -153,8 +161,13 @@ pub const STATE_BITS: [(u64, &str); 8] =
 pub const STATE_PREEMPTED: u64 = 0x100;
 /// The bits of prev_state that mean the task left the CPU asleep (any of STATE_BITS).
 pub const STATE_ASLEEP: u64 = 0xff;
+/// A task outside the recording's PID namespace (which cannot see it) is named by this plus its
+/// tid in the initial namespace: above any pid a namespace hands out (PID_MAX_LIMIT is 4 Mi), so
+/// it never equals one, and readable (1000000045 is the kernel's task 45).
+pub const PIDNS_OUTSIDE: u64 = 1_000_000_000;
 /// The layout's constants the eBPF program needs besides the kinds (oslens_kinds.h).
-pub const C_CONSTANTS: [(&str, u64, &str); 3] = [
+pub const C_CONSTANTS: [(&str, u64, &str); 4] = [
+    ("OSL_PIDNS_OUTSIDE", PIDNS_OUTSIDE, "added to the kernel's tid of a task outside the recording's PID namespace"),
     ("OSL_STATE_PREEMPTED", STATE_PREEMPTED, "SWITCH prev_state of a preempted task"),
     ("OSL_STATE_IDLE", 0x80, "SWITCH prev_state of an idle kthread (TASK_REPORT_IDLE, letter I)"),
     ("OSL_STATE_DEAD", 0x10, "SWITCH prev_state of a dead task (X)"),

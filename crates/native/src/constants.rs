@@ -84,6 +84,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KERNEL_STATE_BITS", kernel::STATE_BITS.to_vec())?;
     m.add("KERNEL_STATE_PREEMPTED", kernel::STATE_PREEMPTED)?;
     m.add("KERNEL_STATE_ASLEEP", kernel::STATE_ASLEEP)?;
+    m.add("KERNEL_PIDNS_OUTSIDE", kernel::PIDNS_OUTSIDE)?;
     let rw = PyDict::new(py);
     for (name, bit) in [("write", kernel::RW_WRITE), ("read", kernel::RW_READ), ("discard", kernel::RW_DISCARD),
                         ("flush", kernel::RW_FLUSH), ("sync", kernel::RW_SYNC), ("meta", kernel::RW_META),

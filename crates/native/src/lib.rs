@@ -25,11 +25,16 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-/// memory_limit() -> (limit, usage, cgroup dir) of this process's nearest limited memory
-/// cgroup (v1 or v2), or None; the recorder sizes its buffers from the same figures.
+/// memory_limit(root=None) -> (limit, usage, cgroup dir) of this process's nearest limited
+/// memory cgroup (v1 or v2), or None; the recorder sizes its buffers from the same figures.
+/// `root`: read /proc and /sys under it (a fake machine's tree, for tests).
 #[pyfunction]
-fn memory_limit() -> Option<(u64, u64, String)> {
-    oslens::memory_limit()
+#[pyo3(signature = (root=None))]
+fn memory_limit(root: Option<&str>) -> Option<(u64, u64, String)> {
+    match root {
+        Some(r) => oslens::memory_limit_under(r),
+        None => oslens::memory_limit(),
+    }
 }
 
 /// populate(buffer): asks the kernel to back the whole pages of a writable buffer now, in one

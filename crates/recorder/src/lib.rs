@@ -185,6 +185,11 @@ pub fn memory_limit() -> Option<(u64, u64, String)> {
     memlimit::nearest_limit()
 }
 
+/// `memory_limit` read from a fake machine's /proc and /sys under `root` (tests).
+pub fn memory_limit_under(root: &str) -> Option<(u64, u64, String)> {
+    memlimit::nearest_limit_under(root)
+}
+
 /// The share of a memory cgroup's headroom a recording keeps resident at most (1/N).
 pub const HEADROOM_SHARE_DIV: u64 = memlimit::HEADROOM_SHARE_DIV;
 

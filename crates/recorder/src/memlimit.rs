@@ -20,23 +20,31 @@ static BUDGET_LEFT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// (limit, usage, cgroup directory) of the nearest limited memory cgroup of this process; None
 /// without a limit (or without cgroups).
 pub fn nearest_limit() -> Option<(u64, u64, String)> {
-    nearest().map(|(limit, usage, dir)| (limit, usage, dir.as_str().to_string()))
+    nearest_under("").map(|(limit, usage, dir)| (limit, usage, dir.as_str().to_string()))
+}
+
+/// As `nearest_limit`, with /proc and /sys read under `root` (a fake machine's tree, for tests of
+/// a cgroup layout this machine lacks: v2 with the memory controller).
+pub fn nearest_limit_under(root: &str) -> Option<(u64, u64, String)> {
+    nearest_under(root).map(|(limit, usage, dir)| (limit, usage, dir.as_str().to_string()))
 }
 
 /// As `nearest_limit`, allocating nothing: it runs at library load, when the program may have
 /// no memory to spare (files read into the stack, paths built in place).
-fn nearest() -> Option<(u64, u64, Path)> {
+fn nearest_under(root: &str) -> Option<(u64, u64, Path)> {
     let mut buf = [0u8; 8192];
-    let cgroups = read_small(c"/proc/self/cgroup", &mut buf)?;
+    let cgroups = read_small(Path::join(&[root, "/proc/self/cgroup"])?.as_cstr(), &mut buf)?;
+    let (v1, v2) = (Path::join(&[root, "/sys/fs/cgroup/memory"])?, Path::join(&[root, "/sys/fs/cgroup"])?);
+    let v2_hybrid = Path::join(&[root, "/sys/fs/cgroup/unified"])?;
     let mut best: Option<(u64, u64, Path)> = None;
     for line in cgroups.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let found = if controllers.split(',').any(|c| c == "memory") {
-            walk_up("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes")
+            walk_up(v1.as_str(), path, "memory.limit_in_bytes", "memory.usage_in_bytes")
         } else if controllers.is_empty() {
-            walk_up("/sys/fs/cgroup", path, "memory.max", "memory.current")
-                .or_else(|| walk_up("/sys/fs/cgroup/unified", path, "memory.max", "memory.current"))
+            walk_up(v2.as_str(), path, "memory.max", "memory.current")
+                .or_else(|| walk_up(v2_hybrid.as_str(), path, "memory.max", "memory.current"))
         } else {
             None
         };
@@ -102,7 +110,7 @@ fn walk_up(root: &str, path: &str, limit_file: &str, usage_file: &str) -> Option
 
 /// Sets the budget from the cgroup's headroom now (at library load).
 pub fn init() {
-    if let Some((limit, usage, _)) = nearest() {
+    if let Some((limit, usage, _)) = nearest_under("") {
         BUDGET_LEFT.store(limit.saturating_sub(usage) / HEADROOM_SHARE_DIV, Relaxed);
     }
 }

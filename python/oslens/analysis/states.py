@@ -43,7 +43,8 @@ STATE_NAMES = ["computation", "syscalls", "io_wait", "page_faults", "preempted",
                "instrumentation", "wakeup_latency"]
 
 # why a segment is unknown (Timeline.why), 0 when it is not
-NO_SCHED, NO_SWITCH_STATE, SYSCALL_EXIT_LOST, ACQUIRE_LOST, NO_SLICES, SWITCH_IN_LOST = 1, 2, 3, 4, 5, 6
+NO_SCHED, NO_SWITCH_STATE, SYSCALL_EXIT_LOST, ACQUIRE_LOST, NO_SLICES, SWITCH_IN_LOST, SWITCH_IN_NOT_EMITTED = \
+    1, 2, 3, 4, 5, 6, 7
 UNKNOWN_REASONS = {
     NO_SCHED: "no scheduling events",
     NO_SLICES: "no CPU slice of this thread was recorded",
@@ -51,6 +52,8 @@ UNKNOWN_REASONS = {
     SYSCALL_EXIT_LOST: "on a CPU after a system call whose exit was not recorded",
     ACQUIRE_LOST: "on a CPU inside a lock wait whose acquire was not recorded",
     SWITCH_IN_LOST: "on a CPU for part of this time: the switch onto it was not recorded",
+    SWITCH_IN_NOT_EMITTED: "on a CPU for part of this time: the kernel emitted no switch onto it (its own stream "
+                           "lacks it; the collector lost nothing)",
 }
 
 
@@ -171,6 +174,7 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
             sl_inferred = t.column(4).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
     n_slices = len(sl_s)
     n_migr = int((sl_cpu[1:] != sl_cpu[:-1]).sum()) if n_slices > 1 else 0
+    sl_s, sl_e, sl_cpu, sl_code, sl_inferred = _bound_by_evidence(con, tid, sl_s, sl_e, sl_cpu, sl_code, sl_inferred)
     sl_s = np.clip(sl_s, start, end)
     sl_e = np.clip(sl_e, start, end)
 
@@ -250,7 +254,7 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
         # leave == 0 (no switch record) and no other clue stays unknown
         why[(state == UNKNOWN) & (why == 0)] = NO_SWITCH_STATE
         maybe_on = ~on & intervals.point_in(seg_s, *intervals.merge_intervals(sl_s[sl_inferred], sl_e[sl_inferred]))
-        state[maybe_on], why[maybe_on] = UNKNOWN, SWITCH_IN_LOST
+        state[maybe_on], why[maybe_on] = UNKNOWN, SWITCH_IN_LOST if _kernel_lost_any(con) else SWITCH_IN_NOT_EMITTED
     else:
         if not trace_has_sched:
             state[in_sys] = SYSCALLS
@@ -260,6 +264,53 @@ def thread_timeline(con, tid: int, start: int, end: int, trace_has_sched: bool) 
     state[paused], why[paused] = INSTRUMENTATION, 0
     return Timeline(tid, start, end, seg_s, seg_e, state, bool(n_slices), n_slices, n_migr, sl_s, sl_e, sl_cpu,
                     why, lost_acq)
+
+
+def _kernel_lost_any(con) -> bool:
+    """Whether the collector lost records (then a missing switch may be its loss, not the kernel's)."""
+    if not db.table_exists(con, "kernel_lost"):
+        return False
+    return bool(con.execute("SELECT coalesce(sum(count), 0) > 0 FROM kernel_lost").fetchone()[0])
+
+
+# what only a running thread writes: (table, time column, CPU column or None)
+EVIDENCE = (("app_events", "ts", "cpu"), ("faults", "ts", "cpu"), ("irqs", "start_ns", "cpu"), ("samples", "ts", "cpu"),
+            ("syscalls", "start_ns", None), ("syscalls", "end_ns", None))
+
+
+def _bound_by_evidence(con, tid: int, sl_s, sl_e, sl_cpu, sl_code, sl_inferred):
+    """A slice whose switch-in is missing (start_inferred) is certain from the thread's first
+    record inside its window on that CPU (an application record, a page fault, an interrupt or
+    IP sample that caught it, a system call's entry or exit: it was running then, and it left the CPU only at the slice's end, which has a
+    record): the slice is split there, the certain part no longer inferred."""
+    if not sl_inferred.any():
+        return sl_s, sl_e, sl_cpu, sl_code, sl_inferred
+    parts = [f"SELECT {t} AS ts, {c if c else 'NULL'} AS cpu FROM {n} WHERE tid = $tid AND {t} IS NOT NULL"
+             for n, t, c in EVIDENCE if db.table_exists(con, n) and {t, c or t} <= set(db.columns(con, n))]
+    if not parts:
+        return sl_s, sl_e, sl_cpu, sl_code, sl_inferred
+    idx = np.nonzero(sl_inferred)[0]
+    rows = con.execute(
+        f"""SELECT w.i, min(e.ts) FROM (SELECT unnest($s) AS s, unnest($e) AS e, unnest($c) AS c,
+                                               unnest($i) AS i) w
+            JOIN ({" UNION ALL ".join(parts)}) e ON e.ts > w.s AND e.ts < w.e AND (e.cpu IS NULL OR e.cpu = w.c)
+            GROUP BY w.i""",
+        {"tid": tid, "s": sl_s[idx].tolist(), "e": sl_e[idx].tolist(), "c": sl_cpu[idx].tolist(), "i": idx.tolist()},
+    ).fetchall()
+    if not rows:
+        return sl_s, sl_e, sl_cpu, sl_code, sl_inferred
+    i = np.array([r[0] for r in rows], np.int64)
+    first = np.array([r[1] for r in rows], np.int64)
+    # the certain tail [first, end) keeps the slice's end state; the window before it stays inferred
+    tail_s, tail_e, tail_cpu, tail_code = first, sl_e[i], sl_cpu[i], sl_code[i]
+    sl_e = sl_e.copy()
+    sl_e[i] = first
+    sl_code = sl_code.copy()
+    sl_code[i] = 0
+    s = np.concatenate([sl_s, tail_s])
+    order = np.argsort(s, kind="stable")
+    return (s[order], np.concatenate([sl_e, tail_e])[order], np.concatenate([sl_cpu, tail_cpu])[order],
+            np.concatenate([sl_code, tail_code])[order], np.concatenate([sl_inferred, np.zeros(len(i), bool)])[order])
 
 
 def _wakeups(con, tid: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:

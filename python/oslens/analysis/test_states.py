@@ -103,10 +103,40 @@ def test_a_slice_whose_switch_in_was_lost_is_unknown_over_its_window_not_preempt
             "cpu_slices": [(100, 100, "main", 0, 0, 10 * MS, False), (100, 100, "main", 0, 10 * MS, 50 * MS, True),
                            (100, 100, "main", 0, 60 * MS, 100 * MS, False)],
             "switches": [(10 * MS, 0, 100, 100, "main", "R", 7, 7, "other"), (50 * MS, 0, 100, 100, "main", "S", 0, 0, "idle"),
-                         (60 * MS, 0, 0, 0, "idle", "R", 100, 100, "main")]}
+                         (60 * MS, 0, 0, 0, "idle", "R", 100, 100, "main")],
+            "kernel_lost": [("kernel collector", "cpu 0", 3)]}
     r = row(make_con(rows))
     assert r["computation_ns"] == 50 * MS and r["sleeping_ns"] == 10 * MS and r["preempted_ns"] == 0
     assert r["unknown_reason"] == "on a CPU for part of this time: the switch onto it was not recorded 40.00 ms"
+    check_sum(r)
+
+
+def test_a_switch_in_the_kernel_never_emitted_is_unknown_only_until_the_threads_first_record_on_that_cpu():
+    # as above, but the collector lost nothing (the kernel's own stream lacks the switch, as for
+    # this VM's agent thread) and the thread wrote records: on CPU 1 at 11 ms (not where the
+    # slice is, so no evidence), then on CPU 0 at 12 ms and 30 ms: it ran from 12 ms on
+    rows = {"meta": [("hostname", "synthetic-host")], "threads": [(100, 100, "main", None, 0, 100 * MS, True)],
+            "cpu_slices": [(100, 100, "main", 0, 0, 10 * MS, False), (100, 100, "main", 0, 10 * MS, 50 * MS, True),
+                           (100, 100, "main", 0, 60 * MS, 100 * MS, False)],
+            "switches": [(10 * MS, 0, 100, 100, "main", "R", 7, 7, "tokio-rt-worker"),
+                         (50 * MS, 0, 100, 100, "main", "S", 0, 0, "idle"), (60 * MS, 0, 0, 0, "idle", "R", 100, 100, "main")],
+            "app_events": [(11 * MS, 100, 100, 1, None, "event", 0), (12 * MS, 100, 100, 0, None, "event", 0),
+                           (30 * MS, 100, 100, 0, None, "event", 0)]}
+    con = make_con(rows)
+    r = row(con)
+    assert r["unknown_ns"] == 2 * MS
+    assert r["unknown_reason"] == ("on a CPU for part of this time: the kernel emitted no switch onto it (its own stream "
+                                   "lacks it; the collector lost nothing) 2.00 ms")
+    assert r["computation_ns"] == 88 * MS and r["sleeping_ns"] == 10 * MS and r["preempted_ns"] == 0
+    assert r["cpu_slices"] == 3
+    assert any("the kernel emitted no switch onto it" in n for n in breakdown.notes(con))
+    check_sum(r)
+    # a system call's entry is evidence too (it has no CPU: the thread ran nowhere else meanwhile)
+    con.execute("DELETE FROM app_events")
+    con.execute("INSERT INTO syscalls (pid, tid, nr, name, start_ns, end_ns) VALUES (100, 100, 39, 'getpid', 20000000, 20001000)")
+    states._CACHE.clear()
+    r = row(con)
+    assert r["unknown_ns"] == 10 * MS and r["syscalls_ns"] == 1000
     check_sum(r)
 
 

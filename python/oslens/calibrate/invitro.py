@@ -82,21 +82,32 @@ def build(workdir: Path) -> Path:
 
 
 def prebuilt() -> Path:
-    """Where `make` leaves calib.c compiled (`build(prebuilt().parent)`, Makefile): the quick
-    calibration an import runs then does not wait for the compiler (about a second of its few)."""
+    """Where calib.c is kept compiled: `make` builds it there (`build(prebuilt().parent)`,
+    Makefile), an installed wheel on first use; the quick calibration an import runs then does
+    not wait for the compiler (about a second of its few)."""
     return paths.library_dir() / "oslens" / "calib"
 
 
 def calib_program(workdir: Path) -> Path:
     """The calibration program: the prebuilt one when it is newer than calib.c and liboslens,
-    else compiled now into workdir."""
+    else compiled now, kept beside liboslens for the next time when that folder is writable
+    (a wheel's first use), else into workdir."""
     try:
         built = prebuilt().stat().st_mtime
         if built >= max(SOURCE.stat().st_mtime, paths.liboslens().stat().st_mtime):
             return prebuilt()
     except OSError:
         pass
-    return build(workdir)
+    try:
+        prebuilt().parent.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix=".calib-", dir=prebuilt().parent))
+    except OSError:
+        return build(workdir)
+    try:  # built aside and renamed, so that a concurrent import never runs a half-written program
+        os.replace(build(fresh), prebuilt())
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    return prebuilt()
 
 
 def _scratch_root() -> str | None:
@@ -311,6 +322,9 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
     return out
 
 
+STAGES = 5  # the steps measure() names to its progress callable (the preload one only with the library)
+
+
 def measure(quick: bool = False, iterations: int | None = None, repetitions: int | None = None,
             progress=None) -> dict:
     """Measures every kind on this machine; returns the calibration (see docs/calibration.md)."""
@@ -321,6 +335,8 @@ def measure(quick: bool = False, iterations: int | None = None, repetitions: int
     kinds = ["empty", *KINDS]
     with tempfile.TemporaryDirectory(prefix="oslens-calibrate-") as tmp, \
             tempfile.TemporaryDirectory(prefix="oslens-calibrate-trace-", dir=_scratch_root()) as scratch:
+        if progress:
+            progress("the calibration program")
         program = calib_program(Path(tmp))
         if progress:
             progress("instrument kinds")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 
+from oslens.progress import Progress
+
 
 def add_option(parser) -> None:
     parser.add_argument("--no-calibrate", action="store_true",
@@ -19,7 +21,8 @@ def measure_quick() -> dict:
 
     print("oslens: this machine has no calibration: measuring a quick one (a few seconds; "
           "'oslens calibrate' for a full one, '--no-calibrate' to skip)", file=sys.stderr)
-    cal = invitro.measure(quick=True)
+    with Progress("quick calibration", total=invitro.STAGES) as bar:
+        cal = invitro.measure(quick=True, progress=bar.step)
     # the import's own summary line counts these seconds too
     print(f"oslens: quick calibration measured in {cal['seconds']:.1f} s", file=sys.stderr)
     return cal

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from oslens.errors import OslensError
+from oslens.progress import Progress
 
 NAME = "bench"
 HELP = "run the OS micro-benchmark suite (calls, time slices, switches, faults, malloc, files, copies) with 95% CIs"
@@ -118,16 +119,14 @@ def _do_run(args) -> int:
                           "'oslens bench --list' shows the names", 2)
     config = runner.QUICK if args.quick else runner.FULL
     out: list[dict] = []
-    con = display.console(stderr=True)
     bench_runner = None
     try:
         with signals.signals_as_exceptions():
             bench_runner = runner.Runner(config, scratch_root=args.dir)
             scratch_fs = _filesystem(bench_runner.scratch)
-            with con.status("", spinner="dots") if con.is_terminal else _nullcontext() as status:
-                for i, b in enumerate(chosen, 1):
-                    if status is not None:
-                        status.update(f"[{i}/{len(chosen)}] {b.name}")
+            with Progress("bench", total=len(chosen)) as bar:
+                for b in chosen:
+                    bar.step(b.name)
                     out.append(bench_runner.run(b))
     except signals.Interrupted as sig:
         _say(f"interrupted by {sig}; every changed setting has been restored")
@@ -159,14 +158,6 @@ def _do_run(args) -> int:
     if args.json:
         results.save(doc, args.json)
     return 1 if failed else 0
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _filesystem(path: Path) -> str:

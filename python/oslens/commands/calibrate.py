@@ -4,6 +4,7 @@ import json
 import sys
 
 from oslens.errors import OslensError
+from oslens.progress import Progress
 
 NAME = "calibrate"
 HELP = "measure what each instrumentation kind and the clock read cost on this machine, with 95% CIs, and store it"
@@ -24,6 +25,7 @@ def add_arguments(parser):
 
 def run(args):
     from oslens import calibrate
+    from oslens.calibrate import invitro
     from oslens.store import calibration
 
     if args.show:
@@ -37,11 +39,9 @@ def run(args):
             v = getattr(args, name)
             if v is not None and v < 1:
                 raise OslensError(f"--{name} must be at least 1", 2)
-        progress = None
-        if not args.json and sys.stderr.isatty():
-            progress = lambda what: print(f"oslens: calibrating {what}...", file=sys.stderr)  # noqa: E731
-        cal = calibrate.measure(quick=args.quick, iterations=args.iterations, repetitions=args.repetitions,
-                                progress=progress)
+        with Progress("calibrate", total=invitro.STAGES) as bar:
+            cal = calibrate.measure(quick=args.quick, iterations=args.iterations, repetitions=args.repetitions,
+                                    progress=bar.step)
         path = None if args.no_save else str(calibration.save(cal, args.output))
         cal["path"] = path
     if args.json:

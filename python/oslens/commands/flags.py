@@ -11,9 +11,14 @@ def add_arguments(parser):
     parser.add_argument("--libs", action="store_true", help="link flags for liboslens, with an rpath")
     parser.add_argument("--static", action="store_true", help="link flags for the static liboslens.a")
     parser.add_argument("--fortran", action="store_true", help="also link the Fortran module's helpers (liboslens_fortran.a)")
+    parser.add_argument("--pkg-config-path", action="store_true",
+                        help="the folder of oslens.pc, for PKG_CONFIG_PATH (then: pkg-config --cflags --libs oslens)")
 
 
 def run(args):
+    if args.pkg_config_path:
+        print(paths.pkgconfig_dir())
+        return 0
     parts = []
     if args.cflags or not (args.libs or args.static):
         parts.append(f"-I{paths.include_dir()}")

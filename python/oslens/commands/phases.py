@@ -10,6 +10,7 @@ from pathlib import Path
 
 from oslens.commands import _calibration
 from oslens.errors import OslensError
+from oslens.progress import Progress
 
 NAME = "phases"
 HELP = "interval vectors, similarity matrix and recurring phases (compute, I/O, sync, ...) of a trace"
@@ -54,36 +55,8 @@ def _program_name(con) -> str | None:
 
 
 def run(args) -> int:
-    from oslens.phases import render, tables
-
-    trace, con, name = _open(args.trace)
-    other = None
-    if args.compare:  # two programs are refused before either is analysed
-        other_trace, other_con, other_name = _open(args.compare)
-        if name != other_name:
-            raise OslensError(f"--compare: {trace} ran {name or 'an unknown program'} and {other_trace} ran "
-                              f"{other_name or 'an unknown program'}; compare two runs of one program", 2)
-    a = _analyse(trace, con, args)
-    panels = [render.panel(a)]
-    if args.compare:
-        other = _analyse(other_trace, other_con, args)
-        panels.append(render.panel(other))
-    for note in a.vectors.notes:
-        print(f"oslens: {note}", file=sys.stderr)
-    if not args.no_store:
-        try:
-            tables.write(a, trace)
-        except OSError as err:
-            print(f"oslens: cannot store the phase tables in {trace}/tables: {err.strerror}", file=sys.stderr)
-    images = _write_images(panels, trace, args)
-    if args.plan_out:
-        from oslens.phases import plan_out
-
-        try:
-            plan, model = plan_out.write(a, Path(args.plan_out))
-        except OSError as err:
-            raise OslensError(f"cannot write {args.plan_out}: {err.strerror}", 1) from None
-        print(f"oslens: plan {plan} (check: oslens config check {plan}); phase model {model}", file=sys.stderr)
+    with Progress("phases", total=5 + 2 * bool(args.compare)) as bar:
+        a, other, images = _compute(args, bar)
     if args.json:
         out = _as_json(a)
         if other is not None:
@@ -97,6 +70,48 @@ def run(args) -> int:
         for p in images:
             print(f"similarity matrix: {p}")
     return 0
+
+
+def _compute(args, bar):
+    """The analysis (and the other trace's), the tables stored, the images and plan written."""
+    from oslens.phases import render, tables
+
+    bar.step("opening the trace")
+    trace, con, name = _open(args.trace)
+    other = None
+    if args.compare:  # two programs are refused before either is analysed
+        bar.step("opening the other trace")
+        other_trace, other_con, other_name = _open(args.compare)
+        if name != other_name:
+            raise OslensError(f"--compare: {trace} ran {name or 'an unknown program'} and {other_trace} ran "
+                              f"{other_name or 'an unknown program'}; compare two runs of one program", 2)
+    bar.step("interval vectors and phases")
+    a = _analyse(trace, con, args)
+    panels = [render.panel(a)]
+    if args.compare:
+        bar.step("the other trace's vectors and phases")
+        other = _analyse(other_trace, other_con, args)
+        panels.append(render.panel(other))
+    for note in a.vectors.notes:
+        print(f"oslens: {note}", file=sys.stderr)
+    bar.step("storing the tables")
+    if not args.no_store:
+        try:
+            tables.write(a, trace)
+        except OSError as err:
+            print(f"oslens: cannot store the phase tables in {trace}/tables: {err.strerror}", file=sys.stderr)
+    bar.step("drawing the similarity matrix")
+    images = _write_images(panels, trace, args)
+    bar.step("writing the plan")
+    if args.plan_out:
+        from oslens.phases import plan_out
+
+        try:
+            plan, model = plan_out.write(a, Path(args.plan_out))
+        except OSError as err:
+            raise OslensError(f"cannot write {args.plan_out}: {err.strerror}", 1) from None
+        print(f"oslens: plan {plan} (check: oslens config check {plan}); phase model {model}", file=sys.stderr)
+    return a, other, images
 
 
 def _write_images(panels, trace: Path, args) -> list[Path]:

@@ -120,8 +120,10 @@ def _controller(name):
 
 
 def _compiler(_m, _data, _root):
+    if paths.installed():
+        return True, f"the lab programs came built with oslens ({paths.lab_programs()})"
     missing = [t for t in ("cc", "make") if shutil.which(t) is None]
-    src = paths.REPO_ROOT / "workloads" / "labs" / "Makefile"
+    src = paths.lab_programs() / "Makefile"
     if missing:
         return False, f"no {' and no '.join(missing)} in PATH: the lab builds its C programs (apt-get install -y build-essential)"
     if not src.exists():

@@ -19,8 +19,9 @@ from oslens import paths
 from oslens.control import apply, journal, kernel, sysfs, zram
 from oslens.control.sysfs import default_root
 from oslens.errors import OslensError
+from oslens.progress import Progress
 
-LAB_PROGRAMS = paths.REPO_ROOT / "workloads" / "labs"
+LAB_PROGRAMS = paths.lab_programs()
 RESULTS = "results.json"
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -48,7 +49,10 @@ def recover_stale(out=sys.stderr) -> None:
 
 
 def build_programs() -> None:
-    """`make` in workloads/labs (a no-op when the programs are current)."""
+    """`make` in workloads/labs (a no-op when the programs are current); nothing where they came
+    built, with no Makefile (an installed wheel)."""
+    if not (LAB_PROGRAMS / "Makefile").exists():
+        return
     try:
         proc = subprocess.run(["make", "-s", "-C", str(LAB_PROGRAMS)], capture_output=True, text=True)
     except OSError as e:
@@ -93,20 +97,23 @@ class LabRun:
     """with LabRun(lab, variant, quick, directory) as ctx: ctx.cap_memory(...); ctx.run(...)"""
 
     def __init__(self, lab, variant: str, quick: bool, directory: Path, record: bool = True,
-                 out=sys.stdout):
+                 out=None):
         self.lab, self.variant, self.quick = lab, variant, quick
         self.dir = Path(directory).resolve()
         self.record = record
-        self.out = out
+        self.out = out  # None: sys.stdout when printing, which a progress bar may have redirected above itself
+        self.bar = Progress(f"lab {lab.number}", enabled=False)  # drawn from __enter__ to __exit__
         self.journal: journal.Journal | None = None
         self.cgroups: list[Path] = []
         self.memory_cgroup: tuple[Path, int] | None = None
         self._children: list[subprocess.Popen] = []
         self._old: dict = {}
+        self._signalled = 0
 
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self):
         recover_stale()
+        self.bar = Progress(f"lab {self.lab.number}")  # no end known: a lab runs as many programs as it needs
         self.dir.mkdir(parents=True, exist_ok=True)
         self.journal = journal.Journal(command=["oslens", "lab", "run", str(self.lab.number)],
                                        tool=f"oslens lab run {self.lab.number}")
@@ -114,12 +121,23 @@ class LabRun:
         return self
 
     def _on_signal(self, signum, _frame):
+        # kept as well as raised: Python drops an exception raised inside an at-fork hook (logging's
+        # _releaseLock after Popen's fork), and the run would then go on to its end
+        self._signalled = signum
         for child in self._children:
             if child.poll() is None:
                 child.send_signal(signum)
         raise _Interrupted(signum)
 
+    def _started(self, child: subprocess.Popen) -> subprocess.Popen:
+        """A child to stop with the run; a signal that arrived while it was forked ends the run here."""
+        self._children.append(child)
+        if self._signalled:
+            raise _Interrupted(self._signalled)
+        return child
+
     def __exit__(self, exc_type, exc, _tb):
+        self.bar.close()
         for child in self._children:
             if child.poll() is None:
                 child.kill()
@@ -133,13 +151,13 @@ class LabRun:
             self.say(f"restored: {', '.join(names)}")
         for s, h in self._old.items():
             signal.signal(s, h)
-        if exc_type is _Interrupted:
-            raise OslensError(f"interrupted by signal {exc.args[0]}; every setting the lab changed is restored",
-                              128 + exc.args[0])
+        if exc_type is _Interrupted or (exc_type is None and self._signalled):
+            signum = exc.args[0] if exc_type is _Interrupted else self._signalled
+            raise OslensError(f"interrupted by signal {signum}; every setting the lab changed is restored", 128 + signum)
         return False
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        print(text, file=self.out or sys.stdout, flush=True)
 
     # -- constraints ---------------------------------------------------------------------
     def cap_memory(self, limit_bytes: int | None, high_bytes: int | None = None, name: str | None = None) -> Path:
@@ -234,6 +252,7 @@ class LabRun:
         recorder too (lab 8 reads its lock tables); block_when_full: its threads pause for another
         buffer rather than drop records (lab 8 counts every lock operation)."""
         record = self.record if record is None else record
+        self.bar.step(f"{Path(str(argv[0])).name} ({label})")
         trace = None
         cmd = list(argv)
         if record:
@@ -243,9 +262,8 @@ class LabRun:
             cmd = [sys.executable, "-m", "oslens.cli", "record", "--no-import", *(() if preload else ("--no-preload",)),
                    "--buffer-mb", "1", *(("--on-full", "block") if block_when_full else ()), "--events", events,
                    "-f", "-o", str(trace), "--", *argv]
-        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=_die_with_parent, env=env)
-        self._children.append(child)
+        child = self._started(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                               preexec_fn=_die_with_parent, env=env))
         stdout, stderr = child.communicate()
         self._children.remove(child)
         pid = None
@@ -260,6 +278,8 @@ class LabRun:
         """Start one program unrecorded, joined to `cgroups` and with a per-task policy of the
         control layer (apply.apply_task: nice, affinity, slice) before it execs. finish() it.
         interactive: its stdin is a pipe too (programs that wait for their cue)."""
+        self.bar.step(Path(str(argv[0])).name)
+
         def setup():
             kernel.set_parent_death_signal(signal.SIGKILL)
             for cg in cgroups:
@@ -269,10 +289,8 @@ class LabRun:
                 if err:
                     os.write(2, f"cannot apply {task_policy}: {os.strerror(err)}\n".encode())
                     os._exit(126)
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=setup,
-                                 stdin=subprocess.PIPE if interactive else None)
-        self._children.append(child)
-        return child
+        return self._started(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                              preexec_fn=setup, stdin=subprocess.PIPE if interactive else None))
 
     def finish(self, child: subprocess.Popen) -> dict:
         """Wait for a started program; its last JSON line."""

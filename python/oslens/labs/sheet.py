@@ -8,7 +8,7 @@ from pathlib import Path
 from oslens import paths
 from oslens.errors import OslensError
 
-SHEETS = paths.REPO_ROOT / "docs" / "labs"
+SHEETS = paths.lab_sheets()
 
 
 def path(lab) -> Path:

@@ -11,14 +11,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oslens.store.importer import import_trace, is_current, tables_dir
-from oslens.store.schema import SCHEMA_VERSION, SCHEMAS, TABLES
-
 __all__ = ["import_trace", "open_trace", "table_paths", "SCHEMA_VERSION", "SCHEMAS", "TABLES"]
+
+# Loaded on first use: every command imports a module of the store (the calibration's model), and
+# the importer brings pyarrow and DuckDB, half a second a process that a command like `flags` never needs.
+_LAZY = {"import_trace": "importer", "is_current": "importer", "tables_dir": "importer",
+         "SCHEMA_VERSION": "schema", "SCHEMAS": "schema", "TABLES": "schema"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'oslens.store' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"oslens.store.{_LAZY[name]}"), name)
 
 
 def table_paths(trace) -> dict[str, Path]:
     """{table name: Parquet file} of an imported trace (for pandas, polars, Spark, Dask...)."""
+    from oslens.store.importer import tables_dir
+
     d = tables_dir(Path(trace))
     return {p.stem: p for p in sorted(d.glob("*.parquet"))}
 
@@ -36,6 +48,7 @@ def open_trace(trace, quiet: bool = False):
     from oslens.capture import raw
     from oslens.errors import OslensError
     from oslens.store import app_tables, importer, salvage
+    from oslens.store.importer import import_trace, is_current, tables_dir
 
     trace = raw.require_trace_dir(trace)
     con = duckdb.connect(":memory:")

@@ -22,10 +22,10 @@ import pyarrow as pa
 
 from oslens.capture import raw
 from oslens.errors import OslensError
+from oslens.progress import Progress
 from oslens.store import chunk_reader, clock_fit, import_extensions, salvage, table_build
 from oslens.store.import_memory import keep_freed_memory, no_cyclic_gc, no_hugepage_advice, release_freed_memory
 from oslens.store.meta_table import meta_table
-from oslens.store.progress import Progress, committed_bytes
 from oslens.store.table_writer import write_tables
 
 # the entry points commands, tests and benchmarks call through the importer
@@ -35,6 +35,8 @@ from oslens.store.manifest import (MANIFEST, check_rebuildable, damaged_tables, 
                                    read_manifest, remove_stale_files, table_file, tables_dir, verify_tables)
 from oslens.store.table_build import sync_object_names  # noqa: F401
 from oslens.store.table_writer import write_table  # noqa: F401
+
+PROGRESS_BYTES = 256 << 20  # a progress bar when the raw records exceed this (a smaller import is over first)
 
 
 def build_tables(trace: Path, losses: salvage.Losses, progress: Progress | None = None,
@@ -46,7 +48,7 @@ def build_tables(trace: Path, losses: salvage.Losses, progress: Progress | None 
     `build_app`: what builds them instead (the tests give app_tables_oracle.build_app, the numpy
     build the pass is compared with)."""
     with no_hugepage_advice(), keep_freed_memory(), no_cyclic_gc():
-        return _build_tables(trace, losses, progress or Progress(0, False), extensions,
+        return _build_tables(trace, losses, progress or Progress("import", enabled=False), extensions,
                              build_app or table_build.build_app)
 
 
@@ -90,7 +92,7 @@ def import_trace(trace, force: bool = False, quiet: bool = False, damaged: dict 
     remove_stale_files(trace)
     t0 = time.perf_counter()
     paths = raw.chunk_paths(trace)
-    progress = Progress(committed_bytes(paths), enabled=not quiet and sys.stderr.isatty())
+    progress = Progress("import", total=100, enabled=not quiet and committed_bytes(paths) >= PROGRESS_BYTES)
     losses = salvage.Losses()
     try:
         tables = build_tables(trace, losses, progress)
@@ -115,3 +117,14 @@ def import_trace(trace, force: bool = False, quiet: bool = False, damaged: dict 
         print(f"oslens: imported {n:,} records into {len(manifest['tables'])} tables in {dt:.2f} s "
               f"-> {tables_dir(trace)}", file=sys.stderr)
     return tables_dir(trace)
+
+
+def committed_bytes(paths: list[Path]) -> int:
+    """The bytes the raw files hold on disk (a chunk is a sparse file: its size overstates it)."""
+    total = 0
+    for p in paths:
+        try:
+            total += min(p.stat().st_blocks * 512, p.stat().st_size)
+        except OSError:
+            pass
+    return total

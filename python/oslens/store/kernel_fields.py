@@ -18,6 +18,9 @@ SYS_ENTER, SYS_EXIT, FAULT, BLOCK_ISSUE, BLOCK_COMPLETE, BLOCK_ISSUE_OTHER = (_n
 IRQ_ENTRY, IRQ_EXIT, SOFTIRQ_ENTRY, SOFTIRQ_EXIT, SAMPLE, LOST, COUNTER, TRACED, TASK = (_native.KINDS[n] for n in (
     "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "sample", "kernel_lost", "kernel_counter",
     "traced_root", "task"))
+TASK_IDS = _native.KINDS["task_ids"]
+# a task outside the recording's PID namespace is named by this plus its kernel tid (kernel.rs)
+PIDNS_OUTSIDE = _native.KERNEL_PIDNS_OUTSIDE
 NAME_TASK, NAME_EXEC, NAME_IRQ = (_native.KERNEL_NAME_CLASSES[n] for n in ("task", "exec", "irq"))
 RW_LETTERS = tuple((_native.BLOCK_RW_FLAGS[n], letter) for n, letter in (
     ("write", "W"), ("read", "R"), ("discard", "D"), ("flush", "F"), ("sync", "S"), ("meta", "M"), ("ahead", "A"),

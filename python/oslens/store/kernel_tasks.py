@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from oslens.store.kernel_fields import EXEC, EXIT, FORK, NAME_EXEC, NAME_IRQ, NAME_TASK, TRACED, i64, nullable, table_of
+from oslens.store.kernel_fields import (
+    EXEC, EXIT, FORK, NAME_EXEC, NAME_IRQ, NAME_TASK, PIDNS_OUTSIDE, TASK_IDS, TRACED, i64, nullable, table_of)
 from oslens.store.kernel_layout import field_np
 
 # the kinds `tasks` reads in full (a few records per task)
-SMALL_KINDS = (FORK, EXEC, EXIT, TRACED)
+SMALL_KINDS = (FORK, EXEC, EXIT, TRACED, TASK_IDS)
 
 
 class PidMap:
@@ -189,7 +190,24 @@ def tasks(small: dict, seen_tids: np.ndarray, last_seen: int, pid_of, comms: Com
         "main_comm": pa.array(main_comm, type=pa.string()),
         "exec_ns": nullable(exec_ns, exec_ok),
         "is_oslens": own,
+        "global_tid": _global_tids(small, tids, meta),
     })
+
+
+def _global_tids(small: dict, tids: np.ndarray, meta: dict) -> pa.Array:
+    """Each task's tid as the kernel numbers it: its own outside a PID namespace; inside one, from
+    the collector's TASK_IDS records (the traced tree) or the encoding of a task the namespace
+    cannot see (kernel.rs, PIDNS_OUTSIDE); NULL for the namespace's other tasks."""
+    if not (meta.get("kernel") or {}).get("pid_namespace"):
+        return pa.array(tids, type=pa.int64())
+    out, ok = np.zeros(len(tids), np.int64), tids >= PIDNS_OUTSIDE
+    out[ok] = tids[ok] - PIDNS_OUTSIDE
+    ids = small[TASK_IDS]
+    for t, g in zip(field_np("task_ids", "tid", ids).tolist(), field_np("task_ids", "global_tid", ids).tolist()):  # a few per task
+        j = np.searchsorted(tids, t)
+        if j < len(tids) and tids[j] == t:
+            out[j], ok[j] = g, True
+    return nullable(out, ok)
 
 
 # exec kills a process's other threads before it completes: a thread that exits this long before

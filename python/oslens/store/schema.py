@@ -284,6 +284,10 @@ TABLE_LIST: tuple[Table, ...] = (
         C("main_comm", STR, "the name it held longest since its last exec (or its start)", kernel_only=True),
         C("exec_ns", I64, "its first successful exec", kernel_only=True),
         C("is_oslens", BOOL, "as in `threads` (before the application-events check)", kernel_only=True),
+        C("global_tid", I64, "its tid as the kernel numbers it (the initial PID namespace): `tid` itself unless the "
+                             "recording ran in a PID namespace, whose pids every table speaks in; there, a task the "
+                             "namespace cannot see has `tid` 1000000000 + this; NULL for a task of the namespace "
+                             "outside the traced tree", kernel_only=True),
     ), kernel=True),
     Table("kernel_lost", "The collector's own losses (copied into `lost` with source `kernel`).", (
         C("source", STR, "who lost them"),

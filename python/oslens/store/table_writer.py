@@ -13,12 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oslens.progress import Progress
 from oslens.store import app_tables, native_parquet, schema
 from oslens.store.import_memory import keep_freed_memory, no_cyclic_gc
 from oslens.store.manifest import MANIFEST, TABLES_DIR, fingerprint, table_file, tables_dir
 from oslens.store.parquet_options import (COMPRESSION, DELTA_COLUMNS, ROW_GROUP, prunes, pyarrow_options,
                                           required_where_full, value_type)
-from oslens.store.progress import Progress
 from oslens.version import __version__
 
 
@@ -45,7 +45,7 @@ def write_tables(trace: Path, tables: dict, progress: Progress | None = None) ->
 
 
 def _write_tables(trace: Path, tables: dict, progress: Progress | None) -> dict:
-    progress = progress or Progress(0, False)
+    progress = progress or Progress("import", enabled=False)
     final = tables_dir(trace)
     tmp = trace / f".{TABLES_DIR}.tmp-{os.getpid()}"
     if tmp.exists():

@@ -320,6 +320,26 @@ def test_tasks_tree_comm_history_and_lost(tmp_path):
     assert lost == [{"source": "kernel collector", "where": "cpu 0", "count": 3, "cpu": 0}]
 
 
+def test_inside_a_pid_namespace_tasks_keep_the_kernels_tids(tmp_path):
+    # the records name tasks as the namespace does (root 1, its thread 2); the collector's
+    # task_ids records give their kernel tids; a task the namespace cannot see comes encoded
+    R, T, OUT = 1, 2, kt.PIDNS_OUTSIDE + 45
+    recs = [
+        (1, R, kt.TRACED, 0, 0),
+        (1, R, kt.TASK_IDS, 5001 | hi(5001), 0),
+        (5, R, kt.FORK, T | hi(R), R | (0x10000 << 32)),
+        (5, T, kt.TASK_IDS, 5002 | hi(5001), 0),
+        (9, T, kt.SWITCH, OUT | hi(R), 0),
+        (12, 3, kt.SWITCH, R, 0),  # a task of the namespace outside the tree (oslens record)
+    ]
+    t = build([chunk(tmp_path, 0, recs)], {"pid": R, "kernel": {"pid_namespace": 4026532178}})
+    got = {r["tid"]: r["global_tid"] for r in t["tasks"].to_pylist()}
+    assert got == {R: 5001, T: 5002, 3: None, OUT: 45}
+    # outside a namespace the kernel's tids are the tables' own
+    t = build([chunk(tmp_path, 0, recs[:1] + recs[2:3], seq=1)], {"pid": R})
+    assert {r["tid"]: r["global_tid"] for r in t["tasks"].to_pylist()} == {R: R, T: T}
+
+
 def test_empty_and_header_only_chunks(tmp_path):
     t = build([chunk(tmp_path, 0, [], dropped=5)])
     assert t["switches"].num_rows == 0 and t["syscalls"].num_rows == 0

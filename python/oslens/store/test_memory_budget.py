@@ -1,4 +1,7 @@
+import pytest
+
 from oslens.store import memory_budget
+from oslens_testing.control import fakesys
 
 
 def fake_cgroup(monkeypatch, tmp_path, limit, usage, cache, version=1):
@@ -26,3 +29,19 @@ def test_file_cache_counts_as_free_and_a_large_cap_imports(monkeypatch, tmp_path
 def test_no_cap_imports(monkeypatch, tmp_path):
     monkeypatch.setattr(memory_budget._native, "memory_limit", lambda: None)
     assert memory_budget.refusal(tmp_path) is None
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_cap_is_read_from_the_cgroup_files_of_each_version_on_a_fake_machine(monkeypatch, tmp_path, version):
+    # v2 on a fake machine (python/oslens_testing/control/fakesys.py): this machine's cgroup v2
+    # has no memory controller, so v2's memory.max / memory.current / *_file are tested here only
+    root = fakesys.make(tmp_path / "machine", cgroup=version)
+    folder = fakesys.memory_cap(root, 128 << 20, 100 << 20, 63 << 20)
+    real = memory_budget._native.memory_limit
+    assert real(str(root)) == (128 << 20, 100 << 20, str(folder))
+    monkeypatch.setattr(memory_budget._native, "memory_limit", lambda: real(str(root)))
+    assert memory_budget.headroom() == (91 << 20, 128 << 20, str(folder))
+    assert memory_budget.refusal(tmp_path / "t").startswith(f"oslens: the trace was not imported: the memory cgroup {folder} ")
+    # "max" (v2) is no cap, whichever ancestor
+    fakesys.memory_cap(root, None, 100 << 20, 0)
+    assert real(str(root)) is None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oslens.errors import OslensError
+from oslens.progress import Progress
 
 RR_SYSCTL = Path("/proc/sys/kernel/sched_rr_timeslice_ms")
 
@@ -157,19 +158,22 @@ def run(command: list[str], quick: bool, out_dir: str | None, bench: str | None,
         _say(line)
     base = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="oslens-whatif-"))
     cases = QUICK if quick else CASES
-    _say("one unrecorded run first, so that the default run does not alone find the page cache cold")
-    _warm_up(command)
     runs, walls = [], []
-    for n, case in enumerate(cases):
-        trace = base / f"run{n}"
-        _say(f"running under {case.label} -> {trace}")
-        t0 = time.monotonic()
-        # every run keeps every task's switches: the other tasks are then replayed one by one
-        # (extract.others), and each run's own load can stand in for the default run's (below)
-        _run_case(case, command, trace, system_wide=True)
-        runs.append((case, trace))
-        walls.append(round(time.monotonic() - t0, 2))
-    mach, fit, rows = evaluate(runs, bench, replicates)
+    with Progress("whatif --validate", total=1 + 2 * len(cases)) as bar:
+        _say("one unrecorded run first, so that the default run does not alone find the page cache cold")
+        bar.step("a warm-up run")
+        _warm_up(command)
+        for n, case in enumerate(cases):
+            trace = base / f"run{n}"
+            _say(f"running under {case.label} -> {trace}")
+            bar.step(f"running under {case.label}")
+            t0 = time.monotonic()
+            # every run keeps every task's switches: the other tasks are then replayed one by one
+            # (extract.others), and each run's own load can stand in for the default run's (below)
+            _run_case(case, command, trace, system_wide=True)
+            runs.append((case, trace))
+            walls.append(round(time.monotonic() - t0, 2))
+        mach, fit, rows = evaluate(runs, bench, replicates, step=bar.step)
     for row, wall in zip(rows, walls):
         row["wall_s"] = wall
     doc = {"schema": "oslens.whatif.validate/1", "command": command, "quick": quick, "machine": mach,
@@ -185,10 +189,10 @@ def run(command: list[str], quick: bool, out_dir: str | None, bench: str | None,
 
 
 def evaluate(runs: list[tuple[Case, Path]], bench: str | None = None, replicates: int = 4,
-             from_policy: bool = True) -> tuple[dict, dict, list[dict]]:
+             from_policy: bool = True, step=None) -> tuple[dict, dict, list[dict]]:
     """Predicts every recorded run from the first (the default run's) trace; per run the recorded
     and predicted figures and the errors. from_policy: each run's clock starts at the launcher's
-    sched_setattr (policy_start), else at the process's start."""
+    sched_setattr (policy_start), else at the process's start. step(what): told as each run starts."""
     from oslens import store
     from oslens.analysis import program
     from oslens.whatif import background, extract, machine, predict, spec as specmod
@@ -196,6 +200,8 @@ def evaluate(runs: list[tuple[Case, Path]], bench: str | None = None, replicates
     rows = []
     wl = mach = first = fit = k = None
     for n, (case, trace) in enumerate(runs):
+        if step:
+            step(f"predicting {case.label}")
         con = store.open_trace(trace)
         since = policy_start(con) if from_policy else None
         got = extract.workload(con, since_ns=since)

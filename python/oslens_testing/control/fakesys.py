@@ -73,6 +73,22 @@ def make(root: Path, *, kernel: str = "6.18.0", cgroup: str = "v1", thp: bool = 
     return root
 
 
+def memory_cap(root: Path, limit: int | None, usage: int, cache: int) -> Path:
+    """Caps the fake machine's memory cgroup (laid out by `make`) at `limit` bytes (None: "max"),
+    `usage` bytes charged, `cache` of them file cache; returns the cgroup's folder. v1 writes
+    memory.limit_in_bytes / usage_in_bytes and total_*_file, v2 memory.max / current and *_file."""
+    root = Path(root)
+    v1 = (root / "sys/fs/cgroup/memory/batch").is_dir()
+    folder = root / ("sys/fs/cgroup/memory/batch" if v1 else "sys/fs/cgroup/user.slice")
+    files = ("memory.limit_in_bytes", "memory.usage_in_bytes") if v1 else ("memory.max", "memory.current")
+    keys = ("total_inactive_file", "total_active_file") if v1 else ("inactive_file", "active_file")
+    _put(root, str(folder.relative_to(root) / files[0]), f"{'max' if limit is None else limit}\n")
+    _put(root, str(folder.relative_to(root) / files[1]), f"{usage}\n")
+    _put(root, str(folder.relative_to(root) / "memory.stat"), f"anon {usage - cache}\n{keys[0]} {cache // 2}\n"
+                                                                f"{keys[1]} {cache - cache // 2}\n")
+    return folder
+
+
 def read(root: Path, path: str) -> str:
     return (Path(root) / path.lstrip("/")).read_text().strip()
 

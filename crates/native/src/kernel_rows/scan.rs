@@ -94,7 +94,7 @@ impl Scan {
                 }
                 self.code(NRS, f.nr.get(r));
             }
-            k::FORK | k::EXEC | k::EXIT | k::TRACED => self.small_record(r, seq),
+            k::FORK | k::EXEC | k::EXIT | k::TRACED | k::TASK_IDS => self.small_record(r, seq),
             k::SAMPLE => {
                 self.pid(8, k::sample::F.tid.get(r), k::sample::F.pid.get(r), ts, seq);
                 self.see(k::sample::F.tid.get(r));
