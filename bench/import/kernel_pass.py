@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -122,7 +121,8 @@ def main() -> int:
     a = ap.parse_args()
     base = Path(os.environ.get("OSLENS_BENCH_DIR", "/tmp")) / "oslens-bench-kernel-pass"
     base.mkdir(parents=True, exist_ok=True)
-    bins = Path(tempfile.mkdtemp(prefix="oslens-bench-bin-"))
+    bins = base / "bin"  # kept: the commands, hence the kept traces, stay the same from run to run
+    bins.mkdir(exist_ok=True)
     getpid, pingpong = compile_c("kernel_getpid.c", bins), compile_c("kernel_pingpong.c", bins)
     last = str((os.cpu_count() or 1) - 1)
     work = [("getpid", [str(getpid), str(a.getpid)]),
