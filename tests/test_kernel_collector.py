@@ -40,7 +40,7 @@ def record(trace, program, *args, options=(), env=None, timeout=120, mechanism=N
 
 
 def tables(trace):
-    """The kernel tables of a real trace, as the import builds them (DuckDB), checked against the
+    """The kernel tables of a real trace, as the import builds them (the native pass), checked against the
     numpy oracle row for row."""
     chunks = [c for c in raw.read_chunks(Path(trace)) if c.path.name.startswith("kernel-")]
     got = build_kernel_tables(chunks, raw.read_meta(Path(trace)))
@@ -449,7 +449,7 @@ def test_a_rename_is_recorded_when_it_happens(compile_c, tmp_path, mech):
     need_tracepoints(tmp_path / "t", "task/task_rename", "raw_syscalls/sys_enter")
     chunks = [c for c in raw.read_chunks(tmp_path / "t") if c.path.name.startswith("kernel-")]
     pid = meta(tmp_path / "t")["pid"]
-    from oslens.store import kernel_records
+    from oslens_testing.store import kernel_records
     from oslens.store.kernel_tasks import Comms
     comms = Comms([n for c in chunks for n in kernel_records.names_of(c, c.records)])
     sc = tables(tmp_path / "t")["syscalls"].to_pylist()

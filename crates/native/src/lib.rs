@@ -4,6 +4,7 @@
 
 mod anon_file;
 mod app_rows;
+mod kernel_rows;
 mod constants;
 mod names;
 mod pairing;
@@ -11,6 +12,7 @@ mod parquet;
 mod py_app_pass;
 mod py_buffers;
 mod py_chunks;
+mod py_kernel_pass;
 mod py_parquet;
 #[cfg(feature = "parquet-crate")]
 #[path = "../../../bench/import/crate_writer.rs"]
@@ -100,6 +102,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(populate, m)?)?;
     m.add_function(wrap_pyfunction!(py_app_pass::app_pass, m)?)?;
     m.add_function(wrap_pyfunction!(py_app_pass::scan_records, m)?)?;
+    m.add_function(wrap_pyfunction!(py_kernel_pass::kernel_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(py_kernel_pass::kernel_pass, m)?)?;
     m.add_class::<py_buffers::ColumnBuffer>()?;
     m.add_function(wrap_pyfunction!(kind_name, m)?)?;
     recorder_api::register(m)?;

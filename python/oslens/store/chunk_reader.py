@@ -45,6 +45,10 @@ def try_read_chunk(path: Path):
         return path, err, None
     if not len(chunk.records):
         return path, chunk, None
+    if chunk.header and chunk.header["source"] == raw.SOURCE_KERNEL_CPU:  # the kernel pass's scan, not the app's
+        from oslens.store import kernel_tables
+
+        return path, chunk, kernel_tables.scan_chunk(chunk.records)
     return path, chunk, _native.scan_records(chunk.records.view(np.uint8))
 
 
@@ -77,6 +81,7 @@ class Read:
 
     chunks: list = field(default_factory=list)
     scans: dict = field(default_factory=dict)
+    kernel_scans: dict = field(default_factory=dict)  # kernel chunks' kernel_tables.scan_chunk, by path
     wall_s: float = 0.0
     cpu_s: float = 0.0
     chunks_let_go: int = 0
@@ -95,7 +100,9 @@ def read_chunks(trace: Path, meta: dict, losses: salvage.Losses, progress) -> Re
             losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
         else:
             out.chunks.append(got)
-            if scan is not None or not len(got.records):
+            if isinstance(scan, dict):  # a kernel chunk: no application records, no clock pairs
+                out.kernel_scans[got.path], scan = scan, None
+            if scan is not None or not len(got.records) or got.path in out.kernel_scans:
                 out.scans[got.path] = scan or (None, [], 0, (None, None))
             # names chunks are kept: their thread ledgers are read before the pass
             holder.take(got, functools.partial(read_again, p), ledger.is_names_chunk(got))

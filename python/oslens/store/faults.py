@@ -7,7 +7,7 @@ and when (seconds from the start of the run)."""
 from __future__ import annotations
 
 from oslens.capture import raw
-from oslens.store.kernel_records import records_of
+from oslens.store.held import records_of
 
 
 def add_losses(losses, chunks: list, meta: dict) -> None:

@@ -6,8 +6,8 @@ that before it starts. A chunk's records are kept from that read only while the 
 stay within HELD_BYTES; past it, a chunk's records are let go after the scan and read again
 when the pass reaches the chunk (oslens._native.app_pass, app_rows::Source), so the import's
 memory no longer grows with the trace: figures in docs/trace-schema.md, "Import memory".
-Kernel chunks are let go the same way: oslens.store.kernel_tables reads them again, one at a time,
-into DuckDB. Names chunks are always kept (their thread ledgers are read before the pass).
+Kernel chunks are let go the same way: the kernel pass (oslens.store.kernel_tables) reads them
+again when its merge reaches them. Names chunks are always kept (their thread ledgers are read before the pass).
 """
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ class Holder:
             return
         chunk.records = LetGo(len(chunk.records), reread)
         self.let_go += 1
+
+
+def records_of(chunk: raw.ChunkData) -> np.ndarray:
+    """A chunk's records, read again if the importer let them go."""
+    r = chunk.records
+    return r if isinstance(r, np.ndarray) else r.read()
 
 
 def pass_input(records):

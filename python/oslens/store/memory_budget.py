@@ -2,7 +2,6 @@
 
     headroom() -> (bytes the cgroup can still give, its limit, its folder) or None without a limit
     refusal(trace) -> the one line that says why the import is not run here, or None
-    kernel_sort_limit() -> DuckDB's memory_limit for the kernel tables' sorts
 
 The headroom counts the cgroup's file cache as free: the trace just written sits in it, and the
 kernel reclaims it before it OOM-kills anything.
@@ -10,18 +9,14 @@ kernel reclaims it before it OOM-kills anything.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from oslens import _native
 
 # An import's peak resident memory on the largest traces measured (bench/import: 283-293 MiB for
-# 200 M application records, the kernel side's sorts bounded by KERNEL_SORT_MAX), with a margin.
+# 200 M application records; the kernel pass's below that), with a margin.
 IMPORT_NEEDS = 320 << 20
 # DuckDB's share when nothing caps it; under a cap, a quarter of the headroom, never below the floor
-KERNEL_SORT_MAX = 128 << 20
-KERNEL_SORT_MIN = 16 << 20
-ENV_KERNEL_SORT = "OSLENS_IMPORT_KERNEL_MEMORY"
 
 
 def _reclaimable(folder: str) -> int:
@@ -53,14 +48,3 @@ def refusal(trace: Path) -> str | None:
     return (f"oslens: the trace was not imported: the memory cgroup {folder} has {left >> 20} MiB of its "
             f"{limit >> 20} MiB limit left and an import needs about {IMPORT_NEEDS >> 20} MiB; the raw trace is whole: "
             f"run 'oslens import {trace}' where more memory is free")
-
-
-def kernel_sort_limit() -> str:
-    """DuckDB's memory_limit for the kernel tables: $OSLENS_IMPORT_KERNEL_MEMORY when set, else
-    128 MB, or a quarter of the cgroup's headroom when that is less (DuckDB spills the rest)."""
-    given = os.environ.get(ENV_KERNEL_SORT)
-    if given:
-        return given
-    room = headroom()
-    share = KERNEL_SORT_MAX if room is None else min(KERNEL_SORT_MAX, max(room[0] // 4, KERNEL_SORT_MIN))
-    return f"{share >> 20}MB"

@@ -1,7 +1,7 @@
 """The import's third step: the tables built from the chunks read and the clock fitted. The
 application tables come from one native pass over the records (app_tables.build_streamed), which
 writes the large ones to Parquet as it goes; the kernel tables from the collector's chunks
-(kernel_tables); `threads` merges both sides; what the trace lost goes to `losses`.
+(kernel_tables, one native pass); `threads` merges both sides; what the trace lost goes to `losses`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import duckdb
 
 from oslens.capture import raw
 from oslens.errors import OslensError
@@ -22,16 +21,17 @@ from oslens.store.parquet_options import ROW_GROUP
 from oslens.version import __version__
 
 
-def kernel_tables(trace: Path, kernel_chunks: list, meta: dict, losses: salvage.Losses) -> dict:
-    """The kernel tables: the big ones written by DuckDB beside the tables (or in $TMPDIR when the
-    trace folder cannot be written), as app_tables.WrittenTable; tasks and kernel_lost in memory."""
+def kernel_tables(trace: Path, kernel_chunks: list, meta: dict, losses: salvage.Losses, step=None, scans=None) -> dict:
+    """The kernel tables: the big ones written by the native pass beside the tables (or in $TMPDIR
+    when the trace folder cannot be written), as app_tables.WrittenTable; tasks and kernel_lost in
+    memory. step(fraction done) follows the pass; scans: the read's kernel scans by path."""
     out: dict = {}
     if kernel_chunks:
         for folder in (trace, Path(tempfile.gettempdir())):
             try:
-                out = kernel_module.write_kernel_tables(kernel_chunks, meta, folder) or {}
+                out = kernel_module.write_kernel_tables(kernel_chunks, meta, folder, step, scans) or {}
                 break
-            except (OSError, duckdb.IOException) as err:
+            except OSError as err:
                 if folder != trace:
                     losses.add("damage", "kernel chunks", sum(len(c.records) for c in kernel_chunks),
                                f"kernel tables could not be built ({type(err).__name__}: {err})")
@@ -118,7 +118,8 @@ def build(trace: Path, read, meta: dict, clock, losses: salvage.Losses, progress
     progress.step("building application tables", 45)
     app = build_app(trace, chunks, meta, clock, names, read.scans, extensions)
     progress.step("building kernel tables", 65)
-    kernel = kernel_tables(trace, [c for c in chunks if is_kernel_chunk(c)], meta, losses)
+    kernel = kernel_tables(trace, [c for c in chunks if is_kernel_chunk(c)], meta, losses,
+                           lambda done: progress.step("building kernel tables", 65 + 5 * done), read.kernel_scans)
     add_losses(losses, app, kernel, chunks, meta)
     tables: dict = {"threads": threads.build(app["threads"], app["extent"], names, meta, kernel.get("tasks"))}
     for name in APP_TABLES:

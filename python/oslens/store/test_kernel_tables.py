@@ -1,12 +1,15 @@
 """build_kernel_tables on synthetic per-CPU kernel chunks with known answers, each built by the
 numpy oracle too and compared with it, row for row and type for type."""
 
+import copy
+
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from oslens import _native
 from oslens.capture import raw
-from oslens.store import kernel_fields as kt, kernel_pairs, kernel_tables
+from oslens.store import held, kernel_fields as kt, kernel_tables
 from oslens_testing.store import kernel_tables_oracle
 
 NAME = raw.NAME
@@ -33,7 +36,7 @@ def hi(pid):
 
 
 def same_tables(got: dict, want: dict) -> None:
-    """The DuckDB build and the oracle agree on every table: names, columns, types and rows."""
+    """The native pass and the oracle agree on every table: names, columns, types and rows."""
     assert sorted(got) == sorted(want)
     for name in want:
         g, w = got[name], want[name]
@@ -43,17 +46,47 @@ def same_tables(got: dict, want: dict) -> None:
         assert g.to_pylist() == w.to_pylist(), name
 
 
+def split(chunks, size):
+    """Each chunk cut into chunks of `size` records (its names with the piece holding their NAME
+    records, its header's losses with the first), so that every pair crosses chunks."""
+    out = []
+    for c in chunks:
+        r = c.records
+        is_name = r["kind"] == raw.NAME
+        aligned = int(is_name.sum()) == len(c.names)
+        for lo in range(0, max(len(r), 1), size):
+            piece = copy.copy(c)
+            piece.records = r[lo:lo + size]
+            before, inside = int(is_name[:lo].sum()), int(is_name[lo:lo + size].sum())
+            piece.names = c.names[before:before + inside] if aligned else (c.names if lo == 0 else [])
+            if c.header and lo:
+                piece.header = {**c.header, "dropped_events": 0}
+            out.append(piece)
+    return out
+
+
+def let_go(chunks):
+    """The chunks with their records let go, read again when the pass reaches them."""
+    out = []
+    for c in chunks:
+        piece = copy.copy(c)
+        piece.records = held.LetGo(len(c.records), lambda r=c.records: np.array(r))
+        out.append(piece)
+    return out
+
+
 def build(chunks, meta=None):
-    """The tables as the import builds them, checked against the oracle, and again with batches
-    of 1 and 3 rows so that every pair and neighbour also falls across two batches."""
+    """The tables as the import builds them, checked against the oracle, and again with the
+    chunks cut into chunks of 1 and 3 records (every pair and neighbour across two chunks) and
+    with their records let go (read again when the merge reaches them)."""
     want = kernel_tables_oracle.build_kernel_tables_oracle(chunks, meta or {})
     got = kernel_tables.build_kernel_tables(chunks, meta or {})
     same_tables(got, want)
+    same_tables(kernel_tables.build_kernel_tables(let_go(chunks), meta or {}), want)
     for rows in (1, 3):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(kernel_pairs, "BATCH_ROWS", rows)
-            mp.setattr(kernel_tables, "BATCH_ROWS", rows)
-            same_tables(kernel_tables.build_kernel_tables(chunks, meta or {}), want)
+        pieces = split(chunks, rows)
+        same_tables(kernel_tables.build_kernel_tables(pieces, meta or {}),
+                    kernel_tables_oracle.build_kernel_tables_oracle(pieces, meta or {}))
     return got
 
 

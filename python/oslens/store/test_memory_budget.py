@@ -8,7 +8,6 @@ def fake_cgroup(monkeypatch, tmp_path, limit, usage, cache, version=1):
     keys = ("total_inactive_file", "total_active_file") if version == 1 else ("inactive_file", "active_file")
     (tmp_path / "memory.stat").write_text(f"{keys[0]} {cache // 2}\n{keys[1]} {cache - cache // 2}\nother 7\n")
     monkeypatch.setattr(memory_budget._native, "memory_limit", lambda: (limit, usage, str(tmp_path)))
-    monkeypatch.delenv(memory_budget.ENV_KERNEL_SORT, raising=False)
 
 
 def test_a_cap_too_small_for_an_import_is_refused_in_one_line(monkeypatch, tmp_path):
@@ -19,25 +18,17 @@ def test_a_cap_too_small_for_an_import_is_refused_in_one_line(monkeypatch, tmp_p
                     f"left and an import needs about 320 MiB; the raw trace is whole: run 'oslens import {tmp_path / 't'}' "
                     "where more memory is free")
     assert "\n" not in line
-    assert memory_budget.kernel_sort_limit() == "22MB"
 
 
 def test_file_cache_counts_as_free_and_a_large_cap_imports(monkeypatch, tmp_path):
     fake_cgroup(monkeypatch, tmp_path, 1 << 30, 900 << 20, 800 << 20, version=2)
     assert memory_budget.headroom()[0] == (1 << 30) - (100 << 20)
     assert memory_budget.refusal(tmp_path) is None
-    assert memory_budget.kernel_sort_limit() == "128MB"
 
 
-def test_no_cap_and_the_environment_win(monkeypatch, tmp_path):
+def test_no_cap_imports(monkeypatch, tmp_path):
     monkeypatch.setattr(memory_budget._native, "memory_limit", lambda: None)
-    monkeypatch.delenv(memory_budget.ENV_KERNEL_SORT, raising=False)
     assert memory_budget.refusal(tmp_path) is None
-    assert memory_budget.kernel_sort_limit() == "128MB"
-    monkeypatch.setenv(memory_budget.ENV_KERNEL_SORT, "1GB")
-    assert memory_budget.kernel_sort_limit() == "1GB"
-    fake_cgroup(monkeypatch, tmp_path, 64 << 20, 60 << 20, 0)
-    assert memory_budget.kernel_sort_limit() == "16MB"  # never below the floor
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
@@ -49,7 +40,6 @@ def test_a_cap_is_read_from_the_cgroup_files_of_each_version_on_a_fake_machine(m
     real = memory_budget._native.memory_limit
     assert real(str(root)) == (128 << 20, 100 << 20, str(folder))
     monkeypatch.setattr(memory_budget._native, "memory_limit", lambda: real(str(root)))
-    monkeypatch.delenv(memory_budget.ENV_KERNEL_SORT, raising=False)
     assert memory_budget.headroom() == (91 << 20, 128 << 20, str(folder))
     assert memory_budget.refusal(tmp_path / "t").startswith(f"oslens: the trace was not imported: the memory cgroup {folder} ")
     # "max" (v2) is no cap, whichever ancestor

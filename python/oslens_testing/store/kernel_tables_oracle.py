@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from oslens.capture import raw
-from oslens.store import kernel_records, kernel_rows
+from oslens_testing.store import kernel_records, kernel_rows
 from oslens.store.kernel_fields import (
     BLOCK_COMPLETE, BLOCK_ISSUE, BLOCK_ISSUE_OTHER, COUNTER,
     EXEC, EXIT, FAULT, FORK, FORK_CALLS, IRQ_ENTRY, IRQ_EXIT, MIGRATE, SAMPLE, SOFTIRQ_ENTRY,

@@ -36,9 +36,15 @@ fn parquet_type(arrow: &str) -> Option<(i32, Option<i32>)> {
 
 /// `cols` named as `table`'s declared columns, after checking they are as many and each of its
 /// declared type (an error otherwise: the pass and the declaration disagree).
-pub fn named<'a>(table: &str, mut cols: Vec<Column<'a>>, d: &Dicts) -> std::io::Result<Vec<Column<'a>>> {
-    let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("app_pass: table {table}: {why}"));
-    let decl = d.declared.get(table).ok_or_else(|| bad("no declared columns given".into()))?;
+pub fn named<'a>(table: &str, cols: Vec<Column<'a>>, d: &Dicts) -> std::io::Result<Vec<Column<'a>>> {
+    named_in("app_pass", table, cols, d.declared)
+}
+
+/// named() against the declared columns themselves (the kernel pass has no app dictionaries);
+/// errors name `pass`.
+pub fn named_in<'a>(pass: &str, table: &str, mut cols: Vec<Column<'a>>, declared: &Declared) -> std::io::Result<Vec<Column<'a>>> {
+    let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{pass}: table {table}: {why}"));
+    let decl = declared.get(table).ok_or_else(|| bad("no declared columns given".into()))?;
     if decl.len() != cols.len() {
         return Err(bad(format!("{} columns declared, {} built", decl.len(), cols.len())));
     }

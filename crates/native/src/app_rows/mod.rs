@@ -12,7 +12,7 @@
 //! flags.rs decides which columns are nullable.
 
 mod clock;
-mod columns;
+pub(crate) mod columns;
 mod compensation;
 mod derived;
 mod events;
@@ -30,7 +30,7 @@ pub use columns::{Declared, Dicts, Reasons, Sink};
 pub use derived::{Derived, Streams};
 pub use flags::{Retry, NULLABLE};
 pub use scan::scan;
-pub use source::{Chunk, Reload, Source};
+pub use source::{Chunk, Records, Reload, Source};
 
 use flags::PassErr;
 

@@ -60,11 +60,18 @@ impl<'a> Chunk<'a> {
         }
     }
 
-    /// The chunk's records; read again where they were let go. The records read again are
-    /// those first read (a chunk only grows past its committed count while a recorder still
-    /// writes it): fewer is an error.
+    /// The chunk's records; read again where they were let go (Source::read).
     pub fn records(&self) -> std::io::Result<Records<'a>> {
-        match self.records {
+        self.records.read()
+    }
+}
+
+impl<'a> Source<'a> {
+    /// The records; read again where they were let go. The records read again are those first
+    /// read (a chunk only grows past its committed count while a recorder still writes it):
+    /// fewer is an error.
+    pub fn read(&self) -> std::io::Result<Records<'a>> {
+        match *self {
             Source::Held(r) => Ok(Records::Held(r)),
             Source::Reload(n, from) => {
                 let got = from.reload()?;
