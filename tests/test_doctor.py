@@ -49,7 +49,8 @@ def test_each_missing_part_is_named_with_its_fix(tmp_path):
     assert not json.loads(proc.stdout)["ok"]
     missing = sorted(n for n, c in got.items() if not c["ok"])
     assert missing == ["BTF", "cgroup cpu controller", "cgroup memory controller", "eBPF", "kernel tracepoints",
-                       "sched_ext", "tracefs"]
+                       "real-time classes", "sched_ext", "tracefs"]
+    assert got["real-time classes"]["fix"] == "run as root, or give the user CAP_SYS_NICE (or an RLIMIT_RTPRIO above 0)"
     assert got["cgroup memory controller"]["fix"] == "run as root (needs root (write access to /sys/fs/cgroup/memory/batch))"
     assert got["kernel tracepoints"]["fix"] == ("run as root, or 'sysctl kernel.perf_event_paranoid=-1', or give the "
                                                "user CAP_PERFMON")
@@ -58,7 +59,7 @@ def test_each_missing_part_is_named_with_its_fix(tmp_path):
     assert all(c["fix"] == "" for c in got.values() if c["ok"])
     text = doctor(root)
     assert text.returncode == 1
-    assert ("7 missing: kernel tracepoints, tracefs, eBPF, BTF, sched_ext, cgroup memory controller, "
+    assert ("8 missing: kernel tracepoints, tracefs, eBPF, BTF, real-time classes, sched_ext, cgroup memory controller, "
             "cgroup cpu controller") in text.stderr
 
 

@@ -121,6 +121,10 @@ def _control(root: Path) -> list[dict]:
     out = [
         check_result("EEVDF slice", sched["slice"].get("available", False), sched["slice"].get("reason", "sched_attr.sched_runtime"),
                "Linux 6.6 or later", "per-task time slices (plans: slice_us)"),
+        check_result("real-time classes", sched["classes"]["fifo"]["allowed"],
+                     f"SCHED_FIFO/RR need {sched['classes']['fifo'].get('privilege', 'CAP_SYS_NICE')}",
+                     "run as root, or give the user CAP_SYS_NICE (or an RLIMIT_RTPRIO above 0)",
+                     "SCHED_FIFO/RR in plans, what-if validation and the scheduling labs"),
         check_result("sched_ext", sched["classes"]["ext"]["available"], sched["classes"]["ext"].get("reason", "built"),
                "a kernel with CONFIG_SCHED_CLASS_EXT=y", "the ext scheduling class in plans"),
         check_result("time namespaces", under(root, "/proc/self/ns/time").exists(),
