@@ -421,7 +421,8 @@ def test_lost_records_are_counted_exactly(compile_c, tmp_path, mech):
     """With rings far too small, what was kept plus what was counted lost is every event."""
     n = 300_000
     prog = compile_c("kernel_getpid.c")
-    env = dict(os.environ, OSLENS_KERNEL_RING_MIB="1", OSLENS_COLLECTOR_BPF_RING_KIB="16")
+    # the eBPF ring left to the collector's tick (no watermark wake-up), so it overflows for sure
+    env = dict(os.environ, OSLENS_KERNEL_RING_MIB="1", OSLENS_COLLECTOR_BPF_RING_KIB="16", OSLENS_COLLECTOR_BPF_WAKE="tick")
     trace = tmp_path / "t"
     record(trace, prog, n, options=["--events", "syscalls"], env=env, mechanism=mech)
     check_mechanism(trace, mech)
@@ -456,3 +457,38 @@ def test_a_rename_is_recorded_when_it_happens(compile_c, tmp_path, mech):
     (prctl,) = [s for s in sc if s["tid"] == pid and s["name"] == "prctl"]
     before, after = comms.at(np.array([pid, pid]), np.array([prctl["start_ns"], prctl["end_ns"]]))
     assert before != "renamed-spin" and after == "renamed-spin", (before, after)
+
+
+def _switches(pid):
+    total = 0
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        status = (t / "status").read_text()
+        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
+    return total
+
+
+@root_only
+@MECHANISMS
+def test_the_collector_sleeps_beside_a_quiet_program(tmp_path, mech):
+    """Left on beside a program that does nothing, the collector wakes on its 250 ms tick, not per
+    record or every 25 ms as it did (issue 32): a count of its context switches, not a timing."""
+    trace = tmp_path / "t"
+    env = dict(os.environ, OSLENS_KERNEL_MECHANISM=mech)
+    rec = subprocess.Popen([*OSLENS, "record", "--no-import", "-o", str(trace), "--", "sleep", "4"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = rec.stderr.readline()  # printed once the collector is attached
+        assert "kernel events:" in first, first
+        pids = _wait_for(lambda: _collector_pids(trace))
+        assert pids, "no collector"
+        time.sleep(0.3)
+        before = _switches(pids[0])
+        time.sleep(2.0)
+        woke = _switches(pids[0]) - before
+        rec.communicate(timeout=60)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+    assert rec.returncode == 0
+    # 8 ticks in 2 s (a late tick adds one or two); at 25 ms it was 80
+    assert woke <= 24, woke

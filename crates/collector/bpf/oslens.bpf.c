@@ -71,6 +71,7 @@ struct osl_config {
     __u64 pidns;        /* inode of the recording's PID namespace; 0: the initial one (no translation) */
     __u64 root;         /* the root's tid in that namespace, for osl_find_root */
     __u64 root_global;  /* written by osl_find_root: the root's tgid << 32 | tid as the kernel numbers them */
+    __u64 wake_bytes;   /* wake the collector once this much waits in the ring (0: never; it drains on its tick) */
 };
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -104,6 +105,15 @@ static __always_inline struct osl_config *osl_config_get(void) {
 static __always_inline int system_wide(void) {
     struct osl_config *c = osl_config_get();
     return c && c->system_wide;
+}
+
+/* Records are submitted without a wake-up, so a busy program does not wake the collector per
+ * record; once a quarter of the ring waits, the submit wakes it, so its tick can be long. */
+static __always_inline __u64 wake_flag(void) {
+    struct osl_config *c = osl_config_get();
+    if (!c || !c->wake_bytes || bpf_ringbuf_query(&osl_rb, BPF_RB_AVAIL_DATA) < c->wake_bytes)
+        return BPF_RB_NO_WAKEUP;
+    return BPF_RB_FORCE_WAKEUP;
 }
 
 static __always_inline __u64 pidns(void) {
@@ -185,7 +195,7 @@ static __always_inline void emit(__u8 kind, struct osl_words w) {
         return;
     }
     fill(r, kind, w);
-    bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(r, wake_flag());
 }
 
 SEC("tp_btf/sys_enter")
@@ -244,7 +254,7 @@ int BPF_PROG(osl_sched_switch, bool preempt, struct task_struct *prev, struct ta
     fill(&s->r, OSL_K_SCHED_SWITCH, osl_pack_sched_switch(p, n, ppid, state, prev->prio));
     __builtin_memcpy(s->prev_comm, prev->comm, 16);
     __builtin_memcpy(s->next_comm, next->comm, 16);
-    bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(s, wake_flag());
     return 0;
 }
 
@@ -305,7 +315,7 @@ int BPF_PROG(osl_sched_process_fork, struct task_struct *parent, struct task_str
     }
     fill(&f->r, OSL_K_FORK, osl_pack_fork(ptid, vchild, ctgid, ptgid, flags));
     __builtin_memcpy(f->comm, child->comm, 16);
-    bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(f, wake_flag());
     /* the child's kernel ids, so its records (in the namespace's pids) join the kernel's view */
     if (ns && keep)
         emit(OSL_K_TASK_IDS, osl_pack_task_ids(vchild, ctid, child->tgid));
@@ -331,7 +341,7 @@ int BPF_PROG(osl_sched_process_exec, struct task_struct *p, pid_t old_pid, struc
     const char *fn = BPF_CORE_READ(bprm, filename);
     if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), fn) < 0)
         e->name[0] = 0;
-    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(e, wake_flag());
     return 0;
 }
 
@@ -389,7 +399,7 @@ int BPF_PROG(osl_irq_handler_entry, int irq, struct irqaction *action) {
     const char *name = BPF_CORE_READ(action, name);
     if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), name) < 0)
         e->name[0] = 0;
-    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(e, wake_flag());
     return 0;
 }
 

@@ -117,6 +117,35 @@ struct Config {
     pidns: u64,
     root: u64,
     root_global: u64,
+    wake_bytes: u64,
+}
+
+/// How much may wait in the ring before a submit wakes the collector: a quarter of it, as perf
+/// rings' watermark here; `OSLENS_COLLECTOR_BPF_WAKE=tick` leaves draining to the tick alone
+/// (the loss test starves tiny rings that way).
+fn wake_bytes(ring_bytes: usize) -> u64 {
+    if std::env::var("OSLENS_COLLECTOR_BPF_WAKE").as_deref() == Ok("tick") {
+        return 0;
+    }
+    (ring_bytes as u64 / 4).max(1)
+}
+
+/// An epoll fd watching `fd` edge-triggered: the ring's fd itself polls readable whenever a record
+/// waits, which would wake the collector for every record of a busy program.
+fn edge_triggered(fd: c_int) -> c_int {
+    // SAFETY: plain syscalls on fds we own; errors give -1 and the tick alone drains.
+    unsafe {
+        let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        if ep < 0 {
+            return -1;
+        }
+        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLET) as u32, u64: 0 };
+        if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
+            libc::close(ep);
+            return -1;
+        }
+        ep
+    }
 }
 
 /// Where the recording runs: the inode of its PID namespace (0: the initial one, whose tids the
@@ -136,6 +165,9 @@ pub struct Bpf {
     pub programs: Vec<String>,
     /// Inside a PID namespace: the root's (tgid, tid) as the kernel numbers them.
     pub root_global: Option<(u32, u32)>,
+    /// An edge-triggered epoll fd that turns readable when the programs wake the collector (the
+    /// ring past its watermark), never per record; -1 where it could not be made.
+    pub wake_fd: c_int,
     /// The record sink the ring buffer callback writes into (set before each consume).
     sink: Box<Option<*mut dyn FnMut(&[u8])>>,
 }
@@ -176,6 +208,7 @@ impl Bpf {
                 lost_fd: -1,
                 programs: vec![],
                 root_global: None,
+                wake_fd: -1,
                 sink: Box::new(None),
             };
             let progs: Vec<(&CStr, bool)> = programs(want).iter().map(|p| (p.0, p.2)).collect();
@@ -212,7 +245,13 @@ impl Bpf {
             let cfg_fd = map(c"osl_cfg")?;
             let rb_fd = map(c"osl_rb")?;
             let key: u32 = 0;
-            let cfg = Config { system_wide: system_wide as u64, pidns: ns.pidns, root: root as u64, root_global: 0 };
+            let cfg = Config {
+                system_wide: system_wide as u64,
+                pidns: ns.pidns,
+                root: root as u64,
+                root_global: 0,
+                wake_bytes: wake_bytes(ring_bytes),
+            };
             (b.lib.update)(cfg_fd, &key as *const u32 as *const c_void, &cfg as *const Config as *const c_void, 0);
             if ns.pidns != 0 && root > 0 {
                 b.root_global = Some(b.find_root(find_root, cfg_fd, root)?);
@@ -221,6 +260,7 @@ impl Bpf {
                 let (word, bits): (u32, u64) = (root >> 6, 1u64 << (root & 63));
                 (b.lib.update)(b.traced_fd, &word as *const u32 as *const c_void, &bits as *const u64 as *const c_void, 0);
             }
+            b.wake_fd = edge_triggered(rb_fd);
             let ctx = &mut *b.sink as *mut Option<*mut dyn FnMut(&[u8])> as *mut c_void;
             b.rb = (b.lib.rb_new)(rb_fd, on_sample, ctx, std::ptr::null());
             if b.rb.is_null() {
@@ -276,6 +316,15 @@ impl Bpf {
         Ok(((cfg.root_global >> 32) as u32, cfg.root_global as u32))
     }
 
+    /// Takes the pending wake-up off the epoll fd, so the next poll sleeps until the next one.
+    pub fn clear_wake(&self) {
+        if self.wake_fd >= 0 {
+            let mut ev = libc::epoll_event { events: 0, u64: 0 };
+            // SAFETY: one event into a valid buffer, no wait.
+            unsafe { libc::epoll_wait(self.wake_fd, &mut ev, 1, 0) };
+        }
+    }
+
     /// Hands every record waiting in the ring to `f`; returns how many.
     pub fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         // SAFETY: the sink pointer lives only for this call.
@@ -314,6 +363,9 @@ impl Drop for Bpf {
         unsafe {
             if !self.rb.is_null() {
                 (self.lib.rb_free)(self.rb);
+            }
+            if self.wake_fd >= 0 {
+                libc::close(self.wake_fd);
             }
             (self.lib.close)(self.obj);
         }

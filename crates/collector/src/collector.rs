@@ -11,6 +11,11 @@ use crate::perf;
 use crate::perf_records::RingKind;
 use crate::signals;
 use crate::state::State;
+
+/// How often the collector drains its rings when nothing wakes it: 4 times a second keeps it off
+/// the program's CPUs in a recording left on (issue 32's target is 10 wake-ups a second at most);
+/// a busy ring wakes it at its watermark instead.
+const TICK_MS: i32 = 250;
 use crate::sys::{now_ns, online_cpus};
 use oslens_format::kernel as k;
 use oslens_format::record::Record;
@@ -199,14 +204,19 @@ impl Collector {
         if self.opts.watch_stdin {
             pfds.push(libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 });
         }
+        let wake = self.bpf.as_ref().map_or(-1, |b| b.wake_fd);
+        if wake >= 0 {
+            pfds.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
+        }
         let first_ring = pfds.len();
         for &fd in &self.leaders {
             pfds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         }
         // Rings hold many ticks of records at full rate and wake us at a quarter full, so a slow
         // tick costs nothing in losses and keeps the collector off the program's CPUs
-        // (docs/kernel-collector.md; the loss test starves tiny rings).
-        let tick_ms = if self.counters.is_empty() && self.proc_switches.is_none() { 25 } else { 20 };
+        // (docs/kernel-collector.md; the loss test starves tiny rings). Counters are sampled
+        // every 20 ms.
+        let tick_ms = if self.counters.is_empty() && self.proc_switches.is_none() { TICK_MS } else { 20 };
         let mut last_counters = Instant::now();
         while !signals::stop_requested() {
             let got = self.drain();
@@ -222,6 +232,11 @@ impl Collector {
             }
             // SAFETY: valid pollfd array.
             let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tick_ms) };
+            if n > 0 && wake >= 0 {
+                if let Some(b) = self.bpf.as_ref() {
+                    b.clear_wake();
+                }
+            }
             for p in pfds[first_ring..].iter_mut() {
                 if p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
                     p.fd = -1; // a per-task ring whose tasks are all gone: nothing more will come
