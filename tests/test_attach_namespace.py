@@ -1,0 +1,157 @@
+"""`oslens record -p` across PID namespaces (issues 30 and 31): a running program inside
+`unshare --pid --fork --mount-proc` (a container), built with oslens.h and started outside oslens
+so its instruments are dormant, attached from the host by its host pid and from inside by the pid
+the container gives it. Its app records carry the container's pids, the kernel the global ones:
+the tables must speak in the container's (the kernel's kept in `global_tid`), its app threads join
+their kernel threads, and the counts of what it did agree with its own log. Root only; no
+assertion is on a timing."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import OSLENS, meta
+from test_attach import BATCHES, GETPIDS, THREADS, _bounds, _log, _wait_attached
+from test_kernel_collector import COLLECTOR
+
+IS_ROOT = os.geteuid() == 0
+pytestmark = [pytest.mark.skipif(not COLLECTOR.exists(), reason="oslens-collector is not built (run make)"),
+              pytest.mark.skipif(not IS_ROOT, reason="attaching to kernel tracepoints and unshare need root")]
+CONTAINER = ["unshare", "--pid", "--fork", "--mount-proc"]
+DONE = f"done {THREADS} threads x {BATCHES} batches of {GETPIDS} getpid\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _can_unshare():
+    if shutil.which("unshare") is None or subprocess.run([*CONTAINER, "true"], capture_output=True, timeout=30).returncode:
+        pytest.skip("unshare cannot make a PID namespace here")
+
+
+def _clean_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
+
+
+def _host_pid(unshare_pid: int) -> int:
+    """The program unshare --fork started: its only child (pid 1 of the new namespace)."""
+    kids = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+    assert len(kids) == 1, kids
+    return int(kids[0])
+
+
+def _tables(trace):
+    con = duckdb.connect()
+    t = Path(trace) / "tables"
+    return lambda q: con.execute(q.replace("{t}", str(t))).fetchall()
+
+
+def _need_ebpf(trace):
+    k = meta(trace)["kernel"]
+    if k.get("tier") != "kernel tracepoints" or not k.get("mechanism", "").startswith("eBPF"):
+        pytest.skip(f"eBPF unavailable: {k.get('reason') or k.get('mechanism')}")
+    return k
+
+
+def _check_trace(trace, log, ns_tids: set[int], host_tids: set[int] | None, names: set[str]):
+    """What every namespace attach must give: the program's pids as it sees them, its kernel
+    counts within what its log allows over the window, its app events on its kernel threads."""
+    k = _need_ebpf(trace)
+    m = meta(trace)
+    q = _tables(trace)
+    pid = m["pid"]
+    assert k["pid_namespace"] > 0 and pid in ns_tids, (k, pid, ns_tids)
+    lo = q("SELECT min(ts) FROM '{t}/attach_processes.parquet'")[0][0]
+    hi = m["attach"]["detach_ns"]
+    batches, sleeps, _ = _log(log)
+    assert {b[0] for b in batches} <= ns_tids  # the program logs the tids it sees
+    # the system calls and sleeps of its threads, named by the namespace's tids
+    got = q(f"SELECT count(*) FROM '{{t}}/syscalls.parquet' WHERE pid = {pid} AND name = 'getpid' AND start_ns BETWEEN {lo} AND {hi}")[0][0]
+    inside, touching = _bounds(batches, lo, hi, GETPIDS)
+    # the woken recorder asks getpid once per thread it starts on and once for the process's names
+    # (crates/recorder: thread.rs, names.rs)
+    assert inside > 0 and inside <= got <= touching + THREADS + 1, (inside, got, touching)
+    slept = q(f"SELECT count(*) FROM '{{t}}/switches.parquet' WHERE prev_pid = {pid} AND prev_state = 'S' AND prev_tid <> {pid} "
+              f"AND ts BETWEEN {lo} AND {hi}")[0][0]
+    inside, touching = _bounds(sleeps, lo, hi, 1)
+    assert inside > 0 and inside <= slept <= touching, (inside, slept, touching)
+    # the same thread rows for app and kernel: every thread known to both, under one tid
+    rows = q(f"SELECT tid, name, source, app_records > 0 FROM '{{t}}/threads.parquet' WHERE pid = {pid} AND NOT is_oslens ORDER BY tid")
+    assert {r[0] for r in rows} == ns_tids, rows
+    # named as an attach outside a namespace names them: by their comm
+    assert {r[1] for r in rows} == set(names), (rows, names)
+    workers = [r for r in rows if r[0] != pid]
+    assert len(workers) == THREADS and all(r[2] == "app+kernel" and r[3] for r in workers), rows
+    # the app events: one per batch begun while the instruments were awake, each on a traced kernel thread
+    woken, asleep = m["attach"]["instruments_woken_ns"], m["attach"]["instruments_asleep_ns"]
+    events = q("SELECT count(*) FROM '{t}/app_events.parquet' WHERE id = 7")[0][0]
+    inside = sum(1 for _, t0, _ in batches if woken[1] <= t0 <= asleep[0])
+    touching = sum(1 for _, t0, _ in batches if woken[0] <= t0 <= asleep[1])
+    assert inside > 0 and inside - THREADS <= events <= touching + THREADS, (inside, events, touching)
+    orphans = q("SELECT count(*) FROM '{t}/app_events.parquet' e WHERE e.id = 7 AND e.tid NOT IN "
+                "(SELECT tid FROM '{t}/tasks.parquet' WHERE is_traced)")[0][0]
+    assert orphans == 0
+    # the kernel's own ids are kept beside them
+    glob = dict(q(f"SELECT tid, global_tid FROM '{{t}}/tasks.parquet' WHERE pid = {pid}"))
+    assert set(glob) == ns_tids and all(g is not None and g != t for t, g in glob.items()), glob
+    if host_tids is not None:
+        assert set(glob.values()) == host_tids, (glob, host_tids)
+    dumped = q("SELECT tid, global_tid FROM '{t}/attach_threads.parquet'")
+    assert {r[0] for r in dumped} == ns_tids, dumped
+    if host_tids is not None:
+        assert {r[1] for r in dumped} == host_tids and all(glob[t] == g for t, g in dumped), dumped
+    return q, pid
+
+
+def test_attach_from_the_host_into_a_container(compile_c, tmp_path):
+    prog = compile_c("attach_target.c", "-DATTACH_EVENTS")
+    log = tmp_path / "program.log"
+    box = subprocess.Popen([*CONTAINER, str(prog), str(THREADS), str(BATCHES), str(log)], stdout=subprocess.PIPE, text=True,
+                           env=_clean_env())
+    try:
+        assert box.stdout.readline() == "ready 1\n"  # pid 1 of its namespace
+        host = _host_pid(box.pid)
+        host_tids = {int(t) for t in os.listdir(f"/proc/{host}/task")}
+        names = {Path(f"/proc/{host}/task/{t}/comm").read_text().strip() for t in host_tids}
+        trace = tmp_path / "t"
+        rec = subprocess.Popen([*OSLENS, "record", "-p", str(host), "-f", "-o", str(trace), "--events", "sched,syscalls"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_attached(rec)
+        time.sleep(1.0)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=180)
+        assert rec.returncode == 0 and "stay dormant" not in err, err
+        out, _ = box.communicate(timeout=120)
+    finally:
+        if box.poll() is None:
+            box.kill()
+    assert box.returncode == 0 and out == DONE
+    ns_tids = {1} | {b[0] for b in _log(log)[0]}
+    assert len(ns_tids) == THREADS + 1
+    q, pid = _check_trace(trace, log, ns_tids, host_tids, names)
+    assert pid == 1 and meta(trace)["attach"]["pids"] == [host]
+    assert q("SELECT pid, global_pid FROM '{t}/attach_processes.parquet'") == [(1, host)]
+
+
+def test_attach_from_inside_the_container(compile_c, tmp_path):
+    prog = compile_c("attach_target.c", "-DATTACH_EVENTS")
+    log, out, trace = tmp_path / "program.log", tmp_path / "program.out", tmp_path / "t"
+    # inside: the program in the background, then oslens attached to it by the pid the shell saw
+    script = (f"{prog} {THREADS} {BATCHES} {log} > {out} & p=$!; "
+              f"until grep -q ready {out}; do sleep 0.02; done; "
+              f"{' '.join(OSLENS)} record -p $p --duration 1s -f -o {trace} --events sched,syscalls; rc=$?; "
+              "wait $p && exit $rc")
+    proc = subprocess.run([*CONTAINER, "sh", "-c", script], capture_output=True, text=True, timeout=300, env=_clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "stay dormant" not in proc.stderr and "detached (duration)" in proc.stderr, proc.stderr
+    lines = out.read_text().splitlines()
+    pid = int(lines[0].split()[1])
+    assert pid == 2 and lines[1] + "\n" == DONE  # the shell is 1
+    ns_tids = {pid} | {b[0] for b in _log(log)[0]}
+    _check_trace(trace, log, ns_tids, None, {Path(prog).name[:15]})
+    # the collector learnt the kernel's tids of the threads already running from its task iterator
+    assert meta(trace)["attach"]["pids"] == [pid]
