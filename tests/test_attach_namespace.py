@@ -155,3 +155,58 @@ def test_attach_from_inside_the_container(compile_c, tmp_path):
     _check_trace(trace, log, ns_tids, None, {Path(prog).name[:15]})
     # the collector learnt the kernel's tids of the threads already running from its task iterator
     assert meta(trace)["attach"]["pids"] == [pid]
+
+
+# A third-party program attached while it waits, then released: `perf stat -p` (enabled through its
+# control fifo before the release, so it counts from the same point) and oslens follow it through
+# its exec and forks to its end. Run by `sh` inside the container or outside it.
+THIRD_PARTY = """set -e
+cd "$1"
+mkfifo go ctl ack
+sh -c 'read x < go; exec stress-ng --switch 1 --switch-ops 20000 -q' & p=$!
+perf stat -e sched:sched_switch,raw_syscalls:sys_enter -x, -o perf.txt --delay=-1 --control fifo:ctl,ack -p $p & perf=$!
+exec 7>ctl 8<ack
+echo enable >&7; read a <&8
+"$2" record -p $p -f -o trace --events sched,syscalls > record.log 2>&1 & rec=$!
+until grep -q "attached to" record.log; do sleep 0.02; done
+echo go > go
+wait $rec
+wait $perf
+"""
+
+
+def _perf_counts(path: Path) -> dict:
+    """perf stat -x, output: {event: count}."""
+    out = {}
+    for line in path.read_text().splitlines():
+        f = line.split(",")
+        if len(f) > 2 and f[0].isdigit():
+            out[f[2]] = int(f[0])
+    return out
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_a_third_party_program_attached_counts_as_perf_stat(tmp_path, where):
+    if not shutil.which("stress-ng") or not shutil.which("perf"):
+        pytest.skip("stress-ng and perf are needed (scripts/setup.sh installs them)")
+    (tmp_path / "run.sh").write_text(THIRD_PARTY)
+    prefix = CONTAINER if where == "inside" else []
+    proc = subprocess.run([*prefix, "sh", str(tmp_path / "run.sh"), str(tmp_path), OSLENS[0]], capture_output=True, text=True,
+                          timeout=300, env=_clean_env())
+    perf = _perf_counts(tmp_path / "perf.txt") if (tmp_path / "perf.txt").exists() else {}
+    if proc.returncode != 0 and not perf:
+        pytest.skip(f"perf stat could not count the tracepoints here: {proc.stderr.strip()[-300:]}")
+    log = (tmp_path / "record.log").read_text()
+    assert proc.returncode == 0 and "detached (exit)" in log, (proc.stderr, log)
+    trace = tmp_path / "trace"
+    k = _need_ebpf(trace)
+    assert bool(k.get("pid_namespace")) == (where == "inside"), k
+    q = _tables(trace)
+    prog = "SELECT tid FROM '{t}/threads.parquet' WHERE is_traced AND NOT is_oslens"
+    switches = q(f"SELECT count(*) FROM '{{t}}/switches.parquet' WHERE prev_tid IN ({prog})")[0][0]
+    calls = q(f"SELECT count(*) FROM '{{t}}/syscalls.parquet' WHERE tid IN ({prog})")[0][0]
+    # perf stat counts sched_switch where it fires, in the task leaving the CPU: the program's switch-outs
+    for ours, theirs in ((switches, perf["sched:sched_switch"]), (calls, perf["raw_syscalls:sys_enter"])):
+        assert theirs >= 40_000 and abs(ours - theirs) <= 0.01 * theirs, (where, ours, theirs)
+    names = sorted(r[0] for r in q("SELECT name FROM '{t}/threads.parquet' WHERE is_traced AND NOT is_oslens"))
+    assert names == ["stress-ng", "stress-ng-switc", "stress-ng-switc"], names
