@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from conftest import OSLENS, meta
-from test_attach import BATCHES, GETPIDS, THREADS, _bounds, _log, _wait_attached
+from test_attach import BATCHES, EXTRA, GETPIDS, THREADS, _bounds, _log, _wait_attached
 from test_kernel_collector import COLLECTOR
 
 IS_ROOT = os.geteuid() == 0
@@ -210,3 +210,33 @@ def test_a_third_party_program_attached_counts_as_perf_stat(tmp_path, where):
         assert theirs >= 40_000 and abs(ours - theirs) <= 0.01 * theirs, (where, ours, theirs)
     names = sorted(r[0] for r in q("SELECT name FROM '{t}/threads.parquet' WHERE is_traced AND NOT is_oslens"))
     assert names == ["stress-ng", "stress-ng-switc", "stress-ng-switc"], names
+
+
+def test_a_child_and_a_thread_created_after_an_attach_from_the_host_keep_the_containers_pids(compile_c, tmp_path):
+    prog = compile_c("attach_target.c")
+    log = tmp_path / "program.log"
+    box = subprocess.Popen([*CONTAINER, str(prog), str(THREADS), "500", str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert box.stdout.readline() == "ready 1\n"
+        host = _host_pid(box.pid)
+        trace = tmp_path / "t"
+        rec = subprocess.Popen([*OSLENS, "record", "-p", str(host), "-f", "-o", str(trace), "--events", "sched,syscalls"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_attached(rec)
+        os.kill(host, signal.SIGUSR1)
+        out, _ = box.communicate(timeout=120)
+        _, err = rec.communicate(timeout=180)  # the program's exit ends the recording
+    finally:
+        if box.poll() is None:
+            box.kill()
+    assert rec.returncode == 0 and "detached (exit)" in err, err
+    assert box.returncode == 0 and out.startswith("done")
+    _need_ebpf(trace)
+    _, _, extra = _log(log)
+    q = _tables(trace)
+    for who in ("child", "thread"):
+        # the fork program names it as the container does and writes its kernel ids (task_ids)
+        n = q(f"SELECT count(*) FROM '{{t}}/syscalls.parquet' WHERE tid = {extra[who]} AND name = 'getpid'")[0][0]
+        assert n == EXTRA, (who, n)
+        row = q(f"SELECT is_traced, alive_at_attach, parent_tid, global_tid FROM '{{t}}/tasks.parquet' WHERE tid = {extra[who]}")
+        assert row and row[0][:3] == (True, False, 1) and row[0][3] not in (None, extra[who]), (who, row)
