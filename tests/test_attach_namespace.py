@@ -240,3 +240,43 @@ def test_a_child_and_a_thread_created_after_an_attach_from_the_host_keep_the_con
         assert n == EXTRA, (who, n)
         row = q(f"SELECT is_traced, alive_at_attach, parent_tid, global_tid FROM '{{t}}/tasks.parquet' WHERE tid = {extra[who]}")
         assert row and row[0][:3] == (True, False, 1) and row[0][3] not in (None, extra[who]), (who, row)
+
+
+def test_a_program_in_another_time_namespace_is_refused_from_the_host_in_one_line(tmp_path):
+    probe = subprocess.run([*CONTAINER, "--time", "--monotonic", "86400", "true"], capture_output=True, timeout=30)
+    if probe.returncode:
+        pytest.skip("this kernel has no time namespaces")
+    box = subprocess.Popen([*CONTAINER, "--time", "--monotonic", "86400", "sleep", "60"])
+    try:
+        host = None
+        for _ in range(200):  # unshare forks its child once the namespaces exist
+            kids = Path(f"/proc/{box.pid}/task/{box.pid}/children").read_text().split()
+            if kids and Path(f"/proc/{kids[0]}/exe").resolve().name == "sleep":
+                host = int(kids[0])
+                break
+            time.sleep(0.01)
+        assert host, "unshare started no child"
+        proc = subprocess.run([*OSLENS, "record", "-p", str(host), "-o", str(tmp_path / "t")], capture_output=True, text=True,
+                              timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "time namespace" in lines[0] and "nsenter" in lines[0], proc.stderr
+        assert not (tmp_path / "t").exists() and box.poll() is None
+    finally:
+        box.kill()
+        box.wait()
+
+
+def test_perf_alone_for_a_container_from_the_host_says_why_not(compile_c, tmp_path):
+    box = subprocess.Popen([*CONTAINER, str(compile_c("attach_target.c")), "1", "3000", str(tmp_path / "log")],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert box.stdout.readline() == "ready 1\n"
+        env = dict(os.environ, OSLENS_KERNEL_MECHANISM="perf")
+        proc = subprocess.run([*OSLENS, "record", "-p", str(_host_pid(box.pid)), "--duration", "200ms", "--no-import", "-f",
+                               "-o", str(tmp_path / "t")], capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        box.kill()
+        box.wait()
+    assert proc.returncode == 0, proc.stderr
+    k = meta(tmp_path / "t")["kernel"]
+    assert k["tier"] != "kernel tracepoints" and "for a process in a PID namespace the kernel tracepoints need eBPF" in k["reason"], k

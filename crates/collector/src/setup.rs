@@ -49,8 +49,9 @@ impl Collector {
         if self.pidns != 0 && self.bpf.is_none() {
             // perf's raw fields hold the kernel's tids, its headers the namespace's: only eBPF
             // names every task as the program sees it
+            let place = if crate::sys::pid_namespace() == 0 { "for a process in a PID namespace" } else { "inside a PID namespace" };
             return Err(format!(
-                "inside a PID namespace the kernel tracepoints need eBPF, which names tasks as the namespace does ({})",
+                "{place} the kernel tracepoints need eBPF, which names tasks as the namespace does ({})",
                 self.bpf_note.take().unwrap_or_else(|| format!("mechanism {} was asked for", self.opts.mechanism))
             ));
         }

@@ -72,11 +72,24 @@ def check_pids(text: str) -> list[int]:
         why = refusal(p)
         if why:
             raise OslensError(why, 1)
+    for p in pids:
+        if _clock_offsets(p) != _clock_offsets("self"):
+            # its instruments stamp the container's clock, the kernel the host's: no one timeline
+            raise OslensError(f"cannot attach to {p} from here: it runs in a time namespace whose clocks are offset from "
+                              f"this one's; run 'oslens record -p' inside its namespaces (nsenter -t {p} -a)", 2)
     spaces = {_pid_namespace(p) for p in pids}
     if len(spaces) > 1:
         raise OslensError(f"cannot attach to {text} together: they live in different PID namespaces (containers); "
                           "attach to each with its own 'oslens record -p'", 2)
     return list(dict.fromkeys(pids))
+
+
+def _clock_offsets(pid) -> str:
+    """/proc/PID/timens_offsets ('' where the kernel has no time namespaces)."""
+    try:
+        return Path(f"/proc/{pid}/timens_offsets").read_text()
+    except OSError:
+        return ""
 
 
 def _pid_namespace(pid: int) -> int | None:
