@@ -44,6 +44,17 @@ def _host_pid(unshare_pid: int) -> int:
     return int(kids[0])
 
 
+def _started_sleep(unshare_pid: int) -> int:
+    """The host pid of the `sleep` unshare runs, once it has exec'd (unshare forks it once the
+    namespaces exist)."""
+    for _ in range(500):
+        kids = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+        if kids and Path(f"/proc/{kids[0]}/exe").resolve().name == "sleep":
+            return int(kids[0])
+        time.sleep(0.01)
+    raise AssertionError("unshare started no sleep")
+
+
 def _tables(trace):
     con = duckdb.connect()
     t = Path(trace) / "tables"
@@ -248,14 +259,7 @@ def test_a_program_in_another_time_namespace_is_refused_from_the_host_in_one_lin
         pytest.skip("this kernel has no time namespaces")
     box = subprocess.Popen([*CONTAINER, "--time", "--monotonic", "86400", "sleep", "60"])
     try:
-        host = None
-        for _ in range(200):  # unshare forks its child once the namespaces exist
-            kids = Path(f"/proc/{box.pid}/task/{box.pid}/children").read_text().split()
-            if kids and Path(f"/proc/{kids[0]}/exe").resolve().name == "sleep":
-                host = int(kids[0])
-                break
-            time.sleep(0.01)
-        assert host, "unshare started no child"
+        host = _started_sleep(box.pid)
         proc = subprocess.run([*OSLENS, "record", "-p", str(host), "-o", str(tmp_path / "t")], capture_output=True, text=True,
                               timeout=60)
         lines = proc.stderr.strip().splitlines()
@@ -280,3 +284,19 @@ def test_perf_alone_for_a_container_from_the_host_says_why_not(compile_c, tmp_pa
     assert proc.returncode == 0, proc.stderr
     k = meta(tmp_path / "t")["kernel"]
     assert k["tier"] != "kernel tracepoints" and "for a process in a PID namespace the kernel tracepoints need eBPF" in k["reason"], k
+
+
+def test_processes_of_different_pid_namespaces_are_refused_together_in_one_line(tmp_path):
+    box = subprocess.Popen([*CONTAINER, "sleep", "60"])
+    mine = subprocess.Popen(["sleep", "60"])
+    try:
+        host = _started_sleep(box.pid)
+        proc = subprocess.run([*OSLENS, "record", "-p", f"{host},{mine.pid}", "-o", str(tmp_path / "t")], capture_output=True,
+                              text=True, timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "different PID namespaces" in lines[0], proc.stderr
+        assert box.poll() is None and mine.poll() is None
+    finally:
+        for p in (box, mine):
+            p.kill()
+            p.wait()
