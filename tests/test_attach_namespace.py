@@ -86,8 +86,12 @@ def _check_trace(trace, log, ns_tids: set[int], host_tids: set[int] | None, name
     # the woken recorder asks getpid once per thread it starts on and once for the process's names
     # (crates/recorder: thread.rs, names.rs)
     assert inside > 0 and inside <= got <= touching + THREADS + 1, (inside, got, touching)
-    slept = q(f"SELECT count(*) FROM '{{t}}/switches.parquet' WHERE prev_pid = {pid} AND prev_state = 'S' AND prev_tid <> {pid} "
-              f"AND ts BETWEEN {lo} AND {hi}")[0][0]
+    # its sleeps: switches out asleep inside its nanosleep calls (the woken recorder may also block
+    # once in a thread's first call, on a futex)
+    slept = q(f"""SELECT count(*) FROM '{{t}}/switches.parquet' s JOIN '{{t}}/syscalls.parquet' c
+                  ON c.tid = s.prev_tid AND s.ts BETWEEN c.start_ns AND c.end_ns
+                  WHERE s.prev_pid = {pid} AND s.prev_state = 'S' AND s.prev_tid <> {pid} AND c.name LIKE '%nanosleep'
+                  AND s.ts BETWEEN {lo} AND {hi}""")[0][0]
     inside, touching = _bounds(sleeps, lo, hi, 1)
     assert inside > 0 and inside <= slept <= touching, (inside, slept, touching)
     # the same thread rows for app and kernel: every thread known to both, under one tid
@@ -102,12 +106,15 @@ def _check_trace(trace, log, ns_tids: set[int], host_tids: set[int] | None, name
     events = q("SELECT count(*) FROM '{t}/app_events.parquet' WHERE id = 7")[0][0]
     inside = sum(1 for _, t0, _ in batches if woken[1] <= t0 <= asleep[0])
     touching = sum(1 for _, t0, _ in batches if woken[0] <= t0 <= asleep[1])
-    assert inside > 0 and inside - THREADS <= events <= touching + THREADS, (inside, events, touching)
+    # a batch begun just before the wake (or the sleep) may record its event just after it: one per
+    # thread at each edge
+    assert inside > 0 and inside - 2 * THREADS <= events <= touching + 2 * THREADS, (inside, events, touching)
     orphans = q("SELECT count(*) FROM '{t}/app_events.parquet' e WHERE e.id = 7 AND e.tid NOT IN "
                 "(SELECT tid FROM '{t}/tasks.parquet' WHERE is_traced)")[0][0]
     assert orphans == 0
     # the kernel's own ids are kept beside them
-    glob = dict(q(f"SELECT tid, global_tid FROM '{{t}}/tasks.parquet' WHERE pid = {pid}"))
+    # (the woken recorder may start its helper thread in the process: oslens's own, left out)
+    glob = dict(q(f"SELECT tid, global_tid FROM '{{t}}/tasks.parquet' WHERE pid = {pid} AND NOT is_oslens"))
     assert set(glob) == ns_tids and all(g is not None and g != t for t, g in glob.items()), glob
     if host_tids is not None:
         assert set(glob.values()) == host_tids, (glob, host_tids)

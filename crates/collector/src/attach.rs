@@ -40,7 +40,10 @@ pub fn ns_tgid(pid: i32) -> Option<u32> {
 /// this /proc numbers tasks as the kernel does (the collector runs in the initial namespace).
 pub fn threads_of(pids: &[i32], global: bool) -> Vec<Alive> {
     let mut out = vec![];
+    let own = pid_namespace_of(std::process::id() as i32);
     for &pid in pids {
+        // in the collector's own namespace /proc's numbers are the process's: no status to read
+        let other = pid_namespace_of(pid) != own;
         let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
         for e in dir.flatten() {
             let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
@@ -50,7 +53,7 @@ pub fn threads_of(pids: &[i32], global: bool) -> Vec<Alive> {
                 let n = name.len().min(15);
                 comm[..n].copy_from_slice(&name[..n]);
             }
-            let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap_or_default();
+            let status = if other { std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap_or_default() } else { String::new() };
             let (vtid, vpid) = (innermost(&status, "NSpid:").unwrap_or(tid), innermost(&status, "NStgid:").unwrap_or(pid as u32));
             let (gtid, gpid) = if global { (tid, pid as u32) } else { (0, 0) };
             out.push(Alive { tid: vtid, pid: vpid, global_tid: gtid, global_pid: gpid, local: tid, comm });

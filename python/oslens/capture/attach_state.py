@@ -74,9 +74,21 @@ def sees_global_pids() -> bool:
         return True
 
 
-def ns_ids(pid: int, tid: int, vpid: int | None = None) -> tuple[int, int, int | None, int | None]:
-    """(pid, tid) in the task's own PID namespace and the kernel's (None: not visible from here)."""
-    vpid, vtid = vpid or innermost(pid, key="NStgid:") or pid, innermost(pid, tid) or tid
+def own_namespace(pid: int) -> bool:
+    """Whether `pid` lives in oslens's PID namespace (then /proc's numbers are its own)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino == os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return True
+
+
+def ns_ids(pid: int, tid: int, vpid: int | None = None, same: bool | None = None) -> tuple[int, int, int | None, int | None]:
+    """(pid, tid) in the task's own PID namespace and the kernel's (None: not visible from here);
+    `same`: the task is in oslens's namespace (no status to read: the numbers are /proc's)."""
+    if same if same is not None else own_namespace(pid):
+        vpid, vtid = pid, tid
+    else:
+        vpid, vtid = vpid or innermost(pid, key="NStgid:") or pid, innermost(pid, tid) or tid
     return (vpid, vtid, pid, tid) if sees_global_pids() else (vpid, vtid, None, None)
 
 
@@ -87,11 +99,12 @@ def threads(pid: int) -> list[dict]:
         tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
     except OSError:
         return []
-    out, vpid = [], innermost(pid, key="NStgid:")
+    same = own_namespace(pid)  # then no thread's status need be read (a thousand threads attach in a second)
+    out, vpid = [], None if same else innermost(pid, key="NStgid:")
     for t in tids:
         row = thread_row(pid, t)
         if row is not None:
-            row["pid"], row["tid"], row["global_pid"], row["global_tid"] = ns_ids(pid, t, vpid)
+            row["pid"], row["tid"], row["global_pid"], row["global_tid"] = ns_ids(pid, t, vpid, same)
             out.append(row)
     return out
 
@@ -118,7 +131,7 @@ def fds(pid: int) -> list[dict]:
         names = sorted(int(n) for n in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return []
-    out, vpid = [], innermost(pid, key="NStgid:") or pid
+    out, vpid = [], pid if own_namespace(pid) else innermost(pid, key="NStgid:") or pid
     for n in names:
         path = f"/proc/{pid}/fd/{n}"
         try:
