@@ -233,7 +233,7 @@ def test_a_third_party_program_attached_counts_as_perf_stat(tmp_path, where):
 def test_a_child_and_a_thread_created_after_an_attach_from_the_host_keep_the_containers_pids(compile_c, tmp_path):
     prog = compile_c("attach_target.c")
     log = tmp_path / "program.log"
-    box = subprocess.Popen([*CONTAINER, str(prog), str(THREADS), "500", str(log)], stdout=subprocess.PIPE, text=True)
+    box = subprocess.Popen([*CONTAINER, str(prog), str(THREADS), str(BATCHES), str(log)], stdout=subprocess.PIPE, text=True)
     try:
         assert box.stdout.readline() == "ready 1\n"
         host = _host_pid(box.pid)
