@@ -448,3 +448,19 @@ int osl_find_root(struct bpf_iter__task *ctx) {
     }
     return 0;
 }
+
+/* Run by the collector (bpf.rs, find_group) when it attaches inside a PID namespace to a running
+ * process: /proc there lists its threads by the namespace's tids, the filter wants the kernel's.
+ * Marks every thread of the process whose namespace pid is `root` traced and writes its
+ * (namespace tid, kernel tid, kernel tgid) to the iterator's output for the collector to read. */
+SEC("iter/task")
+int osl_find_group(struct bpf_iter__task *ctx) {
+    struct task_struct *t = ctx->task;
+    struct osl_config *c = osl_config_get();
+    if (!t || !c || !c->pidns || vpid(t, c->pidns) != c->root)
+        return 0;
+    __u32 ids[3] = {vtid(t, c->pidns), t->pid, t->tgid};
+    add_traced(ids[1]);
+    bpf_seq_write(ctx->meta->seq, ids, sizeof(ids));
+    return 0;
+}

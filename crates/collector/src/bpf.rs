@@ -162,6 +162,9 @@ pub struct Bpf {
     rb: *mut c_void,
     traced_fd: c_int,
     lost_fd: c_int,
+    cfg_fd: c_int,
+    /// osl_find_group, loaded inside a PID namespace (null elsewhere).
+    find_group_prog: *mut c_void,
     pub programs: Vec<String>,
     /// Inside a PID namespace: the root's (tgid, tid) as the kernel numbers them.
     pub root_global: Option<(u32, u32)>,
@@ -206,6 +209,8 @@ impl Bpf {
                 rb: std::ptr::null_mut(),
                 traced_fd: -1,
                 lost_fd: -1,
+                cfg_fd: -1,
+                find_group_prog: std::ptr::null_mut(),
                 programs: vec![],
                 root_global: None,
                 wake_fd: -1,
@@ -225,6 +230,14 @@ impl Bpf {
             }
             // only where it is needed: a kernel without task iterators still loads the rest
             (b.lib.set_autoload)(find_root, ns.pidns != 0);
+            let find_group = (b.lib.find_prog)(b.obj, c"osl_find_group".as_ptr());
+            if find_group.is_null() {
+                return Err("eBPF program osl_find_group missing".into());
+            }
+            (b.lib.set_autoload)(find_group, ns.pidns != 0);
+            if ns.pidns != 0 {
+                b.find_group_prog = find_group;
+            }
             let rbm = (b.lib.find_map)(b.obj, c"osl_rb".as_ptr());
             if !rbm.is_null() {
                 (b.lib.set_max_entries)(rbm, ring_bytes as u32);
@@ -243,6 +256,7 @@ impl Bpf {
             b.traced_fd = map(c"osl_traced")?;
             b.lost_fd = map(c"osl_lost")?;
             let cfg_fd = map(c"osl_cfg")?;
+            b.cfg_fd = cfg_fd;
             let rb_fd = map(c"osl_rb")?;
             let key: u32 = 0;
             let cfg = Config {
@@ -292,6 +306,45 @@ impl Bpf {
             (self.lib.lookup)(self.traced_fd, &word as *const u32 as *const c_void, &mut bits as *mut u64 as *mut c_void);
             bits |= 1u64 << (tid & 63);
             (self.lib.update)(self.traced_fd, &word as *const u32 as *const c_void, &bits as *const u64 as *const c_void, 0);
+        }
+    }
+
+    /// Inside a PID namespace: every thread of the process whose pid there is `pid`, marked
+    /// traced by osl_find_group, as (namespace tid, kernel tid, kernel tgid).
+    pub fn find_group(&self, pid: u32) -> Result<Vec<(u32, u32, u32)>, String> {
+        if self.find_group_prog.is_null() {
+            return Err("osl_find_group is loaded only inside a PID namespace".into());
+        }
+        // SAFETY: libbpf calls with valid arguments; the iterator's output is read into a local buffer.
+        unsafe {
+            let key = 0u32;
+            let mut cfg = Config::default();
+            (self.lib.lookup)(self.cfg_fd, &key as *const u32 as *const c_void, &mut cfg as *mut Config as *mut c_void);
+            cfg.root = pid as u64;
+            (self.lib.update)(self.cfg_fd, &key as *const u32 as *const c_void, &cfg as *const Config as *const c_void, 0);
+            let link = (self.lib.attach)(self.find_group_prog);
+            if link.is_null() || ((link as isize) < 0 && (link as isize) > -4096) {
+                return Err(format!("cannot attach the task iterator ({})", std::io::Error::last_os_error()));
+            }
+            let fd = (self.lib.iter_create)((self.lib.link_fd)(link));
+            let mut out = vec![];
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = if fd >= 0 { libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len()) } else { -1 };
+                if n <= 0 {
+                    break;
+                }
+                // the iterator writes whole 12-byte triples; a read never splits one (seq_file)
+                for ids in buf[..n as usize].chunks_exact(12) {
+                    let w = |i: usize| u32::from_ne_bytes(ids[i * 4..i * 4 + 4].try_into().unwrap());
+                    out.push((w(0), w(1), w(2)));
+                }
+            }
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            (self.lib.link_destroy)(link);
+            Ok(out)
         }
     }
 

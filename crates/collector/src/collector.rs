@@ -54,6 +54,9 @@ pub struct Collector {
     pub attached: Vec<attach::Alive>,
     /// The inode of the recording's PID namespace, 0 in the initial one (sys::pid_namespace).
     pub pidns: u64,
+    /// The traced root in the records' numbering: `--pid`, or the first attached process's pid
+    /// in its own PID namespace (an attach from the host into a container).
+    pub root: u32,
 }
 
 pub const TIER_TRACEPOINTS: &str = "kernel tracepoints";
@@ -67,6 +70,7 @@ impl Collector {
         let writers = cpus.iter().map(|&c| (c, Writer::new(&raw_dir, &format!("kernel-cpu{c}"), c, opts.chunk_records))).collect();
         let mut st = State::new(opts.system_wide, writers);
         st.ts_offset = crate::sys::monotonic_offset();
+        let root = opts.pid.max(0) as u32;
         Collector {
             opts,
             tier: 3,
@@ -90,6 +94,7 @@ impl Collector {
             sampling: None,
             attached: vec![],
             pidns: crate::sys::pid_namespace(),
+            root,
         }
     }
 
@@ -108,7 +113,7 @@ impl Collector {
 
     pub fn start(&mut self) {
         if self.tier == 1 {
-            let root = self.opts.pid.max(0) as u32;
+            let root = self.root;
             if root > 0 {
                 self.st.traced.insert(root);
             }
@@ -138,6 +143,11 @@ impl Collector {
             let w = k::task::pack(a.tid as u64, a.pid as u64, 1);
             self.st.emit(cpu, Record::new(ts, w.id, cpu as u16, k::TASK, w.a, w.b));
             self.st.note_comm(cpu, ts, a.tid, a.comm);
+            if self.pidns != 0 && a.global_tid != 0 {
+                // in a PID namespace the records carry its tids: the kernel's, so they join
+                let w = k::task_ids::pack(a.tid as u64, a.global_tid as u64, a.global_pid as u64);
+                self.st.emit(cpu, Record::new(ts, w.id, cpu as u16, k::TASK_IDS, w.a, w.b));
+            }
         }
     }
 

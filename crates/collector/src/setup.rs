@@ -29,7 +29,8 @@ impl Collector {
     fn attach_tracepoints(&mut self) -> Result<(), String> {
         if !self.opts.attach.is_empty() {
             attach::raise_fd_limit();
-            self.attached = attach::threads_of(&self.opts.attach);
+            self.attach_namespace()?;
+            self.attached = attach::threads_of(&self.opts.attach, self.sees_global_tids());
             if self.attached.is_empty() {
                 return Err(format!("the process {} is gone", self.opts.pid));
             }
@@ -43,13 +44,14 @@ impl Collector {
         // The hot events through eBPF when it loads: filtered in the kernel, no perf sample path.
         if self.opts.mechanism != "perf" && !self.opts.per_task_sched {
             self.attach_bpf(&mut chosen)?;
-            self.seed_bpf();
+            self.seed_bpf()?;
         }
         if self.pidns != 0 && self.bpf.is_none() {
             // perf's raw fields hold the kernel's tids, its headers the namespace's: only eBPF
             // names every task as the program sees it
+            let place = if crate::sys::pid_namespace() == 0 { "for a process in a PID namespace" } else { "inside a PID namespace" };
             return Err(format!(
-                "inside a PID namespace the kernel tracepoints need eBPF, which names tasks as the namespace does ({})",
+                "{place} the kernel tracepoints need eBPF, which names tasks as the namespace does ({})",
                 self.bpf_note.take().unwrap_or_else(|| format!("mechanism {} was asked for", self.opts.mechanism))
             ));
         }
@@ -76,7 +78,7 @@ impl Collector {
         }
         if self.bpf.is_some() && !self.opts.system_wide {
             // every task the tree forks is learnt from the eBPF fork records
-            self.st.traced.insert(self.opts.pid.max(0) as u32);
+            self.st.traced.insert(self.root);
         }
         self.st.filter_switches = !self.opts.system_wide && !self.opts.per_task_sched && self.enabled.iter().any(|e| e == "sched/sched_switch");
         if self.opts.sample_hz > 0 {
@@ -121,7 +123,7 @@ impl Collector {
             .and_then(|v| v.parse::<usize>().ok())
             .filter(|v| v.is_power_of_two() && *v >= 4)
             .map_or(bpf_ring, |v| v << 10);
-        let ns = bpf::Ns { pidns: self.pidns, root: self.opts.pid.max(0) as u32 };
+        let ns = bpf::Ns { pidns: self.pidns, root: self.root };
         match bpf::Bpf::load(&want, self.opts.system_wide, &ns, bpf_ring) {
             Ok(b) => {
                 let covered: Vec<&str> = bpf::programs(&want).iter().filter(|p| p.2).map(|p| p.1).collect();
@@ -224,34 +226,78 @@ impl Collector {
         if self.opts.attach.is_empty() {
             return vec![self.opts.pid];
         }
-        self.attached.iter().map(|a| a.tid as i32).collect()
+        self.attached.iter().map(|a| a.local as i32).collect()
+    }
+
+    /// An attach records in the pids of the attached processes' PID namespace (their app
+    /// records carry those): it must be one for all of them; the root is named as it names it.
+    fn attach_namespace(&mut self) -> Result<(), String> {
+        let mut spaces = self.opts.attach.iter().map(|&p| attach::pid_namespace_of(p));
+        let first = spaces.next().flatten().ok_or_else(|| format!("the process {} is gone", self.opts.pid))?;
+        if spaces.any(|s| s.is_some_and(|s| s != first)) {
+            return Err("the attached processes live in different PID namespaces: attach to each apart".into());
+        }
+        self.pidns = first;
+        if first != 0 {
+            self.root = attach::ns_tgid(self.opts.pid).ok_or_else(|| format!("the process {} is gone", self.opts.pid))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the collector's /proc numbers tasks as the kernel does (it runs in the initial
+    /// PID namespace); inside one, the kernel's tids of attached threads come from osl_find_group.
+    fn sees_global_tids(&self) -> bool {
+        crate::sys::pid_namespace() == 0
     }
 
     /// Threads of the attached processes that /proc lists now but did not before (created while
     /// the collector attached), added to `attached`.
     fn newly_listed(&mut self) -> Vec<attach::Alive> {
         let new: Vec<attach::Alive> =
-            attach::threads_of(&self.opts.attach).into_iter().filter(|a| !self.attached.iter().any(|b| b.tid == a.tid)).collect();
+            attach::threads_of(&self.opts.attach, self.sees_global_tids()).into_iter().filter(|a| !self.attached.iter().any(|b| b.tid == a.tid)).collect();
         self.attached.extend(new.iter().cloned());
         new
     }
 
     /// Seeds the eBPF traced set with the attached threads, listing them again until no new one
     /// appears: a thread created by a seeded one is added by the fork program itself.
-    fn seed_bpf(&mut self) {
+    fn seed_bpf(&mut self) -> Result<(), String> {
         if self.bpf.is_none() || self.opts.attach.is_empty() {
-            return;
+            return Ok(());
         }
-        let mut batch = self.attached.clone();
+        let mut batch: std::collections::HashSet<u32> = self.attached.iter().map(|a| a.tid).collect();
         for _ in 0..ATTACH_LISTINGS {
             if batch.is_empty() {
                 break;
             }
-            for a in &batch {
-                self.bpf.as_ref().unwrap().trace_tid(a.tid);
+            if self.attached.iter().any(|a| a.global_tid == 0) {
+                self.learn_global_tids()?;
             }
-            batch = self.newly_listed();
+            for a in self.attached.iter().filter(|a| batch.contains(&a.tid) && a.global_tid != 0) {
+                self.bpf.as_ref().unwrap().trace_tid(a.global_tid);
+            }
+            batch = self.newly_listed().iter().map(|a| a.tid).collect();
         }
+        self.attached.retain(|a| a.global_tid != 0); // ended before the kernel was asked
+        Ok(())
+    }
+
+    /// Inside a PID namespace: the kernel's tids of the attached threads, from the eBPF task
+    /// iterator (which marks them traced as it finds them; bpf_get_ns_current_pid_tgid answers
+    /// only for the current task, and /proc there shows only the namespace's numbers).
+    fn learn_global_tids(&mut self) -> Result<(), String> {
+        let mut found = std::collections::HashMap::new();
+        for &pid in &self.opts.attach {
+            for (tid, gtid, gpid) in self.bpf.as_ref().unwrap().find_group(pid as u32)? {
+                found.insert(tid, (gtid, gpid));
+            }
+        }
+        for a in self.attached.iter_mut().filter(|a| a.global_tid == 0) {
+            if let Some(&(gtid, gpid)) = found.get(&a.tid) {
+                (a.global_tid, a.global_pid) = (gtid, gpid);
+            }
+        }
+        Ok(())
     }
 
     /// perf: per-task events for the threads the attached processes created while their

@@ -72,7 +72,31 @@ def check_pids(text: str) -> list[int]:
         why = refusal(p)
         if why:
             raise OslensError(why, 1)
+    for p in pids:
+        if _clock_offsets(p) != _clock_offsets("self"):
+            # its instruments stamp the container's clock, the kernel the host's: no one timeline
+            raise OslensError(f"cannot attach to {p} from here: it runs in a time namespace whose clocks are offset from "
+                              f"this one's; run 'oslens record -p' inside its namespaces (nsenter -t {p} -a)", 2)
+    spaces = {_pid_namespace(p) for p in pids}
+    if len(spaces) > 1:
+        raise OslensError(f"cannot attach to {text} together: they live in different PID namespaces (containers); "
+                          "attach to each with its own 'oslens record -p'", 2)
     return list(dict.fromkeys(pids))
+
+
+def _clock_offsets(pid) -> str:
+    """/proc/PID/timens_offsets ('' where the kernel has no time namespaces)."""
+    try:
+        return Path(f"/proc/{pid}/timens_offsets").read_text()
+    except OSError:
+        return ""
+
+
+def _pid_namespace(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
 
 
 def _alive(pid: int) -> bool:
@@ -105,7 +129,8 @@ class AttachSession(Session):
         self.meta = {
             "oslens_version": __version__, "raw_schema_version": RAW_SCHEMA_VERSION, "command": self.command,
             "cwd": os.getcwd(), "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_ns": time.monotonic_ns(),
-            "machine": machine_info(), "pid": self.pids[0],
+            # the tables speak in the pids the program sees (its PID namespace's), as its app records do
+            "machine": machine_info(), "pid": attach_state.innermost(self.pids[0], key="NStgid:") or self.pids[0],
             "attach": {"pids": self.pids},
             "settings": {k: v for k, v in self.options.items() if v is not None and k not in ("force", "command")},
         }

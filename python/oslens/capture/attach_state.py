@@ -17,6 +17,8 @@ from oslens.capture.maps import MapsWatcher
 # sched_setattr's policies (include/uapi/linux/sched.h)
 POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE", 6: "SCHED_DEADLINE",
             7: "SCHED_EXT"}
+# the inode of the initial PID namespace (include/linux/proc_ns.h, PROC_PID_INIT_INO)
+PROC_PID_INIT_INO = 0xEFFFFFFC
 # the cgroup files that limit a process, v2 then v1 (memory, CPU bandwidth and weight, tasks)
 CGROUP_LIMITS = ("memory.max", "memory.high", "cpu.max", "cpu.weight", "pids.max", "cpuset.cpus.effective",
                  "memory.limit_in_bytes", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares")
@@ -54,12 +56,57 @@ def thread_row(pid: int, tid: int) -> dict | None:
             "started_ns": _monotonic_of_boot_ticks(int(f[19]))}
 
 
+def innermost(pid: int, tid: int | None = None, key: str = "NSpid:") -> int | None:
+    """The task's number in its own PID namespace (the last of `NSpid:`/`NStgid:` in its
+    status, what its app records carry); None when it ended meanwhile."""
+    text = _read(f"/proc/{pid}/task/{tid}/status" if tid else f"/proc/{pid}/status") or ""
+    for line in text.splitlines():
+        if line.startswith(key):
+            return int(line.split()[-1])
+    return None
+
+
+def sees_global_pids() -> bool:
+    """Whether this /proc numbers tasks as the kernel does (oslens runs in the initial PID namespace)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino == PROC_PID_INIT_INO
+    except OSError:
+        return True
+
+
+def own_namespace(pid: int) -> bool:
+    """Whether `pid` lives in oslens's PID namespace (then /proc's numbers are its own)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino == os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return True
+
+
+def ns_ids(pid: int, tid: int, vpid: int | None = None, same: bool | None = None) -> tuple[int, int, int | None, int | None]:
+    """(pid, tid) in the task's own PID namespace and the kernel's (None: not visible from here);
+    `same`: the task is in oslens's namespace (no status to read: the numbers are /proc's)."""
+    if same if same is not None else own_namespace(pid):
+        vpid, vtid = pid, tid
+    else:
+        vpid, vtid = vpid or innermost(pid, key="NStgid:") or pid, innermost(pid, tid) or tid
+    return (vpid, vtid, pid, tid) if sees_global_pids() else (vpid, vtid, None, None)
+
+
 def threads(pid: int) -> list[dict]:
+    """The threads of `pid`, named as its PID namespace names them (pid, tid), the kernel's
+    numbers beside them (global_pid, global_tid)."""
     try:
         tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
     except OSError:
         return []
-    return [r for r in (thread_row(pid, t) for t in tids) if r is not None]
+    same = own_namespace(pid)  # then no thread's status need be read (a thousand threads attach in a second)
+    out, vpid = [], None if same else innermost(pid, key="NStgid:")
+    for t in tids:
+        row = thread_row(pid, t)
+        if row is not None:
+            row["pid"], row["tid"], row["global_pid"], row["global_tid"] = ns_ids(pid, t, vpid, same)
+            out.append(row)
+    return out
 
 
 def _fd_kind(target: str, path: str) -> str:
@@ -84,7 +131,7 @@ def fds(pid: int) -> list[dict]:
         names = sorted(int(n) for n in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return []
-    out = []
+    out, vpid = [], pid if own_namespace(pid) else innermost(pid, key="NStgid:") or pid
     for n in names:
         path = f"/proc/{pid}/fd/{n}"
         try:
@@ -99,7 +146,7 @@ def fds(pid: int) -> list[dict]:
                 pos = int(value)
             elif key == "flags":
                 flags = int(value.strip(), 8)
-        out.append({"pid": pid, "fd": n, "kind": _fd_kind(target, path), "path": target, "pos": pos, "flags": flags})
+        out.append({"pid": vpid, "fd": n, "kind": _fd_kind(target, path), "path": target, "pos": pos, "flags": flags})
     return out
 
 
@@ -127,7 +174,8 @@ def process(pid: int) -> dict:
     except OSError:
         pass
     cmdline = (_read(f"/proc/{pid}/cmdline") or "").split("\0")
-    return {"pid": pid, "exe": exe, "command": [c for c in cmdline if c], "cgroup": cgroup(pid)}
+    vpid, _, gpid, _ = ns_ids(pid, pid)
+    return {"pid": vpid, "global_pid": gpid, "exe": exe, "command": [c for c in cmdline if c], "cgroup": cgroup(pid)}
 
 
 def dump(raw_dir: Path, pid: int) -> dict:

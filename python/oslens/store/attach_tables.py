@@ -30,7 +30,8 @@ def _process_row(state: dict, detach_ns: int | None) -> dict:
     proc, limits = state["process"], state["process"]["cgroup"]["limits"]
     quota = limits.get("cpu.cfs_quota_us")
     return {
-        "ts": state["ts_ns"], "read_ns": state["ts_end_ns"] - state["ts_ns"], "pid": proc["pid"], "exe": proc["exe"],
+        "ts": state["ts_ns"], "read_ns": state["ts_end_ns"] - state["ts_ns"], "pid": proc["pid"],
+        "global_pid": proc.get("global_pid", proc["pid"]), "exe": proc["exe"],
         "command": " ".join(proc["command"]), "threads": len(state["threads"]), "fds": len(state["fds"]),
         "cgroup": _cgroup_text(state["process"]["cgroup"]["paths"]),
         "memory_max": limits.get("memory.max", limits.get("memory.limit_in_bytes")),
@@ -52,7 +53,7 @@ def build(trace: Path, meta: dict) -> dict[str, pa.Table]:
         except (OSError, ValueError):
             continue  # a recording killed while writing it: the rest of the trace imports
         procs.append(_process_row(state, detach_ns))
-        threads += [{**t, "ts": state["ts_ns"]} for t in state["threads"]]
+        threads += [{"global_tid": t["tid"], **t, "ts": state["ts_ns"]} for t in state["threads"]]  # older traces lack it
         fds += [{**d, "ts": state["ts_ns"]} for d in state["fds"]]
     return {"attach_processes": _table("attach_processes", procs), "attach_threads": _table("attach_threads", threads),
             "attach_fds": _table("attach_fds", fds)}

@@ -315,6 +315,8 @@ TABLE_LIST: tuple[Table, ...] = (
         C("ts", I64, "when its state was read (CLOCK_MONOTONIC, the attach)"),
         C("read_ns", I64, "how long reading it took: the rows of `attach_*` are of [ts, ts + read_ns]"),
         PID,
+        C("global_pid", I64, "its pid as the kernel numbers it (the initial PID namespace): `pid` itself outside a "
+                             "container; NULL when oslens ran inside the container too"),
         C("exe", STR, "its executable"),
         C("command", STR, "its command line, space separated"),
         C("threads", I64, "threads it had"),
@@ -330,6 +332,8 @@ TABLE_LIST: tuple[Table, ...] = (
                             "`/proc/PID/task/TID/stat`.", (
         C("ts", I64, "when it was read (the attach)"),
         PID, TID,
+        C("global_tid", I64, "its tid as the kernel numbers it (`tasks.global_tid`): `tid` itself outside a container; "
+                             "NULL when oslens ran inside the container too"),
         C("name", STR, "its name (comm)"),
         C("state", STR, "`R` running or runnable, `S` sleeping, `D` uninterruptible, `T` stopped, `t` traced, `Z`, `I`"),
         C("cpu", I64, "the CPU it last ran on"),
