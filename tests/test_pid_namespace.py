@@ -81,6 +81,19 @@ def program_counts(trace) -> dict:
     return {k: sql(trace, v)[0][0] for k, v in q.items()}
 
 
+def switch_ins_not_emitted(trace, tids) -> int:
+    """Switch-ins of `tids` the kernel did not emit (a thread's switch out that follows its switch
+    out). On this VM a CPU running the VM agent's thread (`tokio-rt-worker`, a thread of pid 1)
+    emits nothing until it leaves: not the agent's switch out (so not the next thread's switch
+    in), nor the wakeups its timer interrupts make meanwhile (issue 30)."""
+    ids = ", ".join(map(str, tids))
+    return sql(trace, f"""
+        WITH e AS (SELECT ts, prev_tid AS tid, 0 AS is_in FROM switches WHERE prev_tid IN ({ids})
+                   UNION ALL SELECT ts, next_tid, 1 FROM switches WHERE next_tid IN ({ids})),
+        o AS (SELECT is_in, lag(is_in) OVER (PARTITION BY tid ORDER BY ts, is_in DESC) AS before FROM e)
+        SELECT count(*) FROM o WHERE is_in = 0 AND before = 0""")[0][0]
+
+
 def check_agrees(proc):
     lines = [ln for ln in proc.stderr.splitlines() if "cross-check" in ln]
     assert len(lines) == 1 and "agrees" in lines[0] and "disagrees" not in lines[0], proc.stderr
@@ -126,13 +139,20 @@ def test_a_fixed_number_of_sleeps_gives_the_same_switches_wakeups_and_calls_insi
         # unrecorded either way: a timer's wakeup that interrupts another eBPF program on its CPU
         # is skipped by the kernel's recursion guard)
         # (and now and then a sleep's timer fires before its task left the CPU: no switch then)
-        assert 0.99 * 2 * n <= c["sleeps"] <= 2 * n + 5 and 0.99 * 2 * n <= c["wakeups"] <= 2 * n + 5, (where, c)
+        # (the kernel's count of the wakeup program's skipped runs, for every task, bounds the
+        # first; on this VM the second happens too: see unwoken_sleeps)
+        skipped = meta(trace)["kernel"].get("skipped_by_kernel", {}).get("sched_wakeup", 0)
+        assert 0.99 * 2 * n <= c["sleeps"] <= 2 * n + 5, (where, c)
+        # a wakeup goes missing with the kernel's own gaps: at most one per thread per gap
+        gaps = switch_ins_not_emitted(trace, tids)
+        assert 0.99 * 2 * n - skipped - len(tids) * gaps <= c["wakeups"] <= 2 * n + 5, (where, c, skipped, gaps)
         calls = sql(trace, "SELECT count(*) FROM syscalls WHERE name LIKE '%nanosleep' AND tid IN "
                            "(SELECT tid FROM threads WHERE is_traced AND NOT is_oslens)")
         assert calls == [(2 * n,)], (where, calls)
         check_agrees(proc)
-    for k in counts["outside"]:
-        close(counts["inside"][k], counts["outside"][k])
+    # the sleeps are the program's (all switches and system calls also count preemptions and
+    # futex waits, which vary with the machine's load)
+    close(counts["inside"]["sleeps"], counts["outside"]["sleeps"])
     assert names["inside"] == names["outside"], names
 
 

@@ -29,6 +29,7 @@ struct Lib {
     set_max_entries: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
     link_fd: unsafe extern "C" fn(*const c_void) -> c_int,
     iter_create: unsafe extern "C" fn(c_int) -> c_int,
+    prog_fd: unsafe extern "C" fn(*const c_void) -> c_int,
 }
 
 fn sym<T>(h: *mut c_void, name: &CStr) -> Result<T, String> {
@@ -77,6 +78,7 @@ impl Lib {
             set_max_entries: sym(h, c"bpf_map__set_max_entries")?,
             link_fd: sym(h, c"bpf_link__fd")?,
             iter_create: sym(h, c"bpf_iter_create")?,
+            prog_fd: sym(h, c"bpf_program__fd")?,
         })
     }
 }
@@ -166,6 +168,8 @@ pub struct Bpf {
     /// osl_find_group, loaded inside a PID namespace (null elsewhere).
     find_group_prog: *mut c_void,
     pub programs: Vec<String>,
+    /// Each attached program's name (without `osl_`) and fd, for the kernel's count of its skipped runs.
+    prog_fds: Vec<(String, c_int)>,
     /// Inside a PID namespace: the root's (tgid, tid) as the kernel numbers them.
     pub root_global: Option<(u32, u32)>,
     /// An edge-triggered epoll fd that turns readable when the programs wake the collector (the
@@ -212,6 +216,7 @@ impl Bpf {
                 cfg_fd: -1,
                 find_group_prog: std::ptr::null_mut(),
                 programs: vec![],
+                prog_fds: vec![],
                 root_global: None,
                 wake_fd: -1,
                 sink: Box::new(None),
@@ -290,7 +295,9 @@ impl Bpf {
                     return Err(format!("cannot attach {} ({})", name.to_string_lossy(), std::io::Error::last_os_error()));
                 }
                 b.links.push(link);
-                b.programs.push(format!("ebpf:{}", name.to_string_lossy().trim_start_matches("osl_")));
+                let short = name.to_string_lossy().trim_start_matches("osl_").to_string();
+                b.prog_fds.push((short.clone(), (b.lib.prog_fd)(p)));
+                b.programs.push(format!("ebpf:{short}"));
             }
             Ok(b)
         }
@@ -386,6 +393,22 @@ impl Bpf {
         let n = unsafe { (self.lib.rb_consume)(self.rb) };
         *self.sink = None;
         n.max(0) as usize
+    }
+
+    /// Per program, the runs the kernel skipped (`recursion_misses` in the program's fdinfo): a
+    /// tracepoint that fires while the same program runs on that CPU (an interrupt's wakeup inside
+    /// another wakeup's program) is not run again. These counts cover every task on the machine,
+    /// so for the traced ones they are an upper bound on what the kernel never showed us.
+    pub fn skipped_by_kernel(&self) -> Vec<(String, u64)> {
+        let mut out = vec![];
+        for (name, fd) in &self.prog_fds {
+            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+            let misses = info.lines().find_map(|l| l.strip_prefix("recursion_misses:")).and_then(|v| v.trim().parse().ok());
+            if let Some(n) = misses.filter(|&n: &u64| n > 0) {
+                out.push((name.clone(), n));
+            }
+        }
+        out
     }
 
     /// Records dropped in the kernel because the ring was full, per possible CPU.

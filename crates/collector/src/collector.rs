@@ -317,6 +317,9 @@ impl Collector {
         if let Some(e) = &self.st.write_error {
             out.push_str(&format!(", \"write_error\": {}, \"unwritten\": {}", json_str(e), self.st.unwritten));
         }
+        let skipped = self.bpf.as_ref().map(|b| b.skipped_by_kernel()).unwrap_or_default();
+        let skipped: Vec<String> = skipped.iter().map(|(name, n)| format!("{}: {n}", json_str(name))).collect();
+        out.push_str(&format!(", \"skipped_by_kernel\": {{{}}}", skipped.join(", ")));
         out.push('}');
         out
     }

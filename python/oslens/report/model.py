@@ -134,6 +134,9 @@ def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> d
         "wall_ns": wall,
         "events": counts,
         "lost_records": lost,
+        # runs of oslens's eBPF programs the kernel skipped (its recursion guard), on every task
+        "skipped_by_kernel": {k.rsplit(".", 1)[1]: int(v) for k, v in m.items()
+                              if k.startswith("kernel.skipped_by_kernel.") and v.isdigit() and int(v)},
         # why the trace stops early (oslens record was killed), or None (store.salvage)
         "incomplete": m.get("trace.incomplete") or None,
         "sync_mode": sync_mode_line(m),

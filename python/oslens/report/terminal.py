@@ -65,6 +65,9 @@ def render(report: Report, console: Console | None = None) -> None:
         head.append(f"\nrecording cost outside the program: {cost}")
     if h["lost_records"]:
         head.append(f"\nlost records: {h['lost_records']:,}", style="red")
+    if h.get("skipped_by_kernel"):
+        runs = ", ".join(f"{name} {n:,}" for name, n in sorted(h["skipped_by_kernel"].items()))
+        head.append(f"\nthe kernel skipped tracepoint runs (its eBPF recursion guard, counted for every task): {runs}")
     console.print(Panel(head, expand=False))
 
     # findings first: they are what a reader wants
