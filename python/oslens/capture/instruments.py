@@ -19,8 +19,8 @@ from pathlib import Path
 UNINIT, NOT_TRACING = 1, 2
 SYMBOLS = ("osl__inactive", "osl__attach_request")
 LOCK_FILE = ".attach-lock"
-# {pid: descriptor holding the shared lock on its trace's LOCK_FILE}, while attached
-_held: dict[int, int] = {}
+# {pid: (descriptor holding a shared lock on its trace's LOCK_FILE, the file)}, while attached
+_held: dict[int, tuple[int, Path]] = {}
 
 
 def _objects(pid: int) -> dict[str, int]:
@@ -123,12 +123,17 @@ def sleep(pid: int) -> None:
 def _hold(pid: int, trace: Path) -> None:
     """Holds the lock the woken process's helper checks, before the word wakes it."""
     _release(pid)
-    fd = os.open(trace / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    path = trace / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     fcntl.flock(fd, fcntl.LOCK_SH)
-    _held[pid] = fd
+    _held[pid] = (fd, path)
 
 
 def _release(pid: int) -> None:
-    fd = _held.pop(pid, None)
+    """Lets go of `pid`'s lock; the file goes with the trace's last one (a process that opened
+    it keeps its lock on it)."""
+    fd, path = _held.pop(pid, (None, None))
     if fd is not None:
         os.close(fd)
+        if all(p != path for _, p in _held.values()):
+            path.unlink(missing_ok=True)
