@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from conftest import OSLENS, meta, run_oslens
-from oslens.capture import raw
+from oslens.capture import instruments, raw
 from test_kernel_collector import COLLECTOR, _collector_pids, _perf_fds, _tracing_state, _wait_for
 
 IS_ROOT = os.geteuid() == 0
@@ -279,3 +279,42 @@ def test_a_second_attach_wakes_the_instruments_again(compile_c, tmp_path):
     # each window starts with the counter's value so far: what the windows before it counted
     first, second = _counter_values(traces[0]), _counter_values(traces[1])
     assert first[0] == 0 and abs(second[0] - len(windows[0][0])) <= THREADS, (first[:3], second[:3], len(windows[0][0]))
+
+
+def _word(pid):
+    """The program's activation word (crates/recorder/src/lib.rs), read as the attach finds it."""
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        mem.seek(instruments.find(pid)["osl__inactive"])
+        return int.from_bytes(mem.read(4), "little")
+
+
+def test_a_killed_attacher_leaves_the_instruments_dormant_and_the_next_attach_works(compile_c, tmp_path):
+    program, log = _start_dormant(compile_c, tmp_path, batches=4 * BATCHES)
+    killed, trace = tmp_path / "killed", tmp_path / "t"
+    rec = _attach(program.pid, killed)
+    try:
+        _wait_attached(rec)
+        assert _wait_for(lambda: _word(program.pid) == 0), "never woken"
+        time.sleep(0.3)
+        rec.kill()
+        rec.wait()
+        # the library's helper sees the attacher's lock gone and puts the instruments to sleep
+        assert _wait_for(lambda: _word(program.pid) == instruments.NOT_TRACING), _word(program.pid)
+        asleep = time.monotonic_ns()
+        assert _wait_for(lambda: not _collector_pids(killed)), "the collector outlived oslens"
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+    assert program.poll() is None, "the program died with oslens"
+    _attach_for_a_second(program.pid, trace)
+    out, _ = program.communicate(timeout=120)
+    assert program.returncode == 0 and out == f"done {THREADS} threads x {4 * BATCHES} batches of {GETPIDS} getpid\n"
+    _assert_window(*_window_events(trace, log))
+    # the killed attach's trace holds no event of a batch begun after the word went dormant
+    batches, _, _ = _log(log)
+    started = {}
+    for tid, t, _ in batches:
+        started.setdefault(tid, []).append(t)
+    chunks = [raw.read_chunk(p) for p in (killed / "raw").glob("app-*.osl")]
+    events = [(c.header["tid"], int(b)) for c in chunks for b in c.records["b"][(c.records["kind"] == raw.EVENT) & (c.records["id"] == 7)]]
+    assert events and sum(started[tid][b] > asleep for tid, b in events) == 0
