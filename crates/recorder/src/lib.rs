@@ -43,6 +43,9 @@ pub(crate) const NOT_TRACING: u32 = 2;
 pub(crate) const DISABLED: u32 = 4;
 pub(crate) const SUSPENDED: u32 = 8;
 pub(crate) const TRIGGERED: u32 = 16;
+/// The bits of the word a call must take to the library even though nothing is recorded (as
+/// oslens.h's OSL__ASK_LIBRARY): any other non-zero word makes a call a load and a branch.
+pub const ASK_LIBRARY: u32 = UNINIT | TRIGGERED;
 /// Exported for the inline fast path of oslens.h, which asks the library whenever it is not 0.
 #[export_name = "osl__inactive"]
 pub static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
