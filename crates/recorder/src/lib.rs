@@ -33,7 +33,7 @@ pub use capi::*;
 static GLOBAL: alloc::Guarded = alloc::Guarded;
 
 use oslens_format::record::Record;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::OnceLock;
 
 /// Reasons recording is off; recording runs only while the word is zero. oslens.h's inline path
@@ -70,14 +70,44 @@ pub(crate) fn config() -> Option<&'static config::Config> {
     CONFIG.get().and_then(|c| c.as_ref()).or_else(session::config)
 }
 
-/// A dormant process (started without OSLENS_TRACE) asked to record by an attach: a new
-/// session (session.rs). A process traced from its start is left as it is.
+/// A dormant process (started without OSLENS_TRACE) asked to record by an attach: every such
+/// request starts a new session (session.rs). A process traced from its start is left as it is.
 fn wake() {
     if CONFIG.get().is_some_and(|c| c.is_some()) {
         INACTIVE.fetch_and(!UNINIT, Relaxed); // traced from its start: an attach changes nothing
         return;
     }
-    session::wake();
+    session::lock();
+    if INACTIVE.load(SeqCst) & UNINIT == 0 {
+        session::unlock(); // another thread took this request
+        return;
+    }
+    // SAFETY: a plain copy of the buffer oslens wrote before setting the word.
+    let request = unsafe { std::ptr::read_volatile(ATTACH_REQUEST.0.get()) };
+    let Some(cfg) = session::asked(&request).and_then(config::Config::for_attach) else {
+        INACTIVE.store(NOT_TRACING, SeqCst);
+        session::unlock();
+        return;
+    };
+    static HOOKS: std::sync::Once = std::sync::Once::new();
+    HOOKS.call_once(|| {
+        writeback::read_env();
+        thread::install_process_hooks();
+        fork::install_hooks();
+        space::presize_fd_table();
+    });
+    let watched = session::begin(cfg);
+    names::new_session();
+    NAMES_EPOCH.fetch_add(1, Relaxed); // inlined call sites name their regions again
+    thread::invalidate_cursors();
+    INACTIVE.store(0, SeqCst);
+    session::unlock();
+    if watched {
+        helper::start(); // outside every recorder lock (helper.rs)
+        helper::wake();
+    }
+    // the new trace starts with every counter's value (they keep counting across sessions)
+    instruments::record_all_counters(oslens_format::kinds::COUNTER_ASKED);
 }
 
 /// Reads the environment once. Called by the library constructor and, for static links where

@@ -7,10 +7,8 @@
 //! not (oslens was SIGKILLed), so the next attach finds them dormant.
 
 use crate::config::Config;
-use crate::{fork, helper, instruments, names, space, thread, writeback, INACTIVE, NAMES_EPOCH, NOT_TRACING, UNINIT};
-use oslens_format::kinds;
+use crate::{INACTIVE, NOT_TRACING, UNINIT};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering::*};
-use std::sync::Once;
 
 /// The file the attacher holds a shared flock on while attached (python/oslens/capture/instruments.py).
 pub const LOCK_FILE: &str = "/.attach-lock";
@@ -25,7 +23,6 @@ static ATTACHED: AtomicPtr<Config> = AtomicPtr::new(std::ptr::null_mut());
 static LOCK: AtomicBool = AtomicBool::new(false);
 /// The lock file of the session being watched (-1: none).
 static WATCH_FD: AtomicI32 = AtomicI32::new(-1);
-static HOOKS: Once = Once::new();
 
 /// The attached session's settings, if an attach woke this process.
 pub fn config() -> Option<&'static Config> {
@@ -39,63 +36,35 @@ pub fn current() -> u32 {
     SESSION.load(Relaxed)
 }
 
-fn lock() {
+pub fn lock() {
     while LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
         std::thread::yield_now();
     }
 }
 
-fn unlock() {
+pub fn unlock() {
     LOCK.store(false, Release);
 }
 
 /// The trace path oslens wrote into the request buffer (None: none or not UTF-8).
-fn asked(request: &[u8; 4096]) -> Option<&str> {
+pub fn asked(request: &[u8; 4096]) -> Option<&str> {
     let n = request.iter().position(|&b| b == 0).unwrap_or(0);
     std::str::from_utf8(&request[..n]).ok().filter(|p| !p.is_empty())
 }
 
-/// Called by the first instrument call that finds the word UNINIT again after init: oslens
-/// asked this dormant process to record. Every such request starts a new session.
-pub fn wake() {
-    lock();
-    if INACTIVE.load(SeqCst) & UNINIT == 0 {
-        unlock(); // another thread took this request
-        return;
-    }
-    // SAFETY: a plain copy of the buffer oslens wrote before setting the word.
-    let request = unsafe { std::ptr::read_volatile(crate::ATTACH_REQUEST.0.get()) };
-    let Some(cfg) = asked(&request).and_then(Config::for_attach) else {
-        INACTIVE.store(NOT_TRACING, SeqCst);
-        unlock();
-        return;
-    };
-    HOOKS.call_once(|| {
-        writeback::read_env();
-        thread::install_process_hooks();
-        fork::install_hooks();
-        space::presize_fd_table();
-    });
+/// Under `lock`: `cfg` becomes the current session's settings, with a new number, and the
+/// attacher's lock file is watched. True when it is (the helper must then run).
+pub fn begin(cfg: Config) -> bool {
     let watch = open_lock_file(&cfg);
     ATTACHED.store(Box::leak(Box::new(cfg)), Release);
     // the number first: a thread that sets its cursor's limit after this sees it (thread.rs)
     SESSION.fetch_add(1, SeqCst);
-    names::new_session();
-    NAMES_EPOCH.fetch_add(1, Relaxed); // inlined call sites name their regions again
-    thread::invalidate_cursors();
     let old = WATCH_FD.swap(watch, SeqCst);
     if old >= 0 {
         // SAFETY: our descriptor, used only under LOCK.
         unsafe { libc::close(old) };
     }
-    INACTIVE.store(0, SeqCst);
-    unlock();
-    if watch >= 0 {
-        helper::start(); // outside every recorder lock (helper.rs)
-        helper::wake();
-    }
-    // the new trace starts with every counter's value (they keep counting across sessions)
-    instruments::record_all_counters(kinds::COUNTER_ASKED);
+    watch >= 0
 }
 
 fn open_lock_file(cfg: &Config) -> i32 {
