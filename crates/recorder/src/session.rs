@@ -102,3 +102,29 @@ pub fn check_attacher() {
 pub fn forget_after_fork() {
     LOCK.store(false, Release);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_is_the_path_before_its_nul() {
+        let mut request = [0u8; 4096];
+        assert_eq!(asked(&request), None);
+        request[..7].copy_from_slice(b"/t/x\0/o");
+        assert_eq!(asked(&request), Some("/t/x"));
+        request[..2].copy_from_slice(b"\xff\0");
+        assert_eq!(asked(&request), None);
+    }
+
+    #[test]
+    fn a_session_without_an_attacher_is_not_watched() {
+        let before = current();
+        let cfg = Config::for_attach("/nonexistent/oslens-session-test").unwrap();
+        lock();
+        assert!(!begin(cfg));
+        unlock();
+        assert_eq!((current(), config().map(|c| c.trace_dir.as_str())), (before + 1, Some("/nonexistent/oslens-session-test")));
+        assert!(!watching());
+    }
+}
