@@ -277,9 +277,10 @@ def test_a_second_attach_wakes_the_instruments_again(compile_c, tmp_path):
     assert not windows[0][0] & windows[1][0]
     # the first trace's thread chunks were closed when their threads moved to the second
     assert all(raw.read_chunk(p).header["closed"] for p in (traces[0] / "raw").glob("app-*.osl"))
-    # each window starts with the counter's value so far: what the windows before it counted
+    # each window starts with the counter's value so far: what the windows before it counted (a
+    # thread may count once between the wake and that record, and once either side of a detach)
     first, second = _counter_values(traces[0]), _counter_values(traces[1])
-    assert first[0] == 0 and abs(second[0] - len(windows[0][0])) <= THREADS, (first[:3], second[:3], len(windows[0][0]))
+    assert first[0] <= THREADS and abs(second[0] - len(windows[0][0])) <= 2 * THREADS, (first[:3], second[:3], len(windows[0][0]))
 
 
 def _word(pid):
