@@ -324,25 +324,28 @@ def test_a_killed_attacher_leaves_the_instruments_dormant_and_the_next_attach_wo
 
 def test_a_python_programs_dormant_regions_are_woken_by_an_attach(tmp_path):
     """oslens.instrument in a Python program started outside `oslens record`: dormant, then its
-    regions of the attached window in the trace, as its own log has them."""
-    log = tmp_path / "program.log"
+    regions of each attached window (attached twice) in that window's trace, named there, as its
+    own log has them."""
+    log, batches = tmp_path / "program.log", 4 * BATCHES
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
-    program = subprocess.Popen([sys.executable, "-m", "oslens_testing.attach_target", str(THREADS), str(BATCHES), str(log)],
+    program = subprocess.Popen([sys.executable, "-m", "oslens_testing.attach_target", str(THREADS), str(batches), str(log)],
                                stdout=subprocess.PIPE, text=True, env=env)
     assert program.stdout.readline().startswith("ready")
     assert instruments.find(program.pid) and _word(program.pid) == instruments.NOT_TRACING  # dormant
-    trace = tmp_path / "t"
-    _attach_for_a_second(program.pid, trace)
+    traces = [tmp_path / "t1", tmp_path / "t2"]
+    for trace in traces:
+        _attach_for_a_second(program.pid, trace)
     out, _ = program.communicate(timeout=120)
-    assert program.returncode == 0 and out.endswith(f"done {THREADS} threads x {BATCHES} batches\n"), out
-    con = duckdb.connect()
-    got = dict(con.execute(f"SELECT tid, count(*) FROM '{trace}/tables/regions.parquet' WHERE name = 'batch' GROUP BY tid").fetchall())
-    m = meta(trace)["attach"]
-    woken, asleep = m["instruments_woken_ns"], m["instruments_asleep_ns"]
-    batches, _, _ = _log(log)
-    for tid in {tid for tid, _ in batches} | set(got):
-        starts = [t for who, t in batches if who == tid]
-        inside = sum(woken[1] <= t <= asleep[0] for t in starts)
-        touching = sum(woken[0] <= t <= asleep[1] for t in starts)
-        # a region under way when the word changed may fall either side
-        assert inside > 0 and inside - 1 <= got.get(tid, 0) <= touching + 1, (tid, inside, got.get(tid), touching)
+    assert program.returncode == 0 and out.endswith(f"done {THREADS} threads x {batches} batches\n"), out
+    logged, _, _ = _log(log)
+    for trace in traces:
+        con = duckdb.connect()
+        got = dict(con.execute(f"SELECT tid, count(*) FROM '{trace}/tables/regions.parquet' WHERE name = 'batch' GROUP BY tid").fetchall())
+        m = meta(trace)["attach"]
+        woken, asleep = m["instruments_woken_ns"], m["instruments_asleep_ns"]
+        for tid in {tid for tid, _ in logged} | set(got):
+            starts = [t for who, t in logged if who == tid]
+            inside = sum(woken[1] <= t <= asleep[0] for t in starts)
+            touching = sum(woken[0] <= t <= asleep[1] for t in starts)
+            # a region under way when the word changed may fall either side
+            assert inside > 0 and inside - 1 <= got.get(tid, 0) <= touching + 1, (trace.name, tid, inside, got.get(tid), touching)
