@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import duckdb
 import pytest
 
 from conftest import OSLENS, meta, run_oslens
-from oslens.capture import raw
+from oslens.capture import instruments, raw
 from test_kernel_collector import COLLECTOR, _collector_pids, _perf_fds, _tracing_state, _wait_for
 
 IS_ROOT = os.geteuid() == 0
@@ -79,7 +80,7 @@ def _log(path):
     batches, sleeps, extra = [], [], {}
     for line in Path(path).read_text().splitlines():
         kind, *rest = line.split()
-        if kind == "batch":
+        if kind == "batch":  # tid t0 t1 (tid t0 from the Python program)
             batches.append(tuple(map(int, rest)))
         elif kind == "sleep":
             sleeps.append(tuple(map(int, rest)))
@@ -200,30 +201,151 @@ def test_another_users_process_is_refused_in_one_line(tmp_path, request):
         nobody_sleep.kill()
 
 
-def test_dormant_instruments_record_only_while_attached(compile_c, tmp_path):
+def _start_dormant(compile_c, tmp_path, batches=BATCHES):
+    """attach_target built with its instruments, started outside `oslens record`."""
     prog = compile_c("attach_target.c", "-DATTACH_EVENTS")
     log = tmp_path / "program.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
-    program = subprocess.Popen([str(prog), str(THREADS), str(BATCHES), str(log)], stdout=subprocess.PIPE, text=True, env=env)
+    program = subprocess.Popen([str(prog), str(THREADS), str(batches), str(log)], stdout=subprocess.PIPE, text=True, env=env)
     assert program.stdout.readline().startswith("ready")
-    trace = tmp_path / "t"
-    rec = _attach(program.pid, trace)
+    return program, log
+
+
+def _attach_for_a_second(pid, trace):
+    rec = _attach(pid, trace)
     _wait_attached(rec)
     time.sleep(1.0)
     rec.send_signal(signal.SIGINT)
     _, err = rec.communicate(timeout=120)
     assert rec.returncode == 0 and "stay dormant" not in err, err
-    m = meta(trace)
+
+
+def _window_events(trace, log):
+    """(batches recorded as events, batches logged inside the window, batches touching it) as
+    {(tid, batch)}; checks the chunks, read after the program's end, hold what was imported."""
+    con = duckdb.connect()
+    rows = con.execute(f"SELECT tid, payload FROM '{trace}/tables/app_events.parquet' WHERE id = 7").fetchall()
+    got = {(tid, int.from_bytes(payload, "little")) for tid, payload in rows}
+    assert len(got) == len(rows)
+    chunks = [raw.read_chunk(p) for p in sorted((trace / "raw").glob("app-*.osl"))]
+    assert chunks and sum(int(((c.records["kind"] == raw.EVENT) & (c.records["id"] == 7)).sum()) for c in chunks) == len(rows)
+    m = meta(trace)["attach"]
+    woken, asleep = m["instruments_woken_ns"], m["instruments_asleep_ns"]
+    batches, _, _ = _log(log)
+    number, inside, touching = {}, set(), set()
+    for tid, t, _ in batches:
+        b = number[tid] = number.get(tid, -1) + 1
+        if woken[1] <= t <= asleep[0]:
+            inside.add((tid, b))
+        if woken[0] <= t <= asleep[1]:
+            touching.add((tid, b))
+    return got, inside, touching
+
+
+def _assert_window(got, inside, touching):
+    # a call under way when the word changed may fall either side: one per thread
+    assert inside and len(inside - got) <= THREADS and len(got - touching) <= THREADS, (len(inside), len(got), len(touching))
+
+
+def _counter_values(trace):
+    con = duckdb.connect()
+    return [v for (v,) in con.execute(f"SELECT value FROM '{trace}/tables/counters.parquet' WHERE name = 'batches' ORDER BY ts").fetchall()]
+
+
+def test_dormant_instruments_record_only_while_attached(compile_c, tmp_path):
+    program, log = _start_dormant(compile_c, tmp_path)
+    trace = tmp_path / "t"
+    _attach_for_a_second(program.pid, trace)
     out, _ = program.communicate(timeout=120)
     assert program.returncode == 0 and out == f"done {THREADS} threads x {BATCHES} batches of {GETPIDS} getpid\n"
-    con = duckdb.connect()
-    got = con.execute(f"SELECT count(*) FROM '{trace}/tables/app_events.parquet' WHERE id = 7").fetchone()[0]
-    # no event recorded after the detach: the chunks, read after the program's end, hold what was imported
-    chunks = [raw.read_chunk(p) for p in sorted((trace / "raw").glob("app-*.osl"))]
-    assert chunks and sum(int(((c.records["kind"] == raw.EVENT) & (c.records["id"] == 7)).sum()) for c in chunks) == got
-    woken, asleep = m["attach"]["instruments_woken_ns"], m["attach"]["instruments_asleep_ns"]
+    _assert_window(*_window_events(trace, log))
+    assert not (trace / ".attach-lock").exists()
+
+
+def test_a_second_attach_wakes_the_instruments_again(compile_c, tmp_path):
+    """Attach, detach, attach again: each trace holds exactly its window's events, the first
+    trace's chunks are closed, and the counter carries its value from the first window."""
+    program, log = _start_dormant(compile_c, tmp_path, batches=4 * BATCHES)
+    traces = [tmp_path / "t1", tmp_path / "t2"]
+    for trace in traces:
+        _attach_for_a_second(program.pid, trace)
+    out, _ = program.communicate(timeout=120)
+    assert program.returncode == 0 and out == f"done {THREADS} threads x {4 * BATCHES} batches of {GETPIDS} getpid\n"
+    windows = [_window_events(trace, log) for trace in traces]
+    for window in windows:
+        _assert_window(*window)
+    assert not windows[0][0] & windows[1][0]
+    # the first trace's thread chunks were closed when their threads moved to the second
+    assert all(raw.read_chunk(p).header["closed"] for p in (traces[0] / "raw").glob("app-*.osl"))
+    # each window starts with the counter's value so far: what the windows before it counted (a
+    # thread may count once between the wake and that record, and once either side of a detach)
+    first, second = _counter_values(traces[0]), _counter_values(traces[1])
+    assert first[0] <= THREADS and abs(second[0] - len(windows[0][0])) <= 2 * THREADS, (first[:3], second[:3], len(windows[0][0]))
+
+
+def _word(pid):
+    """The program's activation word (crates/recorder/src/lib.rs), read as the attach finds it."""
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        mem.seek(instruments.find(pid)["osl__inactive"])
+        return int.from_bytes(mem.read(4), "little")
+
+
+def test_a_killed_attacher_leaves_the_instruments_dormant_and_the_next_attach_works(compile_c, tmp_path):
+    program, log = _start_dormant(compile_c, tmp_path, batches=4 * BATCHES)
+    killed, trace = tmp_path / "killed", tmp_path / "t"
+    rec = _attach(program.pid, killed)
+    try:
+        _wait_attached(rec)
+        assert _wait_for(lambda: _word(program.pid) == 0), "never woken"
+        time.sleep(0.3)
+        rec.kill()
+        rec.wait()
+        # the library's helper sees the attacher's lock gone and puts the instruments to sleep
+        assert _wait_for(lambda: _word(program.pid) == instruments.NOT_TRACING), _word(program.pid)
+        asleep = time.monotonic_ns()
+        assert _wait_for(lambda: not _collector_pids(killed)), "the collector outlived oslens"
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+    assert program.poll() is None, "the program died with oslens"
+    _attach_for_a_second(program.pid, trace)
+    out, _ = program.communicate(timeout=120)
+    assert program.returncode == 0 and out == f"done {THREADS} threads x {4 * BATCHES} batches of {GETPIDS} getpid\n"
+    _assert_window(*_window_events(trace, log))
+    # the killed attach's trace holds no event of a batch begun after the word went dormant
     batches, _, _ = _log(log)
-    inside = sum(1 for _, t, _ in batches if woken[1] <= t <= asleep[0])
-    touching = sum(1 for _, t, _ in batches if woken[0] <= t <= asleep[1])
-    # a call under way when the word changed may fall either side: one per thread
-    assert inside > 0 and inside - THREADS <= got <= touching + THREADS, (inside, got, touching)
+    started = {}
+    for tid, t, _ in batches:
+        started.setdefault(tid, []).append(t)
+    chunks = [raw.read_chunk(p) for p in (killed / "raw").glob("app-*.osl")]
+    events = [(c.header["tid"], int(b)) for c in chunks for b in c.records["b"][(c.records["kind"] == raw.EVENT) & (c.records["id"] == 7)]]
+    assert events and sum(started[tid][b] > asleep for tid, b in events) == 0
+
+
+def test_a_python_programs_dormant_regions_are_woken_by_an_attach(tmp_path):
+    """oslens.instrument in a Python program started outside `oslens record`: dormant, then its
+    regions of each attached window (attached twice) in that window's trace, named there, as its
+    own log has them."""
+    log, batches = tmp_path / "program.log", 4 * BATCHES
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
+    program = subprocess.Popen([sys.executable, "-m", "oslens_testing.attach_target", str(THREADS), str(batches), str(log)],
+                               stdout=subprocess.PIPE, text=True, env=env)
+    assert program.stdout.readline().startswith("ready")
+    assert instruments.find(program.pid) and _word(program.pid) == instruments.NOT_TRACING  # dormant
+    traces = [tmp_path / "t1", tmp_path / "t2"]
+    for trace in traces:
+        _attach_for_a_second(program.pid, trace)
+    out, _ = program.communicate(timeout=120)
+    assert program.returncode == 0 and out.endswith(f"done {THREADS} threads x {batches} batches\n"), out
+    logged, _, _ = _log(log)
+    for trace in traces:
+        con = duckdb.connect()
+        got = dict(con.execute(f"SELECT tid, count(*) FROM '{trace}/tables/regions.parquet' WHERE name = 'batch' GROUP BY tid").fetchall())
+        m = meta(trace)["attach"]
+        woken, asleep = m["instruments_woken_ns"], m["instruments_asleep_ns"]
+        for tid in {tid for tid, _ in logged} | set(got):
+            starts = [t for who, t in logged if who == tid]
+            inside = sum(woken[1] <= t <= asleep[0] for t in starts)
+            touching = sum(woken[0] <= t <= asleep[1] for t in starts)
+            # a region under way when the word changed may fall either side
+            assert inside > 0 and inside - 1 <= got.get(tid, 0) <= touching + 1, (trace.name, tid, inside, got.get(tid), touching)

@@ -11,8 +11,10 @@ Counter / Event / region instruments, and function calls).
     oslens.trace_calls("mymod.*")       # FUNC_ENTRY / FUNC_EXIT of matching Python functions
 
 Everything is a cheap no-op when the program does not run under `oslens record` (OSLENS_TRACE
-unset). `oslens record --trace-python FILTER -- python3 script.py` starts `trace_calls(FILTER)`
-before the script runs.
+unset): a call into the extension that reads the recorder's activation word and returns. Such a
+program's instruments are dormant, and `oslens record -p PID` wakes them as a C program's
+(docs/recorder.md, "Dormant instruments"). `oslens record --trace-python FILTER -- python3
+script.py` starts `trace_calls(FILTER)` before the script runs.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ _CLASS_ID = {name: cid for cid, name in _native.NAME_CLASSES.items()}  # crates/
 NAME_FUNCTION, NAME_EVENT = _CLASS_ID["function"], _CLASS_ID["event"]
 EXCLUDED_MODULES = ("oslens", "threading", "importlib", "_weakrefset", "sitecustomize")
 
-_enabled = bool(os.environ.get("OSLENS_TRACE"))
+_enabled = bool(os.environ.get("OSLENS_TRACE"))  # started under `oslens record` (function tracing needs it)
 
 
 def enabled() -> bool:
-    """True when this process records (runs under `oslens record` with recording on)."""
-    return _enabled and _native.recorder_enabled()
+    """True when this process records (runs under `oslens record`, or is attached, with recording on)."""
+    return _native.recorder_enabled()
 
 
 class region:
@@ -46,13 +48,11 @@ class region:
         self.name = name
 
     def __enter__(self):
-        if _enabled:
-            _native.region_begin(self.name)
+        _native.region_begin(self.name)  # dormant: the extension reads the word and returns
         return self
 
     def __exit__(self, *exc):
-        if _enabled:
-            _native.region_end(self.name)
+        _native.region_end(self.name)
         return False
 
     def __call__(self, fn):
@@ -60,8 +60,6 @@ class region:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if not _enabled:
-                return fn(*args, **kwargs)
             _native.region_begin(name)
             try:
                 return fn(*args, **kwargs)
@@ -86,7 +84,7 @@ class counter:
 
     def __init__(self, name: str):
         self.name = name
-        self._handle = _native.counter_new(name) if _enabled else 0
+        self._handle = _native.counter_new(name)  # also while dormant: an attach names it
 
     def add(self, delta: int = 1) -> None:
         if self._handle:
@@ -103,16 +101,13 @@ class counter:
         return _native.counter_value(self._handle) if self._handle else 0
 
 
-_event_ids: dict[str, int] = {}
-
-
 def event(name: str, payload: bytes | str = b"") -> None:
     """An Event instrument: a timestamped, named record with an optional payload."""
-    if not _enabled:
+    if _native.dormant():
         return
-    ident = _event_ids.get(name)
-    if ident is None:
-        ident = _event_ids[name] = _native.define_name(NAME_EVENT, name)
+    # named on every call, not cached: each attach's trace needs its own NAME (the recorder
+    # writes a name once per trace)
+    ident = _native.define_name(NAME_EVENT, name)
     if isinstance(payload, str):
         payload = payload.encode()
     _native.event(ident, payload)
@@ -120,7 +115,7 @@ def event(name: str, payload: bytes | str = b"") -> None:
 
 def flush() -> None:
     """Record counters and sync buffers to disk now."""
-    if _enabled:
+    if not _native.dormant():
         _native.flush()
 
 

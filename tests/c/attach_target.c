@@ -4,8 +4,9 @@
  * per batch, then "sleep tid t1 t2" per sleep) and one line to stdout that does not depend on timing.
  * SIGUSR1 makes the main thread fork a child and start a thread that each make EXTRA getpid
  * calls (a child and a thread created after the attach); their tids go to the log. Built with
- * -DATTACH_EVENTS (and oslens.h) each batch also records an event (id 7) right after its start:
- * started outside `oslens record`, those instruments are dormant until an attach.
+ * -DATTACH_EVENTS (and oslens.h) each batch also records an event (id 7, the batch's number) right
+ * after its start and counts it on the counter "batches": started outside `oslens record`, those
+ * instruments are dormant until an attach.
  * usage: attach_target THREADS BATCHES LOG */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -26,6 +27,9 @@
 static long batches;
 static volatile sig_atomic_t spawn;
 static int finished;
+#ifdef ATTACH_EVENTS
+static osl_counter_t *counted;
+#endif
 
 struct worker {
     pthread_t th;
@@ -48,6 +52,7 @@ static void *work(void *arg) {
 #ifdef ATTACH_EVENTS
         uint64_t v = (uint64_t)b;
         osl_event(7, &v, sizeof v);
+        osl_count(counted, 1);
 #endif
         for (int i = 0; i < GETPIDS; i++)
             syscall(SYS_getpid);
@@ -79,6 +84,9 @@ int main(int argc, char **argv) {
     int n = atoi(argv[1]);
     batches = atol(argv[2]);
     signal(SIGUSR1, on_usr1);
+#ifdef ATTACH_EVENTS
+    counted = osl_counter("batches", NULL);
+#endif
     struct worker *w = calloc(n, sizeof *w);
     for (int i = 0; i < n; i++) {
         w[i].t0 = calloc(batches, sizeof(long long));

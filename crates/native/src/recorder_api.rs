@@ -10,6 +10,7 @@ use oslens_format::object::object_base;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 type P = *mut c_void;
@@ -22,6 +23,9 @@ extern "C" {
 
 struct Api {
     global: bool,
+    /// The activation word of the recorder in use (crates/recorder/src/lib.rs), read first by
+    /// every call so that a dormant program's call costs a load and a branch.
+    inactive: &'static AtomicU32,
     record_raw: unsafe extern "C" fn(u8, u32, u64, u64),
     define_name: unsafe extern "C" fn(u64, *const c_char) -> u32,
     func_named: unsafe extern "C" fn(u32, u32),
@@ -57,6 +61,7 @@ fn api() -> &'static Api {
             if probe.is_null() || object_base(probe) == object_base(api as *const () as *const c_void) {
                 Api {
                     global: false,
+                    inactive: &oslens::INACTIVE,
                     record_raw: oslens::osl_record_raw,
                     define_name: osl_define_name,
                     func_named: osl_func_named,
@@ -72,8 +77,10 @@ fn api() -> &'static Api {
                     flush: oslens::osl_flush,
                 }
             } else {
+                let word = libc::dlsym(libc::RTLD_DEFAULT, c"osl__inactive".as_ptr()) as *const AtomicU32;
                 Api {
                     global: true,
+                    inactive: if word.is_null() { &oslens::INACTIVE } else { &*word },
                     record_raw: std::mem::transmute::<usize, _>(pick!(oslens::osl_record_raw)),
                     define_name: std::mem::transmute::<usize, _>(pick!(osl_define_name)),
                     func_named: std::mem::transmute::<usize, _>(pick!(osl_func_named)),
@@ -95,6 +102,14 @@ fn api() -> &'static Api {
 
 fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', "?")).unwrap_or_default()
+}
+
+/// True when a call records nothing and need not reach the recorder (started outside `oslens
+/// record` and not attached, or recording off), as the C inline path decides (oslens.h).
+#[pyfunction]
+fn dormant() -> bool {
+    let word = api().inactive.load(Relaxed);
+    word != 0 && word & oslens::ASK_LIBRARY == 0
 }
 
 /// True when events are being recorded (OSLENS_TRACE set and recording enabled).
@@ -148,6 +163,9 @@ fn region_cname(name: &str) -> *const c_char {
 
 #[pyfunction]
 fn region_begin(name: &str) {
+    if dormant() {
+        return;
+    }
     let p = region_cname(name);
     // SAFETY: a C string that lives for the process.
     unsafe { (api().region_begin)(p) }
@@ -155,6 +173,9 @@ fn region_begin(name: &str) {
 
 #[pyfunction]
 fn region_end(name: &str) {
+    if dormant() {
+        return;
+    }
     let p = region_cname(name);
     // SAFETY: as above.
     unsafe { (api().region_end)(p) }
@@ -315,6 +336,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_install, m)?)?;
     m.add_function(wrap_pyfunction!(profile_enter, m)?)?;
     m.add_function(wrap_pyfunction!(profile_remove, m)?)?;
+    m.add_function(wrap_pyfunction!(dormant, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_global, m)?)?;
     m.add_function(wrap_pyfunction!(record_raw, m)?)?;

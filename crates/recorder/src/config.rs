@@ -155,14 +155,12 @@ impl Config {
 }
 
 /// Creates raw/ when it is missing (a trace directory made by hand, say). Called before a
-/// process's first chunk.
-pub fn ensure_raw_dir(raw_dir: &str) {
-    static DONE: std::sync::Once = std::sync::Once::new();
-    DONE.call_once(|| {
-        if std::fs::metadata(raw_dir).is_err() {
-            let _ = std::fs::create_dir_all(raw_dir);
-        }
-    });
+/// process's first chunk, and again for each attach session's trace (session.rs).
+pub fn ensure_raw_dir(raw_dir: &str, session: u32) {
+    static MADE_FOR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+    if MADE_FOR.swap(session, std::sync::atomic::Ordering::Relaxed) != session && std::fs::metadata(raw_dir).is_err() {
+        let _ = std::fs::create_dir_all(raw_dir);
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,9 @@ static SLEEPING: AtomicBool = AtomicBool::new(false);
 static HELPER: AtomicU64 = AtomicU64::new(0);
 /// Staging slots the helper copied out.
 static HELPER_COPIES: AtomicU64 = AtomicU64::new(0);
+/// How often the helper checks that an attacher is still there (session.rs): a killed oslens
+/// leaves the instruments recording at most this long (100 ms).
+const WATCH_PERIOD_NS: i64 = 100_000_000;
 
 fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
     while LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
@@ -159,16 +162,21 @@ fn helper_loop() -> ! {
         }
         SLEEPING.store(true, SeqCst);
         if GENERATION.load(SeqCst) == seen {
+            // While an attach session is watched the wait ends every WATCH_PERIOD to check it.
+            let period = libc::timespec { tv_sec: 0, tv_nsec: WATCH_PERIOD_NS };
+            let timeout = if crate::session::watching() { &period as *const libc::timespec } else { std::ptr::null() };
             // SAFETY: futex wait on a static word, woken by `wake`.
-            unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, std::ptr::null::<libc::timespec>()) };
+            unsafe { libc::syscall(libc::SYS_futex, GENERATION.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, timeout) };
         }
         SLEEPING.store(false, SeqCst);
+        crate::session::check_attacher();
     }
 }
 
 /// In a fork()ed child the helper does not exist and the parent's rings are not ours.
 pub fn forget_after_fork() {
     LOCK.store(false, Release);
+    crate::session::forget_after_fork();
     // The parent's rings are dropped without being freed: their Arcs may be mid-use there.
     // Their chunk files' descriptors are the child's copies, closed here.
     with_rings(|rings| {

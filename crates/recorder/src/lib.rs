@@ -18,6 +18,7 @@ mod growth;
 mod instruments;
 mod names;
 mod helper;
+mod session;
 mod memlimit;
 mod space;
 mod spare;
@@ -32,7 +33,7 @@ pub use capi::*;
 static GLOBAL: alloc::Guarded = alloc::Guarded;
 
 use oslens_format::record::Record;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::OnceLock;
 
 /// Reasons recording is off; recording runs only while the word is zero. oslens.h's inline path
@@ -42,6 +43,9 @@ pub(crate) const NOT_TRACING: u32 = 2;
 pub(crate) const DISABLED: u32 = 4;
 pub(crate) const SUSPENDED: u32 = 8;
 pub(crate) const TRIGGERED: u32 = 16;
+/// The bits of the word a call must take to the library even though nothing is recorded (as
+/// oslens.h's OSL__ASK_LIBRARY): any other non-zero word makes a call a load and a branch.
+pub const ASK_LIBRARY: u32 = UNINIT | TRIGGERED;
 /// Exported for the inline fast path of oslens.h, which asks the library whenever it is not 0.
 #[export_name = "osl__inactive"]
 pub static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
@@ -54,42 +58,56 @@ pub(crate) static CONFIG: OnceLock<Option<config::Config>> = OnceLock::new();
 pub(crate) static SLOTS_LEFT: AtomicU64 = AtomicU64::new(u64::MAX);
 pub(crate) static COUNTER_PERIOD_TICKS: AtomicU64 = AtomicU64::new(0);
 
-/// The settings of an attach that woke a dormant process (set once: a later attach gets none).
-static ATTACHED: OnceLock<Option<config::Config>> = OnceLock::new();
-
 /// Where `oslens record -p` writes the trace a dormant process is to record into (through
 /// /proc/PID/mem, with the activation word set to UNINIT so that the next call asks the library).
 pub struct AttachRequest(std::cell::UnsafeCell<[u8; 4096]>);
-// SAFETY: read only by `wake`, under ATTACHED's initialisation; written from outside the process.
+// SAFETY: read only by `session::wake`, under its lock; written from outside the process.
 unsafe impl Sync for AttachRequest {}
 #[export_name = "osl__attach_request"]
 pub static ATTACH_REQUEST: AttachRequest = AttachRequest(std::cell::UnsafeCell::new([0; 4096]));
 
 pub(crate) fn config() -> Option<&'static config::Config> {
-    CONFIG.get().and_then(|c| c.as_ref()).or_else(|| ATTACHED.get().and_then(|c| c.as_ref()))
+    CONFIG.get().and_then(|c| c.as_ref()).or_else(session::config)
 }
 
-/// A dormant process (started without OSLENS_TRACE) asked to record by an attach: the first
-/// caller builds the settings from the request and installs what a traced start installs.
+/// A dormant process (started without OSLENS_TRACE) asked to record by an attach: every such
+/// request starts a new session (session.rs). A process traced from its start is left as it is.
 fn wake() {
     if CONFIG.get().is_some_and(|c| c.is_some()) {
         INACTIVE.fetch_and(!UNINIT, Relaxed); // traced from its start: an attach changes nothing
         return;
     }
+    session::lock();
+    if INACTIVE.load(SeqCst) & UNINIT == 0 {
+        session::unlock(); // another thread took this request
+        return;
+    }
     // SAFETY: a plain copy of the buffer oslens wrote before setting the word.
-    let bytes = unsafe { std::ptr::read_volatile(ATTACH_REQUEST.0.get()) };
-    let n = bytes.iter().position(|&b| b == 0).unwrap_or(0);
-    let asked = std::str::from_utf8(&bytes[..n]).ok().filter(|p| !p.is_empty());
-    let cfg = ATTACHED.get_or_init(|| {
-        let cfg = config::Config::for_attach(asked?)?;
+    let request = unsafe { std::ptr::read_volatile(ATTACH_REQUEST.0.get()) };
+    let Some(cfg) = session::asked(&request).and_then(config::Config::for_attach) else {
+        INACTIVE.store(NOT_TRACING, SeqCst);
+        session::unlock();
+        return;
+    };
+    static HOOKS: std::sync::Once = std::sync::Once::new();
+    HOOKS.call_once(|| {
         writeback::read_env();
         thread::install_process_hooks();
         fork::install_hooks();
         space::presize_fd_table();
-        Some(cfg)
     });
-    let same = matches!((cfg, asked), (Some(c), Some(p)) if c.trace_dir.as_str() == p);
-    INACTIVE.store(if same { 0 } else { NOT_TRACING }, Relaxed);
+    let watched = session::begin(cfg);
+    names::new_session();
+    NAMES_EPOCH.fetch_add(1, Relaxed); // inlined call sites name their regions again
+    thread::invalidate_cursors();
+    INACTIVE.store(0, SeqCst);
+    session::unlock();
+    if watched {
+        helper::start(); // outside every recorder lock (helper.rs)
+        helper::wake();
+    }
+    // the new trace starts with every counter's value (they keep counting across sessions)
+    instruments::record_all_counters(oslens_format::kinds::COUNTER_ASKED);
 }
 
 /// Reads the environment once. Called by the library constructor and, for static links where
@@ -128,7 +146,7 @@ pub(crate) fn init() {
 /// its parent's.
 pub(crate) fn before_first_chunk(cfg: &config::Config) {
     static DONE: std::sync::Once = std::sync::Once::new();
-    config::ensure_raw_dir(cfg.raw_dir.as_str());
+    config::ensure_raw_dir(cfg.raw_dir.as_str(), session::current());
     DONE.call_once(|| {
         memlimit::init();
         writeback::init(memlimit::budget_left() != u64::MAX);

@@ -112,13 +112,13 @@ pub fn define(class: u64, id: u32, manager: u32, name: &str) {
 /// As `define`, and written again into every names chunk the process opens later (a fork()ed
 /// child's): the names of instruments, which outlive a fork.
 pub fn define_kept(class: u64, id: u32, manager: u32, name: &str) {
-    if config().is_none() {
-        return;
-    }
     with_names(|names| {
         // with no memory for it the name is written once, as `define` does
         if names.kept.try_reserve(1).is_ok() {
             names.kept.push((class, id, manager, name.into()));
+        }
+        if config().is_none() {
+            return; // dormant: kept for the names chunk an attach opens (session.rs)
         }
         if !names.opened {
             open_chunk(names);
@@ -262,6 +262,19 @@ pub fn close_for_exit() {
             c.cut_after(256);
             c.sync_to_disk();
         }
+    });
+}
+
+/// A new attach session (session.rs): the names chunk of the previous trace is closed, and the
+/// next name opens one in the new trace, with the kept names.
+pub fn new_session() {
+    with_names(|names| {
+        if let Some(c) = names.chunk.take() {
+            c.close();
+        }
+        names.opened = false;
+        names.defined.clear();
+        names.ends_held = 0;
     });
 }
 

@@ -14,7 +14,8 @@ use crate::config::OnFull;
 use crate::{clock, config, growth, instruments, names, INACTIVE, SLOTS_LEFT, TRIGGERED};
 use oslens_format::kinds;
 use std::cell::Cell;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+use std::sync::atomic::{AtomicPtr, AtomicU64};
 use std::sync::Once;
 
 /// Trigger budget a thread takes from the shared pool at a time, so threads do not contend on
@@ -32,6 +33,8 @@ pub struct ThreadState {
     /// when there is no trigger.
     budget_end: u64,
     pub seen: [u32; 256],
+    /// The attach session this state's chunk records in (session.rs; 0 when traced from start).
+    session: u32,
 }
 
 thread_local! {
@@ -74,14 +77,48 @@ const LEDGER_ONLY: *const libc::c_void = 1 as *const libc::c_void;
 static mut EXIT_KEY: libc::pthread_key_t = 0;
 static HOOKS: Once = Once::new();
 
+/// A thread's cursor in the process's list of every cursor, so that a new attach session can
+/// send every thread's inlined code to the library (`invalidate_cursors`).
+#[repr(C)]
+struct Listed {
+    cursor: Cursor,
+    next: *mut Listed,
+}
+
+static CURSORS: AtomicPtr<Listed> = AtomicPtr::new(std::ptr::null_mut());
+
 /// The calling thread's cursor (see WRITER).
 pub fn writer() -> *mut Cursor {
     WRITER.with(|w| {
         if w.get().is_null() {
-            w.set(Box::into_raw(Box::new(Cursor::empty())));
+            let listed = Box::into_raw(Box::new(Listed { cursor: Cursor::empty(), next: std::ptr::null_mut() }));
+            let mut head = CURSORS.load(Acquire);
+            loop {
+                // SAFETY: ours until published.
+                unsafe { (*listed).next = head };
+                match CURSORS.compare_exchange_weak(head, listed, AcqRel, Acquire) {
+                    Ok(_) => break,
+                    Err(now) => head = now,
+                }
+            }
+            w.set(listed as *mut Cursor);
         }
         w.get()
     })
+}
+
+/// A new attach session (session.rs): every thread's inlined code asks the library on its next
+/// record, which moves the thread's chunk to the new trace. A thread that sets its limit again
+/// meanwhile sees the new session and clears it itself (`take_slots_slow`).
+pub fn invalidate_cursors() {
+    let mut p = CURSORS.load(Acquire);
+    while !p.is_null() {
+        // SAFETY: listed cursors are never freed; the limit is a u64 the owner also writes.
+        unsafe {
+            AtomicU64::from_ptr(std::ptr::addr_of_mut!((*p).cursor.inline_limit)).store(0, SeqCst);
+            p = (*p).next;
+        }
+    }
 }
 
 /// Counts a pause the recorder caused on this thread (it also records it, where it can).
@@ -102,8 +139,28 @@ pub fn current() -> Option<&'static mut ThreadState> {
     let p = CURRENT.with(|c| c.get());
     if !p.is_null() {
         // SAFETY: the state belongs to this thread and lives until its destructor runs.
-        return Some(unsafe { &mut *p });
+        let state = unsafe { &mut *p };
+        if state.session == crate::session::current() {
+            return Some(state);
+        }
+        return renew();
     }
+    create()
+}
+
+/// A new attach session began since this thread's chunk was made: the chunk is closed in the
+/// previous trace (its closing record) and the thread opens one in the new trace.
+#[cold]
+fn renew() -> Option<&'static mut ThreadState> {
+    if BUSY.with(|b| b.get()) {
+        return None;
+    }
+    let p = CURRENT.with(|c| c.replace(std::ptr::null_mut()));
+    // SAFETY: created by Box::into_raw in `create`, and only this thread holds it.
+    let state = unsafe { Box::from_raw(p) };
+    state.chunk.set_name(&thread_name());
+    state.chunk.close();
+    NO_CHUNK.with(|n| n.set(false));
     create()
 }
 
@@ -119,6 +176,8 @@ fn create() -> Option<&'static mut ThreadState> {
     if BUSY.with(|b| b.replace(true)) || crate::helper::on_helper_thread() {
         return None;
     }
+    // the session before the settings: a wake in between makes the next record renew again
+    let session = crate::session::current();
     let cfg = config()?;
     if NO_CHUNK.with(|n| n.get()) || crate::space::process_fault() != 0 {
         // After a fault recording stops for threads that have no chunk yet: counted, not tried.
@@ -154,7 +213,7 @@ fn create() -> Option<&'static mut ThreadState> {
         if cfg.prepare_buffers {
             prepare(&mut chunk);
         }
-        let state = Box::into_raw(Box::new(ThreadState { chunk, fast_limit: 0, budget_end: 0, seen: [u32::MAX; 256] }));
+        let state = Box::into_raw(Box::new(ThreadState { chunk, fast_limit: 0, budget_end: 0, seen: [u32::MAX; 256], session }));
         CURRENT.with(|c| c.set(state));
         // SAFETY: the key was created in install_process_hooks.
         unsafe { libc::pthread_setspecific(EXIT_KEY, state as *const libc::c_void) };
@@ -283,6 +342,12 @@ impl ThreadState {
         // Inlined code reads the TSC and rseq's cpu_id itself: without them it asks every time.
         cursor.inline_limit = if clock::inline_capable() && !cursor.cpu_id.is_null() { self.fast_limit } else { 0 };
         cursor.names_epoch = crate::NAMES_EPOCH.load(Relaxed);
+        std::sync::atomic::fence(SeqCst);
+        if self.session != crate::session::current() {
+            // a new session began while the limit was set: its invalidation may have come first
+            cursor.inline_limit = 0;
+            self.fast_limit = 0;
+        }
         true
     }
 

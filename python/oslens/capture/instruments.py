@@ -2,10 +2,15 @@
 oslens.h and started outside `oslens record` records nothing; the attach writes the trace's path
 into the library's `osl__attach_request` and sets its activation word `osl__inactive` to UNINIT
 through /proc/PID/mem, so the next instrument call asks the library, which starts recording into
-the trace; the detach sets NOT_TRACING again (docs/recorder.md, "Dormant instruments")."""
+the trace; the detach sets NOT_TRACING again (docs/recorder.md, "Dormant instruments"). While
+attached this process holds a shared flock on `<trace>/.attach-lock`, which the kernel drops if
+oslens is killed: the library's helper then puts the instruments back to sleep itself
+(crates/recorder/src/session.rs, which names the file)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import struct
 import subprocess
 from pathlib import Path
@@ -13,6 +18,9 @@ from pathlib import Path
 # the activation word's bits (crates/recorder/src/lib.rs)
 UNINIT, NOT_TRACING = 1, 2
 SYMBOLS = ("osl__inactive", "osl__attach_request")
+LOCK_FILE = ".attach-lock"
+# {pid: (descriptor holding a shared lock on its trace's LOCK_FILE, the file)}, while attached
+_held: dict[int, tuple[int, Path]] = {}
 
 
 def _objects(pid: int) -> dict[str, int]:
@@ -48,7 +56,11 @@ def find(pid: int) -> dict[str, int] | None:
     except OSError:
         return None
     exe = _exe(pid)
-    order = [p for p in objects if p == exe] + [p for p in objects if p != exe and "oslens" in Path(p).name]
+    # then liboslens, then a Python program's extension (its own copy of the recorder is the one
+    # it uses when no liboslens is loaded: crates/native/src/recorder_api.rs)
+    rest = [p for p in objects if p != exe]
+    order = ([p for p in objects if p == exe] + [p for p in rest if "liboslens" in Path(p).name]
+             + [p for p in rest if Path(p).name.startswith("_native.") and Path(p).parent.name == "oslens"])
     where: dict[str, int] = {}
     for path in order:
         base = objects[path]
@@ -80,13 +92,15 @@ def wake(pid: int, trace: Path) -> str | None:
         return "the trace's path is too long"
     try:
         with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
-            if not _word(mem, where["osl__inactive"]) & NOT_TRACING:
+            if not _word(mem, where["osl__inactive"]) & (NOT_TRACING | UNINIT):  # UNINIT: a request a killed attach left
                 return "it records into a trace of its own already"
+            _hold(pid, Path(path.decode()))
             mem.seek(where["osl__attach_request"])
             mem.write(path + b"\0")
             mem.seek(where["osl__inactive"])
             mem.write(struct.pack("<I", UNINIT))
     except OSError as err:
+        _release(pid)
         return f"its memory cannot be written ({err.strerror or err}: ptrace attach access is needed)"
     return None
 
@@ -95,6 +109,7 @@ def sleep(pid: int) -> None:
     """Sends `pid`'s instruments back to dormancy (the detach)."""
     where = find(pid)
     if where is None:
+        _release(pid)
         return
     try:
         with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
@@ -102,3 +117,23 @@ def sleep(pid: int) -> None:
             mem.write(struct.pack("<I", NOT_TRACING))
     except OSError:
         pass  # it exited
+    _release(pid)
+
+
+def _hold(pid: int, trace: Path) -> None:
+    """Holds the lock the woken process's helper checks, before the word wakes it."""
+    _release(pid)
+    path = trace / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _held[pid] = (fd, path)
+
+
+def _release(pid: int) -> None:
+    """Lets go of `pid`'s lock; the file goes with the trace's last one (a process that opened
+    it keeps its lock on it)."""
+    fd, path = _held.pop(pid, (None, None))
+    if fd is not None:
+        os.close(fd)
+        if all(p != path for _, p in _held.values()):
+            path.unlink(missing_ok=True)
