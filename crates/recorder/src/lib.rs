@@ -18,6 +18,7 @@ mod growth;
 mod instruments;
 mod names;
 mod helper;
+mod interpose;
 mod memlimit;
 mod space;
 mod spare;

@@ -1,11 +1,13 @@
-//! liboslens_preload.so: an LD_PRELOAD library that records pthread synchronisation, threads,
-//! semaphores, fork, exec and exit of an unmodified program through liboslens.
+//! The interposed pthread, semaphore, thread, fork, exec and exit calls of liboslens: the
+//! wrappers that `oslens record` gives an unmodified program by preloading liboslens.so.
 //!
-//! `oslens record` preloads liboslens.so *and* this library (in that order); the wrappers find
-//! the recorder with dlsym(RTLD_DEFAULT, "osl_record_raw") and the real functions with
-//! dlsym(RTLD_NEXT, …) (dlvsym for the condition variables, whose unversioned lookup finds
-//! glibc's 2.2.5 compatibility versions). Without OSLENS_TRACE, or without liboslens, every
-//! wrapper calls straight through.
+//! They were a library of their own (liboslens_preload.so), a second object for every process
+//! started under oslens to load and relocate (docs/recorder.md, "Start-up"). Here they call the
+//! recorder directly. They are on only in a process that records (OSLENS_TRACE) *and* was given
+//! liboslens through LD_PRELOAD (`on`): a program linked with liboslens but run with
+//! `--no-preload`, or not traced, has every wrapper call straight through to glibc's function
+//! (one relaxed load more). The real functions are found with dlsym(RTLD_NEXT, …) (dlvsym for
+//! the condition variables, whose unversioned lookup finds glibc's 2.2.5 compatibility versions).
 //!
 //! Records (kinds in crates/format/src/kinds.rs; a = object address):
 //! - mutex and rwlock (the try call first, so contention costs no clock read):
@@ -23,35 +25,26 @@
 //! - pthread_barrier_wait: BARRIER_ENTER, BARRIER_EXIT (b = 1 for the serial thread).
 //! - sem_wait / timedwait / trywait / post: SEM_WAIT_ENTER, SEM_WAIT_EXIT (b = 0 or errno), SEM_POST.
 //! - pthread_create / join: THREAD_CREATE (a = new pthread_t, b = result), THREAD_START in the
-//!   new thread (a = creator's tid, b = own pthread_t), THREAD_JOIN_ENTER / EXIT.
-//! - fork / posix_spawn: PROCESS_FORK; exec*: PROCESS_EXEC (id = program name); exit: PROCESS_EXIT.
-//!   (_exit is not wrapped: after vfork it runs on the parent's memory and thread state.)
-//!
-//! exec*, posix_spawn* given an explicit environment get OSLENS_* and LD_PRELOAD put back if
-//! the program left them out, so children are traced into the same trace.
-//! execl/execlp/execle are variadic (not definable in stable Rust): they are not wrapped;
-//! glibc implements them with its internal execve, so their children are still traced through
-//! the inherited environment, only without the PROCESS_EXEC marker.
+//!   new thread (a = creator's tid, b = own pthread_t; into the thread ledger, thread.rs),
+//!   THREAD_JOIN_ENTER / EXIT.
+//! - fork, exec, posix_spawn, exit: process.rs.
 
+use crate::capi::osl_record_raw;
+use crate::funcs::{osl_define_name, osl_record_pair};
 use oslens_format::kinds;
 use oslens_format::object::object_base;
 use std::cell::Cell;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
 mod counts;
+mod process;
 
-type RecordFn = unsafe extern "C" fn(u8, u32, u64, u64);
-type DefineFn = unsafe extern "C" fn(u64, *const c_char) -> u32;
-type PairFn = unsafe extern "C" fn(u8, u8, u32, u64, u64);
-type StartedFn = unsafe extern "C" fn(u64, u64);
-
-/// 0 = not looked up yet, 1 = no recorder in the process, else the function.
-static RECORD: AtomicUsize = AtomicUsize::new(0);
-static DEFINE: AtomicUsize = AtomicUsize::new(0);
-static PAIR: AtomicUsize = AtomicUsize::new(0);
-/// osl_thread_started, or 0 (a recorder without it: THREAD_START is then recorded as any record).
-static STARTED: AtomicUsize = AtomicUsize::new(0);
+/// Whether the wrappers record: UNKNOWN until the constructor (or a first call) decides.
+const UNKNOWN: u8 = 0;
+const CALL_THROUGH: u8 = 1;
+const RECORDING: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 /// Load address of liboslens.so: threads it starts itself (helpers) are not the program's.
 static RECORDER_BASE: AtomicUsize = AtomicUsize::new(0);
 
@@ -75,39 +68,40 @@ fn getenv(name: &CStr) -> Option<&'static CStr> {
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
 }
 
-fn resolve_recorder() -> usize {
-    if getenv(c"OSLENS_TRACE").is_none_or(|v| v.is_empty()) {
-        RECORD.store(1, Relaxed);
-        return 1;
+/// Whether LD_PRELOAD names liboslens.so (by file name: `oslens record` gives its path, a user
+/// may give the name alone); a program that links it without the preload keeps its locks its own.
+pub(crate) fn preloaded(ld_preload: &[u8]) -> bool {
+    ld_preload.split(|&c| c == b' ' || c == b':').any(|e| e.rsplit(|&c| c == b'/').next() == Some(b"liboslens.so"))
+}
+
+/// Decides, once, whether the wrappers record (see the module's comment).
+#[cold]
+fn decide() -> u8 {
+    let tracing = getenv(c"OSLENS_TRACE").is_some_and(|v| !v.is_empty());
+    let on = tracing && getenv(c"LD_PRELOAD").is_some_and(|v| preloaded(v.to_bytes()));
+    if on {
+        SYNC_ALL.store(getenv(c"OSLENS_SYNC").is_some_and(|v| v.to_bytes() == b"all"), Relaxed);
+        RECORDER_BASE.store(object_base(osl_record_raw as *const c_void), Relaxed);
     }
-    // SAFETY: plain dlsym lookups of C symbols.
-    let (rec, def) = unsafe { (libc::dlsym(libc::RTLD_DEFAULT, c"osl_record_raw".as_ptr()), libc::dlsym(libc::RTLD_DEFAULT, c"osl_define_name".as_ptr())) };
-    // SAFETY: a plain dlsym lookup.
-    let pair = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"osl_record_pair".as_ptr()) };
-    PAIR.store(pair as usize, Relaxed);
-    // SAFETY: a plain dlsym lookup.
-    STARTED.store(unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"osl_thread_started".as_ptr()) } as usize, Relaxed);
-    SYNC_ALL.store(getenv(c"OSLENS_SYNC").is_some_and(|v| v.to_bytes() == b"all"), Relaxed);
-    DEFINE.store(if def.is_null() { 1 } else { def as usize }, Relaxed);
-    let r = if rec.is_null() { 1 } else { rec as usize };
-    if !rec.is_null() {
-        RECORDER_BASE.store(object_base(rec), Relaxed);
+    let state = if on { RECORDING } else { CALL_THROUGH };
+    STATE.store(state, Relaxed);
+    state
+}
+
+#[inline(always)]
+fn recording() -> bool {
+    let mut s = STATE.load(Relaxed);
+    if s == UNKNOWN {
+        s = decide();
     }
-    RECORD.store(r, Relaxed);
-    r
+    s == RECORDING
 }
 
 #[inline(always)]
 pub(crate) fn rec(kind: u8, id: u32, a: u64, b: u64) {
-    let mut f = RECORD.load(Relaxed);
-    if f == 0 {
-        f = resolve_recorder();
+    if recording() {
+        in_recorder(|| osl_record_raw(kind, id, a, b));
     }
-    if f == 1 {
-        return;
-    }
-    // SAFETY: f is osl_record_raw from liboslens.
-    in_recorder(|| unsafe { std::mem::transmute::<usize, RecordFn>(f)(kind, id, a, b) });
 }
 
 /// Runs a call into the recorder unless this thread is already inside it.
@@ -124,28 +118,13 @@ fn in_recorder(call: impl FnOnce()) {
 
 /// A lock request and its acquisition with one timestamp: the lock was free, its wait is 0.
 fn rec_free_acquire(a: u64, flag: u64) {
-    let f = PAIR.load(Relaxed);
-    if f == 0 {
-        rec(kinds::LOCK_REQUEST, 0, a, flag);
-        rec(kinds::LOCK_ACQUIRE, 0, a, flag);
-        return;
+    if recording() {
+        in_recorder(|| osl_record_pair(kinds::LOCK_REQUEST, kinds::LOCK_ACQUIRE, 0, a, flag));
     }
-    let _ = IN_RECORDER.try_with(|busy| {
-        if busy.replace(true) {
-            return;
-        }
-        // SAFETY: f is osl_record_pair from liboslens.
-        unsafe { std::mem::transmute::<usize, PairFn>(f)(kinds::LOCK_REQUEST, kinds::LOCK_ACQUIRE, 0, a, flag) };
-        busy.set(false);
-    });
 }
 
 pub(crate) fn define_name(class: u64, name: *const c_char) -> u32 {
-    if RECORD.load(Relaxed) == 0 {
-        resolve_recorder();
-    }
-    let f = DEFINE.load(Relaxed);
-    if f <= 1 || name.is_null() {
+    if !recording() || name.is_null() {
         return 0;
     }
     IN_RECORDER
@@ -153,8 +132,7 @@ pub(crate) fn define_name(class: u64, name: *const c_char) -> u32 {
             if busy.replace(true) {
                 return 0;
             }
-            // SAFETY: f is osl_define_name from liboslens; name is a C string.
-            let id = unsafe { std::mem::transmute::<usize, DefineFn>(f)(class, name) };
+            let id = osl_define_name(class, name);
             busy.set(false);
             id
         })
@@ -188,19 +166,21 @@ fn lookup(name: &CStr, version: Option<&CStr>) -> usize {
 /// The next definition of a function (glibc's), looked up once.
 macro_rules! real {
     ($name:literal $(, $ver:literal)? => fn($($t:ty),*) $(-> $r:ty)?) => {{
-        static SLOT: AtomicUsize = AtomicUsize::new(0);
-        let mut p = SLOT.load(Relaxed);
+        static SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let mut p = SLOT.load(std::sync::atomic::Ordering::Relaxed);
         if p == 0 {
             #[allow(unused_mut, unused_assignments)]
             let mut version: Option<&CStr> = None;
             $(version = Some($ver);)?
-            p = lookup($name, version);
-            SLOT.store(p, Relaxed);
+            p = $crate::interpose::lookup($name, version);
+            SLOT.store(p, std::sync::atomic::Ordering::Relaxed);
         }
         // SAFETY: p is the libc function of this name and C signature.
         unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($t),*) $(-> $r)?>(p) }
     }};
 }
+
+pub(crate) use real;
 
 fn errno() -> c_int {
     // SAFETY: errno location of the calling thread.
@@ -219,11 +199,7 @@ static SYNC_ALL: AtomicBool = AtomicBool::new(false);
 
 #[inline(always)]
 fn mode() -> u8 {
-    let mut f = RECORD.load(Relaxed);
-    if f == 0 {
-        f = resolve_recorder();
-    }
-    if f == 1 || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) {
+    if !recording() || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) {
         OFF
     } else if SYNC_ALL.load(Relaxed) {
         ALL
@@ -463,12 +439,8 @@ extern "C" fn thread_start(p: P) -> P {
     let start = unsafe { Box::from_raw(p as *mut Start) };
     // SAFETY: no preconditions.
     let me = unsafe { libc::pthread_self() } as u64;
-    match STARTED.load(Relaxed) {
-        0 => rec(kinds::THREAD_START, 0, start.creator_tid, me),
-        // a thread that records nothing of its own then gets no chunk (the recorder's ledger)
-        // SAFETY: f is osl_thread_started from liboslens.
-        f => in_recorder(|| unsafe { std::mem::transmute::<usize, StartedFn>(f)(start.creator_tid, me) }),
-    }
+    // a thread that records nothing of its own then gets no chunk (the recorder's ledger)
+    in_recorder(|| crate::capi::osl_thread_started(start.creator_tid, me));
     (start.f)(start.arg)
 }
 
@@ -476,11 +448,9 @@ extern "C" fn thread_start(p: P) -> P {
 pub unsafe extern "C" fn pthread_create(t: *mut libc::pthread_t, attr: P, f: StartFn, arg: P) -> c_int {
     let real = real!(c"pthread_create" => fn(*mut libc::pthread_t, P, StartFn, P) -> c_int);
     // Threads of the recorder itself (created from inside it) are not the program's.
-    if RECORD.load(Relaxed) == 0 {
-        resolve_recorder();
-    }
+    let on = recording();
     let base = RECORDER_BASE.load(Relaxed);
-    if RECORD.load(Relaxed) == 1 || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) || (base != 0 && object_base(f as *const c_void) == base) {
+    if !on || IN_RECORDER.try_with(|b| b.get()).unwrap_or(true) || (base != 0 && object_base(f as *const c_void) == base) {
         return real(t, attr, f, arg);
     }
     // allocated without aborting: with memory exhausted the thread starts unwrapped (its start
@@ -510,238 +480,3 @@ pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut P) -> c_int 
     r
 }
 
-// ---- processes ----
-
-#[no_mangle]
-pub unsafe extern "C" fn fork() -> libc::pid_t {
-    let real = real!(c"fork" => fn() -> libc::pid_t);
-    let pid = real();
-    if pid == 0 {
-        counts::after_fork_child();
-        rec(kinds::PROCESS_FORK, 0, 0, libc::getppid() as u64);
-    } else if pid > 0 {
-        rec(kinds::PROCESS_FORK, 0, pid as u64, 0);
-    }
-    pid
-}
-
-/// vfork is run as fork: a vfork child shares the parent's memory and thread state, so the
-/// recorder could not tell them apart (and the exec wrappers record before they exec).
-#[no_mangle]
-pub unsafe extern "C" fn vfork() -> libc::pid_t {
-    fork()
-}
-
-type Argv = *const *const c_char;
-
-/// OSLENS_* and LD_PRELOAD of the process's start ("NAME=value" entries of its environment),
-/// put back into environments that lack them. Kept as pointers, so load allocates nothing: the
-/// strings of the environment a process starts with are never freed (and glibc's setenv never
-/// frees the ones it made).
-const KEEP_MAX: usize = 32;
-static KEEP: [AtomicUsize; KEEP_MAX] = [const { AtomicUsize::new(0) }; KEEP_MAX];
-static KEPT: AtomicUsize = AtomicUsize::new(0);
-
-/// Notes the entries to keep, once (at load, before the program can change its environment).
-fn note_keep() {
-    if KEPT.load(Relaxed) != 0 {
-        return;
-    }
-    let mut n = 0;
-    // SAFETY: environ is a NULL-terminated array of NUL-terminated strings.
-    unsafe {
-        let mut e = environ;
-        while !e.is_null() && !(*e).is_null() && n < KEEP_MAX {
-            let entry = CStr::from_ptr(*e).to_bytes();
-            if entry.starts_with(b"OSLENS_") || entry.starts_with(b"LD_PRELOAD=") {
-                KEEP[n].store(*e as usize, Relaxed);
-                n += 1;
-            }
-            e = e.add(1);
-        }
-    }
-    KEPT.store(n + 1, Release);
-}
-
-/// The entries noted at load.
-fn keep() -> impl Iterator<Item = &'static CStr> {
-    let n = KEPT.load(Acquire).saturating_sub(1);
-    // SAFETY: pointers to environment strings noted by note_keep, never freed.
-    KEEP[..n].iter().map(|p| unsafe { CStr::from_ptr(p.load(Relaxed) as *const c_char) })
-}
-
-/// `envp` with our variables added where missing (LD_PRELOAD: ours put in front of theirs).
-/// The array is leaked: exec replaces the process, and a failed exec is rare.
-unsafe fn fix_env(envp: Argv) -> Argv {
-    let kept = KEPT.load(Acquire).saturating_sub(1);
-    if envp.is_null() || kept == 0 || RECORD.load(Relaxed) == 1 {
-        return envp;
-    }
-    let mut n = 0;
-    while !(*envp.add(n)).is_null() {
-        n += 1;
-    }
-    // with memory exhausted the environment goes unchanged (the new image may run unrecorded)
-    // rather than the allocation aborting the program
-    let mut entries: Vec<*const c_char> = Vec::new();
-    if entries.try_reserve_exact(n + kept + 1).is_err() {
-        return envp;
-    }
-    for i in 0..n {
-        entries.push(*envp.add(i));
-    }
-    let mut changed = false;
-    for want in keep() {
-        let want_b = want.to_bytes();
-        let eq = want_b.iter().position(|&c| c == b'=').unwrap_or(0);
-        let key = &want_b[..=eq];
-        let found = entries.iter().position(|&e| CStr::from_ptr(e).to_bytes().starts_with(key));
-        match found {
-            None => {
-                entries.push(want.as_ptr());
-                changed = true;
-            }
-            Some(idx) if key == b"LD_PRELOAD=" => {
-                let theirs = &CStr::from_ptr(entries[idx]).to_bytes()[key.len()..];
-                let ours = &want_b[key.len()..];
-                let missing = ours.split(|&c| c == b' ' || c == b':').any(|lib| !lib.is_empty() && !theirs.split(|&c| c == b' ' || c == b':').any(|t| t == lib));
-                if missing {
-                    let mut merged = Vec::new();
-                    if merged.try_reserve_exact(want_b.len() + theirs.len() + 2).is_err() {
-                        continue;
-                    }
-                    merged.extend_from_slice(want_b);
-                    if !theirs.is_empty() {
-                        merged.push(b' ');
-                        merged.extend_from_slice(theirs);
-                    }
-                    if let Ok(s) = CString::new(merged) {
-                        entries[idx] = s.into_raw();
-                        changed = true;
-                    }
-                }
-            }
-            Some(_) => {}
-        }
-    }
-    if !changed {
-        return envp;
-    }
-    entries.push(std::ptr::null());
-    let leaked = entries.leak();
-    leaked.as_ptr()
-}
-
-fn record_exec(path: *const c_char) -> u32 {
-    counts::flush_all();
-    let id = define_name(kinds::NAME_COMMAND, path);
-    rec(kinds::PROCESS_EXEC, id, 0, 0);
-    id
-}
-
-fn record_exec_failed(id: u32) {
-    let err = errno();
-    rec(kinds::PROCESS_EXEC, id, err as u64, 0);
-    // SAFETY: restoring the caller's errno.
-    unsafe { *libc::__errno_location() = err };
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(c"execve" => fn(*const c_char, Argv, Argv) -> c_int);
-    let id = record_exec(path);
-    let r = real(path, argv, fix_env(envp));
-    record_exec_failed(id);
-    r
-}
-
-extern "C" {
-    static environ: Argv;
-}
-
-/// execv and execvp go through execve / execvpe with the (fixed) environment: a program may
-/// have emptied its environment first (`env -i`).
-#[no_mangle]
-pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
-    let real = real!(c"execve" => fn(*const c_char, Argv, Argv) -> c_int);
-    let id = record_exec(path);
-    let r = real(path, argv, fix_env(environ));
-    record_exec_failed(id);
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
-    let real = real!(c"execvpe" => fn(*const c_char, Argv, Argv) -> c_int);
-    let id = record_exec(file);
-    let r = real(file, argv, fix_env(environ));
-    record_exec_failed(id);
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(c"execvpe" => fn(*const c_char, Argv, Argv) -> c_int);
-    let id = record_exec(file);
-    let r = real(file, argv, fix_env(envp));
-    record_exec_failed(id);
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(c"fexecve" => fn(c_int, Argv, Argv) -> c_int);
-    let name = CString::new(format!("fd:{fd}")).unwrap_or_default();
-    let id = record_exec(name.as_ptr());
-    let r = real(fd, argv, fix_env(envp));
-    record_exec_failed(id);
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: P, attr: P, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(c"posix_spawn" => fn(*mut libc::pid_t, *const c_char, P, P, Argv, Argv) -> c_int);
-    let r = real(pid, path, actions, attr, argv, fix_env(envp));
-    if r == 0 && !pid.is_null() {
-        rec(kinds::PROCESS_FORK, 0, *pid as u64, 1);
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: P, attr: P, argv: Argv, envp: Argv) -> c_int {
-    let real = real!(c"posix_spawnp" => fn(*mut libc::pid_t, *const c_char, P, P, Argv, Argv) -> c_int);
-    let r = real(pid, file, actions, attr, argv, fix_env(envp));
-    if r == 0 && !pid.is_null() {
-        rec(kinds::PROCESS_FORK, 0, *pid as u64, 1);
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn exit(status: c_int) -> ! {
-    let real = real!(c"exit" => fn(c_int) -> !);
-    counts::flush_all();
-    rec(kinds::PROCESS_EXIT, 0, status as u64, 0);
-    real(status)
-}
-
-extern "C" fn flush_counts_at_exit() {
-    counts::flush_all();
-}
-
-#[used]
-#[link_section = ".init_array"]
-static CONSTRUCTOR: extern "C" fn() = {
-    extern "C" fn constructor() {
-        // Capture the environment to restore before the program can change it.
-        note_keep();
-        if RECORD.load(Relaxed) == 0 && resolve_recorder() != 1 {
-            counts::create_exit_key();
-            // a return from main exits through glibc's own exit call, not the wrapper
-            // SAFETY: registering a plain function.
-            unsafe { libc::atexit(flush_counts_at_exit) };
-        }
-    }
-    constructor
-};

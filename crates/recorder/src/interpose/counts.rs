@@ -13,7 +13,7 @@
 //! therefore loses, per thread, only the acquisitions since its last flush: fewer than
 //! FLUSH_EVERY, and none for a thread blocked in a wrapped wait.
 
-use crate::rec;
+use super::rec;
 use oslens_format::kinds;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
@@ -171,7 +171,7 @@ fn counter_id(addr: u64) -> u32 {
     for i in 0..digits {
         name[2 + i] = b"0123456789abcdef"[(addr >> (4 * (digits - 1 - i)) & 0xf) as usize];
     }
-    crate::define_name(kinds::NAME_COUNTER, name.as_ptr() as *const std::ffi::c_char)
+    super::define_name(kinds::NAME_COUNTER, name.as_ptr() as *const std::ffi::c_char)
 }
 
 /// Writes one slot's count since its last flush; false if nothing moved.
