@@ -480,3 +480,18 @@ pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut P) -> c_int 
     r
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::preloaded;
+
+    #[test]
+    fn preloaded_finds_liboslens_by_file_name_only() {
+        assert!(preloaded(b"/x/.venv/lib/liboslens.so"));
+        assert!(preloaded(b"/a/libother.so:liboslens.so"));
+        assert!(preloaded(b"/a/libother.so /b/liboslens.so"));
+        assert!(!preloaded(b""));
+        assert!(!preloaded(b"/x/liboslens_preload.so /x/libfoo.so"));
+        assert!(!preloaded(b"/x/liboslens.so.1 /liboslens.sox"));
+    }
+}
