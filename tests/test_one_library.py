@@ -28,6 +28,15 @@ def linked(tmp_path_factory):
     return exe
 
 
+@pytest.fixture(scope="module")
+def static(tmp_path_factory):
+    """tests/c/one_library.c linked with liboslens.a: the wrappers are in the program too."""
+    exe = tmp_path_factory.mktemp("onelib_static") / "one_library"
+    subprocess.run(["gcc", "-O2", "-o", exe, C_DIR / "one_library.c", *oslens_flags("--cflags"), *oslens_flags("--static"),
+                    "-lpthread"], check=True)
+    return exe
+
+
 def record(tmp_path, exe, *extra):
     trace = tmp_path / "trace"
     proc = run_oslens("record", "--no-kernel", "-f", "-o", trace, *extra, "--", exe, LOCKS)
@@ -55,3 +64,13 @@ def test_untraced_linked_program_calls_through(tmp_path, linked):
     proc = subprocess.run([linked, str(LOCKS)], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin"})
     assert json.loads(proc.stdout) == {"copies": 1, "preload_entries": 0, "locks": LOCKS}
+
+
+def test_statically_linked_program_under_record_records_each_lock_once(tmp_path, static):
+    # the program's own copy of the wrappers calls through to the preloaded library's
+    trace, out = record(tmp_path, static, "--sync", "all")
+    assert out == {"copies": 1, "preload_entries": 1, "locks": LOCKS}
+    got = kinds_of(dump(trace))
+    assert got["lock_acquire"] == got["lock_release"] == LOCKS
+    assert got["thread_create"] == got["thread_join_exit"] == 1
+    assert got["event"] == 1

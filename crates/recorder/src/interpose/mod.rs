@@ -4,9 +4,10 @@
 //! They were a library of their own (liboslens_preload.so), a second object for every process
 //! started under oslens to load and relocate (docs/recorder.md, "Start-up"). Here they call the
 //! recorder directly. They are on only in a process that records (OSLENS_TRACE) *and* was given
-//! liboslens through LD_PRELOAD (`on`): a program linked with liboslens but run with
-//! `--no-preload`, or not traced, has every wrapper call straight through to glibc's function
-//! (one relaxed load more). The real functions are found with dlsym(RTLD_NEXT, …) (dlvsym for
+//! liboslens through LD_PRELOAD, and only in liboslens.so itself (`decide`): a program linked
+//! with liboslens but run with `--no-preload`, or not traced, has every wrapper call straight
+//! through to glibc's function (one relaxed load more), and the copy in a program linked with
+//! liboslens.a calls through to the preloaded library's. The real functions are found with dlsym(RTLD_NEXT, …) (dlvsym for
 //! the condition variables, whose unversioned lookup finds glibc's 2.2.5 compatibility versions).
 //!
 //! Records (kinds in crates/format/src/kinds.rs; a = object address):
@@ -68,17 +69,36 @@ fn getenv(name: &CStr) -> Option<&'static CStr> {
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
 }
 
+const LIBRARY: &[u8] = b"liboslens.so";
+
+fn file_name(path: &[u8]) -> &[u8] {
+    path.rsplit(|&c| c == b'/').next().unwrap_or(path)
+}
+
 /// Whether LD_PRELOAD names liboslens.so (by file name: `oslens record` gives its path, a user
 /// may give the name alone); a program that links it without the preload keeps its locks its own.
 pub(crate) fn preloaded(ld_preload: &[u8]) -> bool {
-    ld_preload.split(|&c| c == b' ' || c == b':').any(|e| e.rsplit(|&c| c == b'/').next() == Some(b"liboslens.so"))
+    ld_preload.split(|&c| c == b' ' || c == b':').any(|e| file_name(e) == LIBRARY)
+}
+
+/// Whether this code is liboslens.so itself, not a copy linked into a program (liboslens.a) or
+/// into the Python extension: such a copy calls through to the preloaded library's wrappers,
+/// which record, rather than recording each call a second time.
+fn in_the_library() -> bool {
+    // SAFETY: dladdr fills `info` for an address of this code; dli_fname is a C string or null.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        libc::dladdr(decide as *const c_void, &mut info) != 0
+            && !info.dli_fname.is_null()
+            && file_name(CStr::from_ptr(info.dli_fname).to_bytes()) == LIBRARY
+    }
 }
 
 /// Decides, once, whether the wrappers record (see the module's comment).
 #[cold]
 fn decide() -> u8 {
     let tracing = getenv(c"OSLENS_TRACE").is_some_and(|v| !v.is_empty());
-    let on = tracing && getenv(c"LD_PRELOAD").is_some_and(|v| preloaded(v.to_bytes()));
+    let on = tracing && getenv(c"LD_PRELOAD").is_some_and(|v| preloaded(v.to_bytes())) && in_the_library();
     if on {
         SYNC_ALL.store(getenv(c"OSLENS_SYNC").is_some_and(|v| v.to_bytes() == b"all"), Relaxed);
         RECORDER_BASE.store(object_base(osl_record_raw as *const c_void), Relaxed);
