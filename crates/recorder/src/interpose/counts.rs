@@ -115,7 +115,8 @@ fn tid() -> u32 {
 fn new_table(owner: u32) -> Option<&'static Table> {
     // every field is an atomic whose zero is its empty state
     // SAFETY: a non-zero-sized layout; the zeroed memory is a valid Table.
-    let p = unsafe { std::alloc::alloc_zeroed(std::alloc::Layout::new::<Table>()) } as *mut Table;
+    // the program's memory, not the recorder's reserve (mod.rs, system_alloc)
+    let p = unsafe { std::alloc::GlobalAlloc::alloc_zeroed(&std::alloc::System, std::alloc::Layout::new::<Table>()) } as *mut Table;
     if p.is_null() {
         return None;
     }

@@ -202,6 +202,22 @@ macro_rules! real {
 
 pub(crate) use real;
 
+/// The wrappers' allocations are the program's, not the recorder's: they go to the system
+/// allocator and, when it fails, take their fallback (a thread started unwrapped, a lock counted
+/// one record at a time, an environment left as it is) instead of the recorder's reserve
+/// (alloc.rs), which only carries the recorder to a stop.
+pub(crate) fn system_alloc(layout: std::alloc::Layout) -> *mut u8 {
+    use std::alloc::GlobalAlloc;
+    // SAFETY: the wrappers' layouts are non-zero-sized.
+    unsafe { std::alloc::System.alloc(layout) }
+}
+
+/// Frees what `system_alloc` returned.
+pub(crate) unsafe fn system_free(p: *mut u8, layout: std::alloc::Layout) {
+    use std::alloc::GlobalAlloc;
+    std::alloc::System.dealloc(p, layout)
+}
+
 fn errno() -> c_int {
     // SAFETY: errno location of the calling thread.
     unsafe { *libc::__errno_location() }
@@ -455,8 +471,10 @@ struct Start {
 }
 
 extern "C" fn thread_start(p: P) -> P {
-    // SAFETY: boxed by pthread_create below, handed to exactly one thread.
-    let start = unsafe { Box::from_raw(p as *mut Start) };
+    // SAFETY: written by pthread_create below into memory of system_alloc, handed to exactly
+    // one thread, which frees it here.
+    let start = unsafe { (p as *mut Start).read() };
+    unsafe { system_free(p as *mut u8, std::alloc::Layout::new::<Start>()) };
     // SAFETY: no preconditions.
     let me = unsafe { libc::pthread_self() } as u64;
     // a thread that records nothing of its own then gets no chunk (the recorder's ledger)
@@ -475,7 +493,7 @@ pub unsafe extern "C" fn pthread_create(t: *mut libc::pthread_t, attr: P, f: Sta
     }
     // allocated without aborting: with memory exhausted the thread starts unwrapped (its start
     // is not recorded) and the program runs on
-    let start = std::alloc::alloc(std::alloc::Layout::new::<Start>()) as *mut Start;
+    let start = system_alloc(std::alloc::Layout::new::<Start>()) as *mut Start;
     if start.is_null() {
         let r = real(t, attr, f, arg);
         rec(kinds::THREAD_CREATE, 0, if r == 0 { *t as u64 } else { 0 }, r as u64);
@@ -484,7 +502,7 @@ pub unsafe extern "C" fn pthread_create(t: *mut libc::pthread_t, attr: P, f: Sta
     start.write(Start { f, arg, creator_tid: libc::gettid() as u64 });
     let r = real(t, attr, thread_start, start as P);
     if r != 0 {
-        drop(Box::from_raw(start));
+        system_free(start as *mut u8, std::alloc::Layout::new::<Start>());
     }
     rec(kinds::THREAD_CREATE, 0, if r == 0 { *t as u64 } else { 0 }, r as u64);
     r

@@ -8,9 +8,10 @@
 //! glibc implements them with its internal execve, so their children are still traced through
 //! the inherited environment, only without the PROCESS_EXEC marker.
 
-use super::{counts, define_name, errno, real, rec, recording};
+use super::{counts, define_name, errno, real, rec, recording, system_alloc, system_free};
+use std::alloc::Layout;
 use oslens_format::kinds;
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
 
 type P = *mut std::ffi::c_void;
@@ -86,54 +87,70 @@ unsafe fn fix_env(envp: Argv) -> Argv {
         n += 1;
     }
     // with memory exhausted the environment goes unchanged (the new image may run unrecorded)
-    // rather than the allocation aborting the program
-    let mut entries: Vec<*const c_char> = Vec::new();
-    if entries.try_reserve_exact(n + kept + 1).is_err() {
+    // rather than the allocation aborting the program (the program's memory: mod.rs, system_alloc)
+    let Ok(layout) = Layout::array::<*const c_char>(n + kept + 1) else { return envp };
+    let entries = system_alloc(layout) as *mut *const c_char;
+    if entries.is_null() {
         return envp;
     }
-    for i in 0..n {
-        entries.push(*envp.add(i));
-    }
+    std::ptr::copy_nonoverlapping(envp, entries, n);
+    let mut len = n;
     let mut changed = false;
     for want in keep() {
         let want_b = want.to_bytes();
         let eq = want_b.iter().position(|&c| c == b'=').unwrap_or(0);
         let key = &want_b[..=eq];
-        let found = entries.iter().position(|&e| CStr::from_ptr(e).to_bytes().starts_with(key));
+        let found = (0..len).find(|&i| CStr::from_ptr(*entries.add(i)).to_bytes().starts_with(key));
         match found {
             None => {
-                entries.push(want.as_ptr());
+                *entries.add(len) = want.as_ptr();
+                len += 1;
                 changed = true;
             }
             Some(idx) if key == b"LD_PRELOAD=" => {
-                let theirs = &CStr::from_ptr(entries[idx]).to_bytes()[key.len()..];
-                let ours = &want_b[key.len()..];
-                let missing = ours.split(|&c| c == b' ' || c == b':').any(|lib| !lib.is_empty() && !theirs.split(|&c| c == b' ' || c == b':').any(|t| t == lib));
-                if missing {
-                    let mut merged = Vec::new();
-                    if merged.try_reserve_exact(want_b.len() + theirs.len() + 2).is_err() {
-                        continue;
-                    }
-                    merged.extend_from_slice(want_b);
-                    if !theirs.is_empty() {
-                        merged.push(b' ');
-                        merged.extend_from_slice(theirs);
-                    }
-                    if let Ok(s) = CString::new(merged) {
-                        entries[idx] = s.into_raw();
-                        changed = true;
-                    }
+                if let Some(merged) = merge_preload(want_b, CStr::from_ptr(*entries.add(idx)).to_bytes()) {
+                    *entries.add(idx) = merged;
+                    changed = true;
                 }
             }
             Some(_) => {}
         }
     }
     if !changed {
+        system_free(entries as *mut u8, layout);
         return envp;
     }
-    entries.push(std::ptr::null());
-    let leaked = entries.leak();
-    leaked.as_ptr()
+    *entries.add(len) = std::ptr::null();
+    entries // leaked: exec replaces the process
+}
+
+/// The libraries of an LD_PRELOAD value (separated by spaces or colons).
+fn words(s: &[u8]) -> impl Iterator<Item = &[u8]> {
+    s.split(|&c| c == b' ' || c == b':').filter(|w| !w.is_empty())
+}
+
+/// "LD_PRELOAD=ours theirs" when `theirs` (their whole entry) lacks one of ours, or None: nothing
+/// missing, or no memory for it.
+unsafe fn merge_preload(want: &[u8], their_entry: &[u8]) -> Option<*const c_char> {
+    let key = b"LD_PRELOAD=".len();
+    let (ours, theirs) = (&want[key..], &their_entry[key..]);
+    if !words(ours).any(|lib| !words(theirs).any(|t| t == lib)) {
+        return None;
+    }
+    let len = want.len() + 1 + theirs.len() + 1;
+    let p = system_alloc(Layout::array::<u8>(len).ok()?);
+    if p.is_null() {
+        return None;
+    }
+    std::ptr::copy_nonoverlapping(want.as_ptr(), p, want.len());
+    let mut at = want.len();
+    if !theirs.is_empty() {
+        *p.add(at) = b' ';
+        std::ptr::copy_nonoverlapping(theirs.as_ptr(), p.add(at + 1), theirs.len());
+        at += 1 + theirs.len();
+    }
+    *p.add(at) = 0;
+    Some(p as *const c_char)
 }
 
 fn record_exec(path: *const c_char) -> u32 {
@@ -192,11 +209,37 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) ->
     r
 }
 
+/// "fd:N" in `buf`, NUL-terminated (on the stack: nothing allocated before an exec).
+fn fd_name(fd: c_int, buf: &mut [u8; 24]) -> *const c_char {
+    buf[..3].copy_from_slice(b"fd:");
+    let mut digits = [0u8; 12];
+    let (mut v, mut n) = (fd.unsigned_abs(), 0);
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let mut at = 3;
+    if fd < 0 {
+        buf[at] = b'-';
+        at += 1;
+    }
+    for i in (0..n).rev() {
+        buf[at] = digits[i];
+        at += 1;
+    }
+    buf[at] = 0;
+    buf.as_ptr() as *const c_char
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     let real = real!(c"fexecve" => fn(c_int, Argv, Argv) -> c_int);
-    let name = CString::new(format!("fd:{fd}")).unwrap_or_default();
-    let id = record_exec(name.as_ptr());
+    let mut name = [0u8; 24];
+    let id = record_exec(fd_name(fd, &mut name));
     let r = real(fd, argv, fix_env(envp));
     record_exec_failed(id);
     r
@@ -249,3 +292,30 @@ static CONSTRUCTOR: extern "C" fn() = {
     }
     constructor
 };
+
+#[cfg(test)]
+mod tests {
+    use super::{fd_name, merge_preload};
+    use std::ffi::CStr;
+
+    fn merged(want: &[u8], theirs: &[u8]) -> Option<String> {
+        // SAFETY: merge_preload returns null or a NUL-terminated string it allocated.
+        unsafe { merge_preload(want, theirs).map(|p| CStr::from_ptr(p).to_string_lossy().into_owned()) }
+    }
+
+    #[test]
+    fn ours_go_in_front_of_theirs_once() {
+        assert_eq!(merged(b"LD_PRELOAD=/a/liboslens.so", b"LD_PRELOAD=/x/o.so").as_deref(), Some("LD_PRELOAD=/a/liboslens.so /x/o.so"));
+        assert_eq!(merged(b"LD_PRELOAD=/a/liboslens.so", b"LD_PRELOAD=").as_deref(), Some("LD_PRELOAD=/a/liboslens.so"));
+        assert_eq!(merged(b"LD_PRELOAD=/a/liboslens.so", b"LD_PRELOAD=/x/o.so:/a/liboslens.so"), None);
+    }
+
+    #[test]
+    fn exec_by_descriptor_is_named_on_the_stack() {
+        let mut buf = [0u8; 24];
+        // SAFETY: fd_name NUL-terminates within buf.
+        assert_eq!(unsafe { CStr::from_ptr(fd_name(7, &mut buf)) }, c"fd:7");
+        assert_eq!(unsafe { CStr::from_ptr(fd_name(-12, &mut buf)) }, c"fd:-12");
+        assert_eq!(unsafe { CStr::from_ptr(fd_name(i32::MAX, &mut buf)) }, c"fd:2147483647");
+    }
+}
