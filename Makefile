@@ -20,7 +20,6 @@ native:
 	PYO3_PYTHON=$(abspath $(PY)) cargo build --release --workspace --quiet
 	@mkdir -p $(VENV)/lib/pkgconfig $(VENV)/include
 	install -m 755 $(CARGO_OUT)/liboslens.so $(VENV)/lib/liboslens.so
-	@if [ -f $(CARGO_OUT)/liboslens_preload.so ]; then install -m 755 $(CARGO_OUT)/liboslens_preload.so $(VENV)/lib/; fi
 	install -m 644 $(CARGO_OUT)/liboslens.a $(VENV)/lib/liboslens.a
 	install -m 644 crates/recorder/include/oslens.h $(VENV)/include/oslens.h
 	gfortran -O2 -fPIC -c crates/recorder/fortran/oslens.f90 -J $(VENV)/include -o target/oslens_fortran.o

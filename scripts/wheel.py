@@ -24,11 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # What ships, once: (a glob under the clone, as `make` leaves it; the folder under oslens/prefix).
-# A library folded into another (liboslens_preload.so into liboslens) is one line less here.
+# liboslens.so holds the preload wrappers too (issue 31): one library to ship and to preload.
 FILES = [
     (".venv/lib/liboslens.so", "lib"),
     (".venv/lib/liboslens.a", "lib"),
-    (".venv/lib/liboslens_preload.so", "lib"),
     (".venv/lib/liboslens_fortran.a", "lib"),
     (".venv/include/oslens.h", "include"),
     (".venv/include/oslens.mod", "include"),
@@ -43,7 +42,7 @@ SHARED = [
     (".venv/share/bash-completion/completions/oslens", "share/bash-completion/completions"),
     (".venv/share/zsh/site-functions/_oslens", "share/zsh/site-functions"),
 ]
-OPTIONAL = {".venv/lib/liboslens_preload.so"}  # make installs it only while it is a library of its own
+OPTIONAL: set[str] = set()  # files make may not install (none since the preload library was folded in)
 LABS = ROOT / "workloads" / "labs"
 PC_PREFIX = "${pcfiledir}/../.."  # oslens.pc sits in PREFIX/lib/pkgconfig wherever pip put it
 STAGED = ("pyproject.toml", "setup.py", "README.md")

@@ -11,8 +11,13 @@ own start-up is in them. Targets (issue 22): a process that records nothing adds
 own bare time (<= 2x bare), a thread that records nothing <= 20 us, <= 64 KiB of disk per
 process.
 
+With `--before DIR` (the liboslens.so and liboslens_preload.so of a build before issue 31, which
+preloaded the wrappers as a second library), the same run also times `libs_only_before` and
+`oslens_no_kernel_before` (`oslens record --no-preload` with those two libraries preloaded by
+hand), so one library against two is a ratio within one run.
+
 usage: run.py [--rounds 3] [--procs 1000] [--threads 1000] [--events sched,syscalls] [--quick]
-              [--cases process,thread]
+              [--cases process,thread] [--before DIR]
 """
 
 import argparse
@@ -34,6 +39,9 @@ sys.path.insert(0, str(HERE.parent / "kernel_overhead"))
 from run import leaving_tracefs_as_found, under_tool  # noqa: E402  (the same tool commands as there)
 
 CFGS = ["bare", "libs_only", "oslens_no_kernel", "oslens_no_kernel_no_spares", "oslens_kernel", "perf"]
+BEFORE_CFGS = ["libs_only_before", "oslens_no_kernel_before"]
+# the libraries of the build before the wrappers were folded into liboslens (--before)
+BEFORE_LIBS = ("liboslens.so", "liboslens_preload.so")
 
 
 def build(work: Path) -> Path:
@@ -43,13 +51,13 @@ def build(work: Path) -> Path:
     return exe
 
 
-def library_env() -> dict:
-    """The environment with only the recorder and the wrappers preloaded, not tracing: what
-    loading and relocating them costs a process."""
-    lib = ROOT / ".venv" / "lib"
+def library_env(before: Path | None = None) -> dict:
+    """The environment with only the recorder (which holds the wrappers) preloaded, not tracing:
+    what loading and relocating it costs a process; with `before`, that build's two libraries."""
+    libs = [before / n for n in BEFORE_LIBS] if before else [ROOT / ".venv" / "lib" / "liboslens.so"]
     env = dict(os.environ)
     env.pop("OSLENS_TRACE", None)
-    env["LD_PRELOAD"] = f"{lib / 'liboslens.so'} {lib / 'liboslens_preload.so'}"
+    env["LD_PRELOAD"] = " ".join(map(str, libs))
     return env
 
 
@@ -64,13 +72,17 @@ def disk(raw: Path) -> tuple[int, int, int]:
     return alloc, apparent, files
 
 
-def run_one(cfg: str, cmd: list[str], work: Path, events: str) -> dict:
+def run_one(cfg: str, cmd: list[str], work: Path, events: str, before: Path | None = None) -> dict:
     trace = work / "trace"
     shutil.rmtree(trace, ignore_errors=True)
     env = None
-    if cfg in ("bare", "libs_only"):
+    if cfg in ("bare", "libs_only", "libs_only_before"):
         full = cmd
-        env = library_env() if cfg == "libs_only" else None
+        env = None if cfg == "bare" else library_env(before if cfg == "libs_only_before" else None)
+    elif cfg == "oslens_no_kernel_before":  # the old two libraries, preloaded by hand into a traced run
+        full = under_tool("oslens_no_kernel", cmd, trace, work / "perf.data", events)
+        full.insert(full.index("record") + 1, "--no-preload")
+        env = library_env(before)
     elif cfg == "oslens_no_kernel_no_spares":  # the same without the pool of spare chunk files
         full = under_tool("oslens_no_kernel", cmd, trace, work / "perf.data", events)
         env = {**os.environ, "OSLENS_SPARE_FILES": "0"}
@@ -96,7 +108,7 @@ def run_one(cfg: str, cmd: list[str], work: Path, events: str) -> dict:
 
 def summarise(runs: list[dict], n: int) -> dict:
     out = {}
-    for cfg in CFGS:
+    for cfg in CFGS + BEFORE_CFGS:
         rs = [r for r in runs if r["cfg"] == cfg and r["wall"] is not None and r["rc"] == 0]
         if not rs:
             continue
@@ -133,11 +145,15 @@ def main() -> int:
     ap.add_argument("--events", default="sched,syscalls")
     ap.add_argument("--quick", action="store_true", help="1 round of 200 processes and 200 threads")
     ap.add_argument("--cases", default="process,thread", help="which cases: process, thread (comma-separated)")
+    ap.add_argument("--before", type=Path, help="folder with liboslens.so and liboslens_preload.so of an earlier build")
     args = ap.parse_args()
+    if args.before and not all((args.before / n).is_file() for n in BEFORE_LIBS):
+        print(f"run.py: --before {args.before} has not {' and '.join(BEFORE_LIBS)}", file=sys.stderr)
+        return 2
     if args.quick:
         args.rounds, args.procs, args.threads = 1, 200, 200
     have_perf = shutil.which("perf") is not None and os.geteuid() == 0
-    cfgs = [c for c in CFGS if have_perf or c not in ("perf", "oslens_kernel")]
+    cfgs = [c for c in CFGS if have_perf or c not in ("perf", "oslens_kernel")] + (BEFORE_CFGS if args.before else [])
     work = Path(tempfile.mkdtemp(prefix="oslens-startbench-"))
     try:
         exe = build(work)
@@ -151,13 +167,14 @@ def main() -> int:
             for case, (argv, _) in cases.items():
                 order = cfgs[r % len(cfgs):] + cfgs[: r % len(cfgs)]
                 for cfg in order:
-                    rec = run_one(cfg, [str(exe), *map(str, argv)], work, args.events)
+                    rec = run_one(cfg, [str(exe), *map(str, argv)], work, args.events, args.before)
                     runs[case].append({"round": r, **rec})
                     print(json.dumps({"case": case, "round": r, **rec}), file=sys.stderr, flush=True)
         result = {
             "benchmark": "process_start",
             "rounds": args.rounds,
             "kernel_events": args.events,
+            "before": str(args.before) if args.before else None,
             "perf": "perf record -m 64M -e <the same tracepoints>" if have_perf else "not run (no perf, or not root)",
             "load_average": os.getloadavg(),
             "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},

@@ -18,6 +18,7 @@ mod growth;
 mod instruments;
 mod names;
 mod helper;
+mod interpose;
 mod session;
 mod memlimit;
 mod space;

@@ -4,7 +4,7 @@ calib.c runs one loop N times empty and N times with one instrumentation point o
 interleaved and repeated; C = (t_i - t_0) / N per repetition (t = CPU time of the thread, so
 preemption by other load does not count), summarised by the lower quartile over the repetitions
 with its 95% order-statistic interval (the median, its interval and the mean beside it). The preload wrappers' cost per record is
-measured the same way: a pthread_mutex_lock/unlock loop with and without liboslens_preload.so,
+measured the same way: a pthread_mutex_lock/unlock loop with and without the preloaded wrappers (liboslens.so),
 whose difference per iteration covers three records (request, acquire, release).
 """
 
@@ -45,7 +45,7 @@ KINDS = {
     "raw": ("osl_record_raw(...): one record through the low-level entry (preload, function hooks)", 1),
     "off": ("osl_event(...) while recording is disabled: the cost of a no-op call", 0),
 }
-PRELOAD_KIND = ("preload_sync", "pthread_mutex_lock+unlock through liboslens_preload.so, per record (3 per iteration)", 3)
+PRELOAD_KIND = ("preload_sync", "pthread_mutex_lock+unlock through the preloaded wrappers, per record (3 per iteration)", 3)
 
 # region calls hash their name: the per-byte slope from the 1- and 32-byte names, anchored at the
 # 9-byte name region_begin/region_end are measured with (in_vivo charges each trace's name lengths)
@@ -223,8 +223,8 @@ def startup(program: Path, reps: int, workdir: Path, preload_env: dict | None = 
       wall, cpu          the fixed cost: start-up and exit of a process that records one event
                          (trace files created, its thread's buffer set up, the helper thread
                          started, chunks closed);
-      wall_preload, cpu_preload   the same with the preload library (liboslens_preload.so
-                         loaded, its symbols resolved): what `oslens record --preload` adds to a
+      wall_preload, cpu_preload   the same with liboslens.so preloaded (its wrappers
+                         on, its symbols resolved): what `oslens record --preload` adds to a
                          process that makes no synchronisation call;
       per_thread_cpu     what each further recording thread costs the process (its buffer set
                          up, its first window prepared, released when it exits);

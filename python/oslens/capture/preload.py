@@ -1,9 +1,10 @@
 """The traced program's environment for auto-instrumentation (called by `oslens record`).
 
-- `--preload` (default: on for dynamically linked programs): LD_PRELOAD of liboslens.so and
-  liboslens_preload.so, the pthread / semaphore / thread / fork / exec / exit wrappers. liboslens
-  is preloaded too so that its `__cyg_profile_func_enter/exit` take precedence over glibc's
-  no-op ones: a program built with -finstrument-functions is traced without linking -loslens.
+- `--preload` (default: on for dynamically linked programs): LD_PRELOAD of liboslens.so, which
+  holds the pthread / semaphore / thread / fork / exec / exit wrappers (on only when it is
+  preloaded: crates/recorder/src/interpose) and whose `__cyg_profile_func_enter/exit` take
+  precedence over glibc's no-op ones: a program built with -finstrument-functions is traced
+  without linking -loslens. One library, so a process started under oslens loads one object.
 - `--trace-python FILTER`: a `sitecustomize` directory prepended to PYTHONPATH that starts the
   Python function tracer (oslens.instrument) for functions whose qualified name matches FILTER.
 """
@@ -19,7 +20,6 @@ from pathlib import Path
 from oslens import paths
 from oslens.errors import OslensError
 
-PRELOAD_LIB = "liboslens_preload.so"
 PYSITE = Path(__file__).resolve().parent / "pysite"
 
 
@@ -31,14 +31,14 @@ def _find_library(name: str) -> Path | None:
     return None
 
 
-def preload_library() -> Path | None:
-    """liboslens_preload.so: installed beside liboslens.so, or in the cargo build folder."""
-    return _find_library(PRELOAD_LIB)
-
-
 def recorder_library() -> Path | None:
     lib = paths.liboslens()
     return lib if lib.is_file() else _find_library("liboslens.so")
+
+
+def preload_library() -> Path | None:
+    """The library `--preload` loads: liboslens.so itself, which holds the wrappers."""
+    return recorder_library()
 
 
 def resolve_program(exe: str, env: dict | None = None) -> Path | None:
@@ -145,16 +145,15 @@ def environment(env: dict, options: dict) -> dict:
         exe = resolve_program(command[0], env)
         want = bool(exe and is_dynamic(exe))
     if want:
-        lib, rec = preload_library(), recorder_library()
-        if lib is None or rec is None:
-            missing = PRELOAD_LIB if lib is None else "liboslens.so"
+        lib = preload_library()
+        if lib is None:
             if options.get("preload"):
-                raise OslensError(f"--preload needs {missing}, which is not built; run 'make' first", 2)
+                raise OslensError("--preload needs liboslens.so, which is not built; run 'make' first", 2)
         else:
-            ours = [str(rec), str(lib)]
-            theirs = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e not in ours]
-            env["LD_PRELOAD"] = " ".join(ours + theirs)
-            # read by liboslens_preload: every lock acquisition recorded, not only contended ones
+            # ours first, and any other liboslens.so of theirs left out: one recorder per process
+            theirs = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if Path(e).name != lib.name]
+            env["LD_PRELOAD"] = " ".join([str(lib)] + theirs)
+            # read by the wrappers: every lock acquisition recorded, not only contended ones
             env.pop("OSLENS_SYNC", None)
             if options.get("sync") == "all":
                 env["OSLENS_SYNC"] = "all"

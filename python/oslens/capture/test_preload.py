@@ -28,17 +28,15 @@ def test_dynamic_static_and_scripts(tmp_path):
             assert preload.is_dynamic(static) is False
 
 
-def test_environment_preloads_recorder_then_wrappers(tmp_path, monkeypatch):
-    lib = tmp_path / "liboslens_preload.so"
+def test_environment_preloads_one_library(tmp_path, monkeypatch):
     rec = tmp_path / "liboslens.so"
-    lib.write_bytes(b"")
     rec.write_bytes(b"")
-    monkeypatch.setattr(preload, "preload_library", lambda: lib)
     monkeypatch.setattr(preload, "recorder_library", lambda: rec)
     trace = tmp_path / "trace"
-    env = preload.environment({"OSLENS_TRACE": str(trace), "LD_PRELOAD": "/x/libother.so"},
+    env = preload.environment({"OSLENS_TRACE": str(trace), "LD_PRELOAD": "/x/libother.so /y/liboslens.so"},
                               {"command": ["sh"], "preload": None, "trace_python": "mod.*", "func_min_ns": 500})
-    assert env["LD_PRELOAD"].split() == [str(rec), str(lib), "/x/libother.so"]
+    # the wrappers are in liboslens.so: one entry, and another copy of it is not preloaded too
+    assert env["LD_PRELOAD"].split() == [str(rec), "/x/libother.so"]
     assert env["OSLENS_PYTHON_FILTER"] == "mod.*"
     assert env["PYTHONPATH"].split(":")[0] == str(preload.PYSITE)
     assert env["OSLENS_FUNC_MIN_NS"] == "500"
@@ -51,6 +49,6 @@ def test_environment_preloads_recorder_then_wrappers(tmp_path, monkeypatch):
 def test_explicit_preload_without_library_is_an_error(monkeypatch):
     from oslens.errors import OslensError
 
-    monkeypatch.setattr(preload, "preload_library", lambda: None)
+    monkeypatch.setattr(preload, "recorder_library", lambda: None)
     with pytest.raises(OslensError, match="not built"):
         preload.environment({}, {"command": ["sh"], "preload": True})

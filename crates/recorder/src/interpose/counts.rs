@@ -13,7 +13,7 @@
 //! therefore loses, per thread, only the acquisitions since its last flush: fewer than
 //! FLUSH_EVERY, and none for a thread blocked in a wrapped wait.
 
-use crate::rec;
+use super::rec;
 use oslens_format::kinds;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
@@ -115,7 +115,8 @@ fn tid() -> u32 {
 fn new_table(owner: u32) -> Option<&'static Table> {
     // every field is an atomic whose zero is its empty state
     // SAFETY: a non-zero-sized layout; the zeroed memory is a valid Table.
-    let p = unsafe { std::alloc::alloc_zeroed(std::alloc::Layout::new::<Table>()) } as *mut Table;
+    // the program's memory, not the recorder's reserve (mod.rs, system_alloc)
+    let p = unsafe { std::alloc::GlobalAlloc::alloc_zeroed(&std::alloc::System, std::alloc::Layout::new::<Table>()) } as *mut Table;
     if p.is_null() {
         return None;
     }
@@ -171,7 +172,7 @@ fn counter_id(addr: u64) -> u32 {
     for i in 0..digits {
         name[2 + i] = b"0123456789abcdef"[(addr >> (4 * (digits - 1 - i)) & 0xf) as usize];
     }
-    crate::define_name(kinds::NAME_COUNTER, name.as_ptr() as *const std::ffi::c_char)
+    super::define_name(kinds::NAME_COUNTER, name.as_ptr() as *const std::ffi::c_char)
 }
 
 /// Writes one slot's count since its last flush; false if nothing moved.
