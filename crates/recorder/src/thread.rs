@@ -317,12 +317,13 @@ impl ThreadState {
         self.fast_limit = 0;
     }
 
-    /// In blocking mode, pauses the program to open the next chunk and records the pause.
+    /// In blocking and rotating (flight) mode, opens the next chunk and records the time it took
+    /// as a pause; a rotating chunk's file comes from the spare pool, so that time is short.
     #[cold]
     fn make_room(&mut self, n: u64) -> bool {
         let cfg = match config() {
             // after an allocation failed no new chunk is tried (alloc.rs)
-            Some(c) if matches!(c.on_full, OnFull::Block) && !self.chunk.faulted() && !crate::alloc::any_failed() => c,
+            Some(c) if (matches!(c.on_full, OnFull::Block) || c.rotate) && !self.chunk.faulted() && !crate::alloc::any_failed() => c,
             _ => return false,
         };
         let start = clock::now();
