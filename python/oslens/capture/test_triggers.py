@@ -1,0 +1,204 @@
+"""The flight recorder's triggers: the spec language (every form, bad specs' one-line messages)
+and the watcher over a real recording of tests/c/trigger_target.c, replayed as it grew
+(oslens_testing.capture.replay) and polled in steps."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from oslens.capture import triggers
+from oslens.capture.trigger_spec import Cond
+
+ROOT = Path(__file__).resolve().parents[3]
+OSLENS = ROOT / ".venv" / "bin" / "oslens"
+MS = 1_000_000
+
+
+# -- the language -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec, first, within", [
+    ("region:work>50ms", Cond("region", "work", 50 * MS), ()),
+    ("timer:phase>1.5s", Cond("timer", "phase", 1_500_000_000), ()),
+    ("event:checkpoint", Cond("event", "checkpoint", None), ()),
+    ("counter:items>5", Cond("counter", "items", 5.0), ()),
+    ("counter:items>-2.5", Cond("counter", "items", -2.5), ()),
+    ("syscall:fsync>20ms", Cond("syscall", "fsync", 20 * MS), ()),
+    ("runq>5ms", Cond("runq", "", 5 * MS), ()),
+    ("offcpu>250us", Cond("offcpu", "", 250_000), ()),
+    ("offcpu > 100 ns", Cond("offcpu", "", 100), ()),
+    ("region:request>50ms and offcpu>20ms", Cond("region", "request", 50 * MS), (Cond("offcpu", "", 20 * MS),)),
+    ("region:X>50ms AND runq>10ms and offcpu>1ms", Cond("region", "X", 50 * MS),
+     (Cond("runq", "", 10 * MS), Cond("offcpu", "", MS))),
+    ("syscall:clock_nanosleep>20ms and offcpu>10ms", Cond("syscall", "clock_nanosleep", 20 * MS), (Cond("offcpu", "", 10 * MS),)),
+    ("region:db query>2ms", Cond("region", "db query", 2 * MS), ()),
+])
+def test_every_form_parses(spec, first, within):
+    t = triggers.parse(spec)
+    assert (t.first, t.within) == (first, within)
+    assert t.spec == " ".join(spec.split())
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("", "empty trigger (forms: region:NAME>DUR, timer:NAME>DUR, syscall:NAME>DUR, event:NAME, counter:NAME>VALUE, "
+         "runq>DUR, offcpu>DUR)"),
+    ("region:work>50", "trigger 'region:work>50': '50' is not a duration (a number and one of ns, us, ms, s: '50ms')"),
+    ("region:work>50min", "trigger 'region:work>50min': '50min' is not a duration (a number and one of ns, us, ms, s: '50ms')"),
+    ("region:work", "trigger 'region:work': 'region:work' needs a name and a threshold ('region:NAME>50ms')"),
+    ("region:>5ms", "trigger 'region:>5ms': 'region:>5ms' needs a name and a threshold ('region:NAME>50ms')"),
+    ("counter:items>many", "trigger 'counter:items>many': counter threshold 'many' is not a number"),
+    ("counter:items", "trigger 'counter:items': 'counter:items' needs a name and a threshold ('counter:NAME>100')"),
+    ("event:", "trigger 'event:': 'event:NAME' takes a name and no threshold"),
+    ("event:x>5ms", "trigger 'event:x>5ms': 'event:NAME' takes a name and no threshold"),
+    ("syscall:fsynk>20ms", "trigger 'syscall:fsynk>20ms': unknown system call 'fsynk' (x86_64 names, as in 'man 2 syscalls')"),
+    ("runq", "trigger 'runq': 'runq' needs a threshold ('runq>5ms')"),
+    ("idle>5ms", "trigger 'idle>5ms': unknown condition 'idle>5ms' (forms: region:NAME>DUR, timer:NAME>DUR, "
+                 "syscall:NAME>DUR, event:NAME, counter:NAME>VALUE, runq>DUR, offcpu>DUR)"),
+    ("lock:m>5ms", "trigger 'lock:m>5ms': unknown condition 'lock:m>5ms' (forms: region:NAME>DUR, timer:NAME>DUR, "
+                   "syscall:NAME>DUR, event:NAME, counter:NAME>VALUE, runq>DUR, offcpu>DUR)"),
+    ("offcpu>5ms and region:x>1ms", "trigger 'offcpu>5ms and region:x>1ms': 'and' joins one region, timer or syscall "
+                                    "condition, first, with runq or offcpu conditions on its thread inside it"),
+    ("event:a and offcpu>1ms", "trigger 'event:a and offcpu>1ms': 'and' joins one region, timer or syscall "
+                               "condition, first, with runq or offcpu conditions on its thread inside it"),
+    ("region:a>1ms and region:b>1ms", "trigger 'region:a>1ms and region:b>1ms': 'and' joins one region, timer or "
+                                      "syscall condition, first, with runq or offcpu conditions on its thread inside it"),
+])
+def test_bad_specs_say_what_is_wrong_in_one_line(spec, message):
+    with pytest.raises(ValueError) as err:
+        triggers.parse(spec)
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+# -- the watcher on a real recording ------------------------------------------------------
+
+SPECS = ["region:work>50ms", "region:fast>0ns", "timer:phase>50ms", "event:checkpoint", "counter:items>5",
+         "syscall:clock_nanosleep>20ms", "syscall:fsync>0ns", "region:work>50ms and offcpu>40ms"]
+DETAIL = re.compile(r"(\w+) (\S+) (?:took|ran) ([\d.]+) ms on tid (\d+)(?:, ([\d.]+) ms of it off CPU)?$")
+
+
+def _oslens(*args, **kw):
+    return subprocess.run([str(OSLENS), *map(str, args)], capture_output=True, text=True, check=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    """tests/c/trigger_target.c built against liboslens."""
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    out = tmp_path_factory.mktemp("trig") / "trigger_target"
+    flags = _oslens("flags", "--cflags").stdout.split() + _oslens("flags", "--libs").stdout.split()
+    subprocess.run(["gcc", "-O2", "-o", str(out), str(ROOT / "tests/c/trigger_target.c"), *flags, "-lpthread"], check=True)
+    return out
+
+
+def _record(target, trace: Path, *args, prefix=()):
+    proc = subprocess.run([*prefix, str(OSLENS), "record", "--no-import", "-o", str(trace), "--", str(target), *args],
+                          capture_output=True, text=True, check=True)
+    tids = [int(x) for x in re.search(r"tids (\d+) (\d+)", proc.stdout).groups()]
+    if not list((trace / "raw").glob("kernel-*.osl")):
+        pytest.skip("no kernel records here (the kernel collector needs tracepoints): " + proc.stderr.strip())
+    return tids
+
+
+@pytest.fixture(scope="module")
+def basic(target, tmp_path_factory):
+    """trigger_target basic recorded; (trace, main tid, second tid, the imported copy's tables)."""
+    base = tmp_path_factory.mktemp("basic")
+    trace = base / "T"
+    main, other = _record(target, trace, "basic", base / "fsync.dat")
+    shutil.copytree(trace, base / "imported")
+    _oslens("import", base / "imported")
+    return trace, main, other, base / "imported" / "tables"
+
+
+def _query(tables: Path, sql: str):
+    import duckdb
+
+    con = duckdb.connect()
+    for name in ("regions", "cpu_slices"):
+        con.execute(f"create view {name} as select * from '{tables / name}.parquet'")
+    return con.execute(sql).fetchall()
+
+
+def _off_cpu(tables: Path, tid: int, begin: int, end: int) -> int:
+    """ns thread `tid` was off CPU inside [begin, end], by the import's cpu_slices (the oracle)."""
+    on = _query(tables, f"select coalesce(sum(least(end_ns, {end}) - greatest(start_ns, {begin})), 0) from cpu_slices "
+                        f"where tid = {tid} and end_ns > {begin} and start_ns < {end}")[0][0]
+    return end - begin - on
+
+
+def _by_spec(fired):
+    out = {}
+    for f in fired:
+        out.setdefault(f.spec, []).append(f)
+    return out
+
+
+def test_the_watcher_fires_each_condition_with_the_imports_numbers(basic):
+    trace, main, other, tables = basic
+    w = triggers.Watcher(trace / "raw", [triggers.parse(s) for s in SPECS])
+    fired = w.poll()
+    assert [f.t_ns for f in fired] == sorted(f.t_ns for f in fired)
+    assert w.poll() == []  # nothing new: nothing fired again
+    w.close()
+    got = _by_spec(fired)
+    regions = _query(tables, "select tid, begin_ns, end_ns, duration_ns from regions where name = 'work' order by end_ns")
+    assert [(r[0]) for r in regions] == [main, main, other]
+    work = got.pop("region:work>50ms")
+    assert [int(DETAIL.match(f.detail).group(4)) for f in work] == [main, main, other]
+    for f, (tid, begin, end, took) in zip(work, regions):
+        # the online clock (one line through the headers' and the watcher's own pairs) against the import's fit
+        assert abs(f.t_ns - end) < 50_000, (f, end)
+        assert f.detail == f"region work took {took / 1e6:.1f} ms on tid {tid}" or \
+            abs(float(DETAIL.match(f.detail).group(3)) - took / 1e6) <= 0.1
+    joint = got.pop("region:work>50ms and offcpu>40ms")
+    # the oracle: each region's time off CPU by the import's cpu_slices; the joint trigger fires on
+    # the sleeping regions, and on the computing one only when the machine's load kept it off CPU
+    off = [_off_cpu(tables, tid, b, e) for tid, b, e, _ in regions]
+    assert off[0] > 100 * MS and off[2] > 60 * MS
+    assert [f.t_ns for f in joint] == [f.t_ns for f, o in zip(work, off) if o > 40 * MS]
+    for f, o in zip([f for f, o in zip(work, off) if o > 40 * MS], [o for o in off if o > 40 * MS]):
+        assert abs(float(DETAIL.match(joint[[g.t_ns for g in joint].index(f.t_ns)].detail).group(5)) - o / 1e6) <= 0.2
+    assert [DETAIL.match(f.detail).group(1, 2, 4) for f in got.pop("region:fast>0ns")] == [("region", "fast", str(main))] * 5
+    assert len(got.pop("timer:phase>50ms")) == 1
+    assert [f.detail for f in got.pop("event:checkpoint")] == [f"event checkpoint on tid {main}"] * 3
+    assert [f.detail for f in got.pop("counter:items>5")] == [f"counter items reached 6 (over 5) on tid {main}"]
+    sleeps = got.pop("syscall:clock_nanosleep>20ms")
+    assert [int(DETAIL.match(f.detail).group(4)) for f in sleeps] == [main, main, main, other]
+    # a sleep lasts at least what it asked for (120, 60, 30 and 70 ms)
+    assert all(float(DETAIL.match(f.detail).group(3)) >= ms for f, ms in zip(sleeps, (120, 60, 30, 70)))
+    assert [f.detail.split(" took")[0] for f in got.pop("syscall:fsync>0ns")] == ["syscall fsync"]
+    assert got == {}
+
+
+def test_polling_in_steps_fires_the_same_once_each_when_it_happens(basic, tmp_path):
+    from oslens_testing.capture.replay import Replay
+
+    trace, main, other, _ = basic
+    specs = [triggers.parse(s) for s in SPECS]
+    whole = triggers.Watcher(trace / "raw", specs).poll()
+    dst = tmp_path / "raw"
+    w = triggers.Watcher(dst, specs)  # armed before the recording's folder exists
+    assert w.poll() == []
+    replay = Replay(trace / "raw", dst)
+    first, last = replay.span()
+    step = 7 * MS  # well under every slow region: each one's begin and end land in different polls
+    cuts = list(range(first - step, last + 2 * step, step))
+    seen = []
+    for k, cut in enumerate(cuts):
+        replay.at(cut)
+        seen += [(k, f) for f in w.poll()]
+    replay.finish()
+    seen += [(len(cuts), f) for f in w.poll()]
+    assert [(f.spec, f.detail) for _, f in seen] == [(f.spec, f.detail) for f in whole]
+    for (k, f), g in zip(seen, whole):
+        assert abs(f.t_ns - g.t_ns) < 10_000
+        # fired at the first poll that could see it (the replay's clock and the watcher's agree to well under 1 ms)
+        assert cuts[k - 1] - MS < f.t_ns <= cuts[min(k, len(cuts) - 1)] + MS, (k, f)
+    slow = [f for _, f in seen if f.spec == "region:work>50ms"]
+    assert len(slow) == 3

@@ -1,0 +1,318 @@
+"""The flight recorder's triggers (docs/flight.md, "Triggers"): `parse` reads a spec
+(capture/trigger_spec.py), and a `Watcher` tails a recording's raw chunks while they are written
+(_native.ChunkTail: the records committed since its last read, staging ring included) and says
+which triggers fired, when (CLOCK_MONOTONIC ns, the kernel records' clock) and with what numbers.
+
+A poll reads each live chunk's header (one pread per chunk) and lists the raw folder; records
+are read once. Application records are filtered with numpy to the instruments the specs name
+before any Python loop; kernel records (only read when a spec needs them) are taken in time
+order once they are `kernel_lag_ns` old, so every CPU's chunk has caught up with them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from oslens import _native
+from oslens.capture import raw, syscall_names
+from oslens.capture.trigger_sched import Sched
+from oslens.capture.trigger_spec import Cond, Trigger, parse, parse_duration  # noqa: F401 (the interface)
+
+# how old a kernel record must be before it is taken: the collector drains its rings every
+# 25 ms (crates/collector/src/collector.rs), and a joint condition waits for them
+KERNEL_LAG_NS = 300_000_000
+# at most this many calibration pairs are fitted (the first few and the latest)
+MAX_PAIRS = 64
+# the watcher's own (TSC, CLOCK_MONOTONIC) pair is taken at most this often
+OWN_PAIR_NS = 1_000_000_000
+CLASS_OF = {"region": raw.CLASS_ID["region"], "timer": raw.CLASS_ID["timer"], "event": raw.CLASS_ID["event"],
+            "counter": raw.CLASS_ID["counter"]}
+APP_KINDS = {"region": (raw.REGION_BEGIN, raw.REGION_END), "timer": (raw.TIMER_STOP,), "event": (raw.EVENT,),
+             "counter": (raw.COUNTER,)}
+
+
+@dataclass(frozen=True)
+class Fired:
+    """A trigger that fired: when (CLOCK_MONOTONIC ns), which spec, and what, in one line."""
+
+    t_ns: int
+    spec: str
+    detail: str
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms"
+
+
+class _Clock:
+    """Raw TSC values to CLOCK_MONOTONIC ns, by raw.ClockConverter's line through the pairs of
+    the app chunks' headers, their CLOCK_PAIR records and the watcher's own pairs."""
+
+    def __init__(self):
+        self.pairs: set[tuple[int, int]] = set()
+        self.conv = raw.ClockConverter([])
+        self.own_at = 0
+        self.dirty = False
+
+    def add(self, pairs):
+        for p in pairs:
+            if p[0] and p[1] and p not in self.pairs:
+                self.pairs.add((int(p[0]), int(p[1])))
+                self.dirty = True
+
+    def refit(self, now_ns: int):
+        if self.pairs and now_ns - self.own_at >= OWN_PAIR_NS:
+            self.add([_native.clock_pair()])
+            self.own_at = now_ns
+        if self.dirty:
+            pts = sorted(self.pairs)
+            if len(pts) > MAX_PAIRS:
+                pts = pts[:8] + pts[-(MAX_PAIRS - 8):]
+                self.pairs = set(pts)
+            self.conv, self.dirty = raw.ClockConverter(pts), False
+
+
+class _Names:
+    """{pid: {(class, id): name}} from the names chunks (read whole when they grew), a fork()ed
+    child falling back on its parent's, and the ids each pid's watched names have."""
+
+    def __init__(self, watched: dict[int, set[str]]):
+        self.by_pid: dict[int, dict] = {}
+        self.parent: dict[int, int] = {}
+        self.watched = watched  # class -> names the specs name
+        self.ids: dict[int, dict[int, dict[int, str]]] = {}  # pid -> class -> {id: name}
+
+    def reread(self, path: Path):
+        got = _native.read_chunk(str(path))
+        h = got["header"]
+        if not h:
+            return
+        table = self.by_pid.setdefault(h["pid"], {})
+        for ident, cls, _manager, name in got["names"]:
+            table[(cls, ident)] = name
+        if h.get("ppid"):
+            self.parent.setdefault(h["pid"], h["ppid"])
+        self.ids.clear()
+
+    def name(self, pid: int, cls: int, ident: int) -> str | None:
+        seen = set()
+        while pid and pid not in seen:
+            seen.add(pid)
+            n = self.by_pid.get(pid, {}).get((cls, ident))
+            if n is not None:
+                return n
+            pid = self.parent.get(pid, 0)
+        return None
+
+    def watched_ids(self, pid: int) -> dict[int, dict[int, str]]:
+        """class -> {id: name} of the watched names as process `pid` knows them."""
+        if pid not in self.ids:
+            out = {}
+            for cls, names in self.watched.items():
+                keys = {i for p in self._chain(pid) for (c, i) in self.by_pid.get(p, {}) if c == cls}
+                found = {i: self.name(pid, cls, i) for i in keys}
+                out[cls] = {i: n for i, n in found.items() if n in names}
+            self.ids[pid] = out
+        return self.ids[pid]
+
+    def _chain(self, pid: int):
+        seen = []
+        while pid and pid not in seen:
+            seen.append(pid)
+            pid = self.parent.get(pid, 0)
+        return seen
+
+
+class Watcher:
+    """Tails the chunks of `raw_dir` and fires `specs` (Trigger objects from parse)."""
+
+    def __init__(self, raw_dir: Path, specs: list[Trigger], kernel_lag_ns: int = KERNEL_LAG_NS):
+        self.raw_dir = Path(raw_dir)
+        self.specs = list(specs)
+        self.lag = kernel_lag_ns
+        watched: dict[int, set[str]] = {}
+        for t in self.specs:
+            if t.first.kind in CLASS_OF:
+                watched.setdefault(CLASS_OF[t.first.kind], set()).add(t.first.name)
+        self.names = _Names(watched)
+        self.app_kinds = np.array(sorted({k for t in self.specs for k in APP_KINDS.get(t.first.kind, ())}), dtype=np.uint8)
+        nrs = {syscall_names.syscall_nr(t.first.name) for t in self.specs if t.first.kind == "syscall"}
+        self.kernel = any(t.first.kind in ("syscall", "runq", "offcpu") or t.within for t in self.specs)
+        self.sched = Sched(nrs)
+        self.tails: dict[str, _native.ChunkTail] = {}
+        self.done: set[str] = set()
+        self.clock = _Clock()
+        self.stacks: dict[tuple[int, int], list[int]] = {}   # (tid, region id) -> begin timestamps
+        self.counters: dict[tuple[int, int], int] = {}       # (pid, counter id) -> last value
+        self.pending = np.empty(0, dtype=raw.RECORD_DTYPE)    # kernel records not yet old enough
+        self.joint: list[tuple] = []                          # (end, tid, begin, trigger, what) waiting for the kernel
+
+    def close(self):
+        self.tails.clear()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _discover(self):
+        try:
+            entries = os.listdir(self.raw_dir)
+        except FileNotFoundError:
+            return
+        for name in entries:
+            if name.endswith(".osl") and name not in self.tails and name not in self.done:
+                if name.startswith("kernel-") and not self.kernel:
+                    continue
+                try:
+                    self.tails[name] = _native.ChunkTail(str(self.raw_dir / name))
+                except OSError:
+                    continue  # gone already (a spare renamed away): listed again next time
+
+    def _read(self, name: str) -> tuple[dict | None, np.ndarray]:
+        tail = self.tails[name]
+        try:
+            records = np.frombuffer(tail.read(), dtype=raw.RECORD_DTYPE)
+        except OSError:
+            records = np.empty(0, dtype=raw.RECORD_DTYPE)
+        h = tail.header()
+        if h is not None and h["closed"] and tail.seen >= h["committed"]:
+            del self.tails[name]  # a closed chunk gets nothing more
+            self.done.add(name)
+        return h, records
+
+    # -- polling ---------------------------------------------------------------------------
+
+    def poll(self) -> list[Fired]:
+        """The triggers that fired since the last poll, in time order."""
+        self._discover()
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        app = []
+        for name in [n for n in self.tails if n.startswith("app-")]:  # before the names they use
+            h, r = self._read(name)
+            if h is not None:
+                if h["clock"] == raw.CLOCK_TSC:
+                    self.clock.add(h["calib"])
+                    cp = r[r["kind"] == raw.CLOCK_PAIR]
+                    self.clock.add(zip(cp["ts"].tolist(), cp["a"].tolist()))
+                if len(r):
+                    app.append((h, r))
+        for name in [n for n in self.tails if n.startswith("names-")]:
+            h, r = self._read(name)
+            if len(r) and (r["kind"] == raw.NAME).any():
+                self.names.reread(self.raw_dir / name)
+        self.clock.refit(now)
+        fired = []
+        for h, r in app:
+            fired += self._app(h, r)
+        if self.kernel:
+            fired += self._kernel(now - self.lag)
+        fired.sort(key=lambda f: f.t_ns)
+        return fired
+
+    def _to_ns(self, h: dict, ts: int) -> int:
+        return int(self.clock.conv.to_ns(np.array([ts], dtype=np.uint64))[0]) if h["clock"] == raw.CLOCK_TSC else ts
+
+    def _ticks_ns(self, h: dict, ticks: int) -> float:
+        return ticks * self.clock.conv.slope if h["clock"] == raw.CLOCK_TSC else float(ticks)
+
+    def _app(self, h: dict, r: np.ndarray) -> list[Fired]:
+        if not len(self.app_kinds):
+            return []
+        r = r[np.isin(r["kind"], self.app_kinds)]
+        if not len(r):
+            return []
+        ids = self.names.watched_ids(h["pid"])
+        keep = np.zeros(len(r), dtype=bool)
+        for kind, kinds in APP_KINDS.items():
+            known = ids.get(CLASS_OF[kind], {})
+            if known:
+                keep |= np.isin(r["kind"], kinds) & np.isin(r["id"], np.fromiter(known, dtype=np.uint32))
+        out = []
+        pid, tid = h["pid"], h["tid"]
+        for ts, ident, kind, a in zip(*(r[keep][f].tolist() for f in ("ts", "id", "kind", "a"))):
+            if kind == raw.REGION_BEGIN:
+                self.stacks.setdefault((tid, ident), []).append(ts)
+            elif kind == raw.REGION_END:
+                stack = self.stacks.get((tid, ident))
+                if stack:  # an end without its begin (recorded before the watcher could see) is left
+                    begin = stack.pop()
+                    out += self._interval("region", ids[CLASS_OF["region"]][ident], h, tid, begin, ts)
+            elif kind == raw.TIMER_STOP:
+                out += self._interval("timer", ids[CLASS_OF["timer"]][ident], h, tid, ts - a, ts)
+            elif kind == raw.EVENT:
+                name = ids[CLASS_OF["event"]][ident]
+                out += [Fired(self._to_ns(h, ts), t.spec, f"event {name} on tid {tid}")
+                        for t in self.specs if t.first.kind == "event" and t.first.name == name]
+            else:
+                out += self._counter(h, ids[CLASS_OF["counter"]][ident], (pid, ident), ts, a)
+        return out
+
+    def _interval(self, kind: str, name: str, h: dict, tid: int, begin_raw: int, end_raw: int) -> list[Fired]:
+        took = self._ticks_ns(h, end_raw - begin_raw)
+        end = self._to_ns(h, end_raw)
+        return self._fire_interval(kind, name, tid, end - round(took), end, took)
+
+    def _fire_interval(self, kind: str, name: str, tid: int, begin: int, end: int, took: float) -> list[Fired]:
+        out = []
+        verb = "ran" if kind == "timer" else "took"
+        for t in self.specs:
+            if t.first.kind == kind and t.first.name == name and took > t.first.threshold:
+                what = f"{kind} {name} {verb} {_ms(took)} on tid {tid}"
+                if t.within:
+                    self.joint.append((end, tid, begin, t, what))
+                else:
+                    out.append(Fired(end, t.spec, what))
+        return out
+
+    def _counter(self, h: dict, name: str, key: tuple[int, int], ts: int, a: int) -> list[Fired]:
+        value = a - (1 << 64) if a >= 1 << 63 else a
+        before = self.counters.get(key)
+        self.counters[key] = value
+        return [Fired(self._to_ns(h, ts), t.spec, f"counter {name} reached {value} (over {t.first.threshold:g}) on tid {h['tid']}")
+                for t in self.specs if t.first.kind == "counter" and t.first.name == name and value > t.first.threshold
+                and (before is None or before <= t.first.threshold)]
+
+    def _kernel(self, horizon: int) -> list[Fired]:
+        new = [r for name in [n for n in self.tails if n.startswith("kernel-")] for r in [self._read(name)[1]] if len(r)]
+        if new:
+            r = np.concatenate([self.pending, *new])
+            self.pending = r[np.isin(r["kind"], np.array(self.sched.kinds(), dtype=np.uint8))]
+        out = []
+        if len(self.pending):
+            self.pending = self.pending[np.argsort(self.pending["ts"], kind="stable")]
+            n = int(np.searchsorted(self.pending["ts"], np.uint64(max(horizon, 0)), side="right"))
+            ready, self.pending = self.pending[:n], self.pending[n:]
+            for what, tid, start, end, extra in self.sched.feed(ready):
+                out += self._sched_fired(what, tid, start, end, extra)
+        still = []
+        for j in self.joint:
+            if j[0] > horizon:
+                still.append(j)
+            else:
+                out += self._joint(*j)
+        self.joint = still
+        return out
+
+    def _sched_fired(self, what: str, tid: int, start: int, end: int, extra: int) -> list[Fired]:
+        if what == "syscall":
+            return self._fire_interval("syscall", syscall_names.syscall_name(extra), tid, start, end, end - start)
+        off, runq = end - start, end - extra
+        out = []
+        for t in self.specs:
+            if t.first.kind == "offcpu" and off > t.first.threshold:
+                out.append(Fired(end, t.spec, f"tid {tid} was off CPU {_ms(off)}, {_ms(runq)} of it waiting for a CPU"))
+            elif t.first.kind == "runq" and runq > t.first.threshold:
+                out.append(Fired(end, t.spec, f"tid {tid} waited {_ms(runq)} for a CPU"))
+        return out
+
+    def _joint(self, end: int, tid: int, begin: int, t: Trigger, what: str) -> list[Fired]:
+        off, runq = self.sched.within(tid, begin, end)
+        got = {"offcpu": off, "runq": runq}
+        if all(got[c.kind] > c.threshold for c in t.within):
+            words = {"offcpu": "off CPU", "runq": "waiting for a CPU"}
+            parts = [f"{_ms(got[c.kind])} of it {words[c.kind]}" for c in t.within]
+            return [Fired(end, t.spec, f"{what}, {', '.join(parts)}")]
+        return []
