@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import select
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -84,10 +85,18 @@ class FlightRecorder:
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._watch = _watch_new_files(self.raw)
+        # Signals: Python runs handlers in the main thread, which waits in wait4 for the program
+        # while the kernel may deliver SIGUSR2 to another thread; the C-level handler writes the
+        # signal's number to this pipe at once, whichever thread took it (signal.set_wakeup_fd).
+        self._sig_r, self._sig_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._previous_wakeup = -1
+        self._previous_usr2 = None
         self._thread = threading.Thread(target=self._loop, name="oslens-flight", daemon=True)
         self.watcher = None
 
     def start(self) -> "FlightRecorder":
+        self._previous_usr2 = signal.signal(signal.SIGUSR2, lambda _s, _f: None)  # the byte in the pipe is the trigger
+        self._previous_wakeup = signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
         (self.trace / PID_FILE).write_text(f"{os.getpid()}\n")
         if self.options.triggers:
             from oslens.capture import triggers
@@ -105,6 +114,8 @@ class FlightRecorder:
 
     def stop(self, exit_signal: str | None = None) -> dict:
         """Ends the loop; a program that died of a signal is a trigger. Returns meta's flight section."""
+        signal.set_wakeup_fd(self._previous_wakeup)
+        signal.signal(signal.SIGUSR2, self._previous_usr2)
         self._stop.set()
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=30)
@@ -115,7 +126,7 @@ class FlightRecorder:
             self.pending.remove(p)
             self._cut(p)
         self.trim()
-        for fd in (self._watch, self._wake_r, self._wake_w):
+        for fd in (self._watch, self._wake_r, self._wake_w, self._sig_r, self._sig_w):
             if fd is not None and fd >= 0:
                 os.close(fd)
         (self.trace / PID_FILE).unlink(missing_ok=True)
@@ -135,12 +146,14 @@ class FlightRecorder:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            ready, _, _ = select.select([fd for fd in (self._watch, self._wake_r) if fd is not None], [], [], TICK_S)
+            ready, _, _ = select.select([fd for fd in (self._watch, self._wake_r, self._sig_r) if fd is not None], [], [], TICK_S)
             for fd in ready:
-                _drain(fd)
+                got = _drain(fd)
+                if fd == self._sig_r and signal.SIGUSR2 in got:
+                    self.request("SIGUSR2", "SIGUSR2 sent to oslens record")
             try:
+                self._take_triggers()  # first: the watcher reads what trim may delete
                 self.trim()
-                self._take_triggers()
             except OSError:
                 pass  # a failing file system: the chunks stay, the recording goes on
 
@@ -180,6 +193,11 @@ class FlightRecorder:
 
     # the bound
 
+    def _watched(self, name: str) -> bool:
+        """Whether the watcher has read all of a closed chunk (its `done`), so deleting it hides nothing from a trigger."""
+        done = getattr(self.watcher, "done", None)
+        return done is None or name in done or (name.startswith("kernel-") and not self.watcher.kernel)
+
     def trim(self) -> None:
         """Deletes each stream's oldest closed chunks beyond RING_PARTS (and, with --window,
         closed chunks whose last record is older than the window), after reading what they held."""
@@ -199,8 +217,8 @@ class FlightRecorder:
                 if excess <= 0 and horizon is None:
                     break
                 head = flight_chunks.read_header(path)
-                if not flight_chunks.is_closed(head):
-                    break  # the stream's open chunk: nothing after it is closed either
+                if not flight_chunks.is_closed(head) or not self._watched(path.name):
+                    break  # the stream's open chunk (nothing after it is closed either), or one the watcher has not read
                 h = flight_chunks.held(path, self.pairs)
                 if excess <= 0 and (h.last_ns is None or h.last_ns >= horizon):
                     break
@@ -232,9 +250,11 @@ def _watch_new_files(folder: Path) -> int | None:
     return fd
 
 
-def _drain(fd: int) -> None:
+def _drain(fd: int) -> bytes:
+    got = b""
     try:
-        while os.read(fd, 65536):
-            pass
+        while chunk := os.read(fd, 65536):
+            got += chunk
     except (BlockingIOError, OSError):
         pass
+    return got

@@ -171,7 +171,6 @@ class Session:
             status = self.child.wait()
         finally:
             if flight:
-                signal.signal(signal.SIGUSR2, flight.previous_usr2)
                 self.meta["flight"] = flight.stop(_signal_name(-status) if status is not None and status < 0 else None)
             spares.stop()
             self.meta["spare_files"] = spares.summary()
@@ -194,13 +193,11 @@ class Session:
         return self._exit_status(status)
 
     def _start_flight(self):
-        """The flight recorder's loop, with SIGUSR2 as its trigger (docs/flight.md)."""
+        """The flight recorder's loop (docs/flight.md); it takes SIGUSR2 as a trigger until stopped."""
         if not self.options.get("flight"):
             return None
         from oslens.capture.flight import FlightRecorder, options_from
-        flight = FlightRecorder(self.trace, options_from(self.options["flight"]), self.meta, self.clock_pairs).start()
-        flight.previous_usr2 = signal.signal(signal.SIGUSR2, lambda _s, _f: flight.request("SIGUSR2", "SIGUSR2 sent to oslens record"))
-        return flight
+        return FlightRecorder(self.trace, options_from(self.options["flight"]), self.meta, self.clock_pairs).start()
 
     def _forward(self, signum, _frame):
         if self.child:
