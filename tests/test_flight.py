@@ -1,0 +1,186 @@
+"""The flight recorder (docs/flight.md): `oslens record --flight` keeps a bounded ring of every
+thread and CPU, and a trigger saves the last window as a normal trace directory. One recording of
+tests/c/flight_stall.c (8 s of numbered regions, one of them slowed by a 100 ms nanosleep at 3 s)
+with a 4 MiB ring, the trigger `region:work>95ms`, and later an `oslens snapshot DIR`."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import OSLENS, run_oslens
+
+RING_MB = 4
+STAGE_BYTES = 512 << 10  # an open app chunk's staging ring (crates/recorder/src/stage.rs)
+
+
+def _wait_for(path: Path, timeout: float, proc=None) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists() and json.loads(path.read_text()).get("flight", {}).get("complete"):
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def _du(path: Path) -> int:
+    out = subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True).stdout.split()
+    return int(out[0]) if out else 0
+
+
+@pytest.fixture(scope="module")
+def flight(compile_c, tmp_path_factory):
+    prog = compile_c("flight_stall.c")
+    d = tmp_path_factory.mktemp("flight")
+    trace, log, mark = d / "t", d / "log", d / "mark"
+    proc = subprocess.Popen([*OSLENS, "record", "--flight", "--ring-mb", str(RING_MB), "--trigger", "region:work>95ms",
+                             "-o", trace, "--", prog, log, "8", "3", mark], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples = []
+    first = trace / "snapshot-001" / "meta.json"
+    asked = False
+    while proc.poll() is None:
+        samples.append(_du(trace / "raw"))
+        if not asked and first.exists() and _wait_for(first, 5, proc):
+            time.sleep(1.5)  # a second trigger well after the first snapshot
+            run_oslens("snapshot", trace)
+            asked = True
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    return {"trace": trace, "log": log, "du": samples, "stderr": err, "asked": asked}
+
+
+def _regions_log(log: Path) -> tuple[dict[int, tuple[int, int]], int]:
+    regions, stall = {}, None
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if parts[0] == "stall":
+            stall = int(parts[1])
+        else:
+            regions[int(parts[0])] = (int(parts[1]), int(parts[2]))
+    return regions, stall
+
+
+def _query(trace: Path, sql: str):
+    from oslens import store
+
+    con = store.open_trace(trace, quiet=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _seqs(snapshot: Path) -> list[int]:
+    rows = _query(snapshot, "SELECT payload FROM app_events WHERE instrument = 'seq' ORDER BY ts")
+    return [int.from_bytes(bytes(p), "little") for (p,) in rows]
+
+
+def _flight(snapshot: Path) -> dict:
+    return json.loads((snapshot / "meta.json").read_text())["flight"]
+
+
+def test_one_snapshot_for_the_stall_and_one_for_the_request(flight):
+    trace = flight["trace"]
+    assert flight["asked"]
+    assert sorted(p.name for p in trace.glob("snapshot-*")) == ["snapshot-001", "snapshot-002"]
+    assert _flight(trace / "snapshot-001")["trigger"]["spec"] == "region:work>95ms"
+    assert _flight(trace / "snapshot-002")["trigger"]["spec"] == "SIGUSR2"
+    main = json.loads((trace / "meta.json").read_text())["flight"]
+    assert main["ignored_triggers"] == [] and len(main["snapshots"]) == 2
+    assert sum(o["records"] for o in main["overwritten"]) > 0  # the ring went round
+    assert "2 snapshots" in flight["stderr"]
+
+
+def test_the_snapshot_holds_the_slow_region_and_the_sleep_that_made_it_slow(flight):
+    snap = flight["trace"] / "snapshot-001"
+    slow = _query(snap, "SELECT tid, begin_ns, end_ns FROM regions WHERE name = 'work' AND duration_ns >= 100000000")
+    assert len(slow) == 1
+    tid, begin, end = slow[0]
+    sleeps = _query(snap, f"SELECT end_ns - start_ns FROM syscalls WHERE tid = {tid} AND name LIKE '%nanosleep%' "
+                          f"AND start_ns >= {begin} AND end_ns <= {end}")
+    assert len(sleeps) == 1 and sleeps[0][0] >= 100_000_000
+    _, stall = _regions_log(flight["log"])
+    assert stall in _seqs(snap)
+
+
+def test_every_record_inside_the_complete_window_is_there(flight):
+    regions, _ = _regions_log(flight["log"])
+    for name in ("snapshot-001", "snapshot-002"):
+        snap = flight["trace"] / name
+        f = _flight(snap)
+        start, cut = f["complete_window"]
+        assert start is not None and start < cut  # the ring overwrote older records: the window is published
+        seqs = _seqs(snap)
+        assert seqs == list(range(seqs[0], seqs[-1] + 1))  # no hole
+        # the program's own clock and the trace's agree within far less than a millisecond
+        inside = [i for i, (b, e) in regions.items() if b >= start + 1_000_000 and e <= cut - 1_000_000]
+        assert inside and set(inside) <= set(seqs)
+        assert len([i for i in seqs if i in set(inside)]) == len(inside)
+
+
+def test_a_second_snapshot_does_not_repeat_the_first(flight):
+    one, two = (_seqs(flight["trace"] / n) for n in ("snapshot-001", "snapshot-002"))
+    assert one and two and max(one) < min(two)
+    assert _flight(flight["trace"] / "snapshot-002")["earlier_snapshots"] == ["snapshot-001"]
+
+
+def test_the_raw_folder_stays_within_the_ring(flight):
+    streams = 1 + os.cpu_count()  # the program's one thread and each CPU's collector stream
+    chunk = (RING_MB << 20) // 4
+    # per stream: the ring, one chunk opened before the loop's next pass, an open chunk's staging
+    # ring; plus names chunks and notes
+    bound = streams * ((RING_MB << 20) + chunk + STAGE_BYTES) + (1 << 20)
+    assert max(flight["du"]) <= bound, (max(flight["du"]), bound)
+    assert len(flight["du"]) > 20
+
+
+def test_a_snapshot_is_a_normal_trace_and_its_report_opens_with_the_trigger(flight):
+    snap = flight["trace"] / "snapshot-001"
+    out = run_oslens("report", snap).stdout
+    head = out[:out.index("program pid")]
+    assert "snapshot 1: region:work>95ms fired at" in head and "complete window" in head
+    lost = _query(snap, "SELECT count(*) FROM lost WHERE reason LIKE 'chunk missing%'")
+    assert lost == [(0,)]  # overwritten chunks are not called lost
+    run_oslens("export", "--chrome", flight["trace"] / "s1.json", snap)
+    assert json.loads((flight["trace"] / "s1.json").read_text())
+
+
+def test_sigkill_of_oslens_leaves_salvageable_traces(compile_c, tmp_path):
+    prog = compile_c("flight_stall.c")
+    trace = tmp_path / "t"
+    proc = subprocess.Popen([*OSLENS, "record", "--flight", "--ring-mb", str(RING_MB), "--trigger", "region:work>95ms",
+                             "-o", trace, "--", prog, tmp_path / "log", "3", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert _wait_for(trace / "snapshot-001" / "meta.json", 30, proc)
+    program = json.loads((trace / "meta.json").read_text())["pid"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    while Path(f"/proc/{program}").exists():  # the program runs on without oslens, to its end
+        time.sleep(0.1)
+    run_oslens("import", trace)
+    run_oslens("import", trace / "snapshot-001")
+    assert len(_query(trace / "snapshot-001", "SELECT * FROM regions WHERE duration_ns >= 100000000")) == 1
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--window", "5s"], "--window is a flight-recorder option: add --flight"),
+    (["--flight", "--ring-mb", "2"], "--ring-mb must be at least 4"),
+    (["--flight", "--on-full", "drop"], "--on-full cannot be combined with --flight"),
+    (["--flight", "--trigger", "region:work>>5"], "--trigger 'region:work>>5'"),
+    (["--flight", "--after", "soon"], "argument --after: must be a duration"),
+])
+def test_bad_flight_flags_are_one_line_errors(tmp_path, args, says):
+    p = run_oslens("record", *args, "-o", tmp_path / "t", "--", "true", check=False)
+    assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_snapshot_of_a_directory_without_a_flight_recording_is_a_one_line_error(tmp_path):
+    p = run_oslens("snapshot", tmp_path, check=False)
+    assert p.returncode == 2 and "no flight recording is running there" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
