@@ -86,34 +86,52 @@ def _flight(snapshot: Path) -> dict:
     return json.loads((snapshot / "meta.json").read_text())["flight"]
 
 
-def test_one_snapshot_for_the_stall_and_one_for_the_request(flight):
+THRESHOLD_NS = 95_000_000
+
+
+def _snapshots(trace: Path) -> list[Path]:
+    return sorted(trace.glob("snapshot-*"))
+
+
+def _stall_snapshot(flight) -> Path:
+    """The snapshot the stall triggered: the trigger's region holds the stalled region's number."""
+    _, stall = _regions_log(flight["log"])
+    found = [s for s in _snapshots(flight["trace"]) if _flight(s)["trigger"]["spec"].startswith("region:") and stall in _seqs(s)]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_one_snapshot_per_slow_region_and_one_for_the_request(flight):
+    """The stall gives one snapshot; on a loaded machine a region preempted for as long gives its
+    own, so the count is held to the program's own log of its regions' durations."""
     trace = flight["trace"]
     assert flight["asked"]
-    assert sorted(p.name for p in trace.glob("snapshot-*")) == ["snapshot-001", "snapshot-002"]
-    assert _flight(trace / "snapshot-001")["trigger"]["spec"] == "region:work>95ms"
-    assert _flight(trace / "snapshot-002")["trigger"]["spec"] == "SIGUSR2"
+    snaps = _snapshots(trace)
+    specs = [_flight(s)["trigger"]["spec"] for s in snaps]
+    assert specs.count("SIGUSR2") == 1
+    regions, stall = _regions_log(flight["log"])
+    slow = lambda margin: sum(1 for b, e in regions.values() if e - b > THRESHOLD_NS + margin)
+    assert slow(500_000) <= specs.count("region:work>95ms") <= slow(-500_000)
+    assert specs.count("region:work>95ms") == len(snaps) - 1 >= 1
     main = json.loads((trace / "meta.json").read_text())["flight"]
-    assert main["ignored_triggers"] == [] and len(main["snapshots"]) == 2
+    assert main["ignored_triggers"] == [] and len(main["snapshots"]) == len(snaps)
     assert sum(o["records"] for o in main["overwritten"]) > 0  # the ring went round
-    assert "2 snapshots" in flight["stderr"]
+    assert f"{len(snaps)} snapshots" in flight["stderr"]
 
 
 def test_the_snapshot_holds_the_slow_region_and_the_sleep_that_made_it_slow(flight):
-    snap = flight["trace"] / "snapshot-001"
-    slow = _query(snap, "SELECT tid, begin_ns, end_ns FROM regions WHERE name = 'work' AND duration_ns >= 100000000")
-    assert len(slow) == 1
-    tid, begin, end = slow[0]
-    sleeps = _query(snap, f"SELECT end_ns - start_ns FROM syscalls WHERE tid = {tid} AND name LIKE '%nanosleep%' "
-                          f"AND start_ns >= {begin} AND end_ns <= {end}")
-    assert len(sleeps) == 1 and sleeps[0][0] >= 100_000_000
+    snap = _stall_snapshot(flight)
     _, stall = _regions_log(flight["log"])
-    assert stall in _seqs(snap)
+    slow = _query(snap, "SELECT tid, begin_ns, end_ns FROM regions WHERE name = 'work' AND duration_ns >= 100000000")
+    sleeps = [_query(snap, f"SELECT end_ns - start_ns FROM syscalls WHERE tid = {tid} AND name LIKE '%nanosleep%' "
+                           f"AND start_ns >= {begin} AND end_ns <= {end}") for tid, begin, end in slow]
+    assert [s for s in sleeps if s] and all(d >= 100_000_000 for s in sleeps for (d,) in s)
+    assert sum(len(s) for s in sleeps) == 1  # the program sleeps once
 
 
 def test_every_record_inside_the_complete_window_is_there(flight):
     regions, _ = _regions_log(flight["log"])
-    for name in ("snapshot-001", "snapshot-002"):
-        snap = flight["trace"] / name
+    for snap in _snapshots(flight["trace"]):
         f = _flight(snap)
         start, cut = f["complete_window"]
         assert start is not None and start < cut  # the ring overwrote older records: the window is published
@@ -121,14 +139,17 @@ def test_every_record_inside_the_complete_window_is_there(flight):
         assert seqs == list(range(seqs[0], seqs[-1] + 1))  # no hole
         # the program's own clock and the trace's agree within far less than a millisecond
         inside = [i for i, (b, e) in regions.items() if b >= start + 1_000_000 and e <= cut - 1_000_000]
-        assert inside and set(inside) <= set(seqs)
+        assert set(inside) <= set(seqs)
         assert len([i for i in seqs if i in set(inside)]) == len(inside)
+        assert inside or cut - start < 3_000_000  # only a window cut right after the previous snapshot is empty
 
 
-def test_a_second_snapshot_does_not_repeat_the_first(flight):
-    one, two = (_seqs(flight["trace"] / n) for n in ("snapshot-001", "snapshot-002"))
-    assert one and two and max(one) < min(two)
-    assert _flight(flight["trace"] / "snapshot-002")["earlier_snapshots"] == ["snapshot-001"]
+def test_consecutive_snapshots_do_not_repeat_records(flight):
+    seqs = [_seqs(s) for s in _snapshots(flight["trace"])]
+    for one, two in zip(seqs, seqs[1:]):
+        assert one and two and max(one) < min(two)
+    last = _snapshots(flight["trace"])[-1]
+    assert _flight(last)["earlier_snapshots"] == [s.name for s in _snapshots(flight["trace"])[:-1]]
 
 
 def test_the_raw_folder_stays_within_the_ring(flight):
@@ -142,10 +163,10 @@ def test_the_raw_folder_stays_within_the_ring(flight):
 
 
 def test_a_snapshot_is_a_normal_trace_and_its_report_opens_with_the_trigger(flight):
-    snap = flight["trace"] / "snapshot-001"
+    snap = _stall_snapshot(flight)
     out = run_oslens("report", snap).stdout
     head = out[:out.index("program pid")]
-    assert "snapshot 1: region:work>95ms fired at" in head and "complete window" in head
+    assert f"snapshot {int(snap.name[-3:])}: region:work>95ms fired at" in head and "complete window" in head
     lost = _query(snap, "SELECT count(*) FROM lost WHERE reason LIKE 'chunk missing%'")
     assert lost == [(0,)]  # overwritten chunks are not called lost
     run_oslens("export", "--chrome", flight["trace"] / "s1.json", snap)
@@ -165,7 +186,7 @@ def test_sigkill_of_oslens_leaves_salvageable_traces(compile_c, tmp_path):
         time.sleep(0.1)
     run_oslens("import", trace)
     run_oslens("import", trace / "snapshot-001")
-    assert len(_query(trace / "snapshot-001", "SELECT * FROM regions WHERE duration_ns >= 100000000")) == 1
+    assert _query(trace / "snapshot-001", "SELECT count(*) FROM regions WHERE duration_ns >= 95000000") >= [(1,)]
 
 
 @pytest.mark.parametrize("args, says", [
