@@ -143,14 +143,17 @@ class Watcher:
         self.app_kinds = np.array(sorted({k for t in self.specs for k in APP_KINDS.get(t.first.kind, ())}), dtype=np.uint8)
         nrs = {syscall_names.syscall_nr(t.first.name) for t in self.specs if t.first.kind == "syscall"}
         self.kernel = any(t.first.kind in ("syscall", "runq", "offcpu") or t.within for t in self.specs)
-        self.sched = Sched(nrs)
+        self.sched = Sched(nrs, any(t.first.kind in ("runq", "offcpu") or t.within for t in self.specs))
         self.tails: dict[str, _native.ChunkTail] = {}
         self.done: set[str] = set()
+        self.listed: set[str] = set()
         self.clock = _Clock()
         self.stacks: dict[tuple[int, int], list[int]] = {}   # (tid, region id) -> begin timestamps
         self.counters: dict[tuple[int, int], int] = {}       # (pid, counter id) -> last value
         self.pending = np.empty(0, dtype=raw.RECORD_DTYPE)    # kernel records not yet old enough
         self.joint: list[tuple] = []                          # (end, tid, begin, trigger, what) waiting for the kernel
+        self.taken_to = 0                                     # the latest kernel record taken
+        self.late = 0                                         # kernel records that came after later ones were taken
 
     def close(self):
         self.tails.clear()
@@ -162,6 +165,7 @@ class Watcher:
             entries = os.listdir(self.raw_dir)
         except FileNotFoundError:
             return
+        self.listed = set(entries)
         for name in entries:
             if name.endswith(".osl") and name not in self.tails and name not in self.done:
                 if name.startswith("kernel-") and not self.kernel:
@@ -178,8 +182,8 @@ class Watcher:
         except OSError:
             records = np.empty(0, dtype=raw.RECORD_DTYPE)
         h = tail.header()
-        if h is not None and h["closed"] and tail.seen >= h["committed"]:
-            del self.tails[name]  # a closed chunk gets nothing more
+        if name not in self.listed or h is not None and h["closed"] and tail.seen >= h["committed"]:
+            del self.tails[name]  # a closed chunk gets nothing more, nor one deleted (read to its end above)
             self.done.add(name)
         return h, records
 
@@ -315,13 +319,17 @@ class Watcher:
     def _kernel(self, horizon: int) -> list[Fired]:
         new = [r for name in [n for n in self.tails if n.startswith("kernel-")] for r in [self._read(name)[1]] if len(r)]
         if new:
-            r = np.concatenate([self.pending, *new])
-            self.pending = r[np.isin(r["kind"], np.array(self.sched.kinds(), dtype=np.uint8))]
-        out = []
-        if len(self.pending):
+            r = np.concatenate(new)
+            r = r[self.sched.keep(r)]
+            # records older than what was already taken came later than the lag allowed for
+            self.late += int(np.count_nonzero(r["ts"] <= np.uint64(max(self.taken_to, 0))))
+            self.pending = np.concatenate([self.pending, r])
             self.pending = self.pending[np.argsort(self.pending["ts"], kind="stable")]
-            n = int(np.searchsorted(self.pending["ts"], np.uint64(max(horizon, 0)), side="right"))
+        out = []
+        n = int(np.searchsorted(self.pending["ts"], np.uint64(max(horizon, 0)), side="right"))
+        if n:
             ready, self.pending = self.pending[:n], self.pending[n:]
+            self.taken_to = int(ready["ts"][-1])
             for what, tid, start, end, extra in self.sched.feed(ready):
                 out += self._sched_fired(what, tid, start, end, extra)
         still = []
