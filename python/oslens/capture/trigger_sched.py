@@ -42,18 +42,24 @@ class Sched:
     """Per thread: when it left the CPU and in what state, since when it is runnable, and its
     finished off-CPU intervals (left, back, runnable from) for the last RETAIN_NS."""
 
-    def __init__(self, syscall_nrs: set[int]):
+    def __init__(self, syscall_nrs: set[int], switches: bool):
         self.traced: set[int] = set()
         self.out: dict[int, tuple[int, int]] = {}       # tid -> (ts it left, prev_state)
         self.runnable: dict[int, int] = {}               # tid -> ts it became runnable while out
         self.history: dict[int, collections.deque] = collections.defaultdict(collections.deque)
         self.syscall_nrs = syscall_nrs
         self.in_call: dict[int, tuple[int, int]] = {}    # tid -> (enter ts, nr)
+        self.kinds = np.array([FORK, EXEC, TRACED, TASK] + ([SWITCH, WAKING, WAKEUP] if switches else []), dtype=np.uint8)
+        self.nrs = np.array(sorted(syscall_nrs), dtype=np.int64)
 
-    def kinds(self) -> list[int]:
-        """The record kinds this state reads."""
-        out = [SWITCH, WAKING, WAKEUP, FORK, EXEC, TRACED, TASK]
-        return out + ([SYS_ENTER, SYS_EXIT] if self.syscall_nrs else [])
+    def keep(self, r: np.ndarray) -> np.ndarray:
+        """Which of records `r` this state reads: the tree's tasks, the switches and wakeups when
+        asked for, and the watched system calls' entries and exits."""
+        m = np.isin(r["kind"], self.kinds)
+        if len(self.nrs):
+            for kind in (SYS_ENTER, SYS_EXIT):
+                m |= (r["kind"] == kind) & np.isin(field(kind, "nr", r), self.nrs)
+        return m
 
     def feed(self, r: np.ndarray):
         """Records `r`, in time order; yields ("offcpu", tid, left, back, runnable_from) for each

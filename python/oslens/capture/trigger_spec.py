@@ -23,7 +23,7 @@ KINDS = INTERVAL_KINDS + ("event", "counter") + THREAD_KINDS
 FORMS = "region:NAME>DUR, timer:NAME>DUR, syscall:NAME>DUR, event:NAME, counter:NAME>VALUE, runq>DUR, offcpu>DUR"
 
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|ms|s)$")
-_NUMBER = re.compile(r"^-?(\d+(?:\.\d*)?|\.\d+)$")
+_NUMBER = re.compile(r"^[-+]?(\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _AND = re.compile(r"\s+and\s+", re.IGNORECASE)
 
 

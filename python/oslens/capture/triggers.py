@@ -143,14 +143,17 @@ class Watcher:
         self.app_kinds = np.array(sorted({k for t in self.specs for k in APP_KINDS.get(t.first.kind, ())}), dtype=np.uint8)
         nrs = {syscall_names.syscall_nr(t.first.name) for t in self.specs if t.first.kind == "syscall"}
         self.kernel = any(t.first.kind in ("syscall", "runq", "offcpu") or t.within for t in self.specs)
-        self.sched = Sched(nrs)
+        self.sched = Sched(nrs, any(t.first.kind in ("runq", "offcpu") or t.within for t in self.specs))
         self.tails: dict[str, _native.ChunkTail] = {}
         self.done: set[str] = set()
+        self.listed: set[str] = set()
         self.clock = _Clock()
         self.stacks: dict[tuple[int, int], list[int]] = {}   # (tid, region id) -> begin timestamps
         self.counters: dict[tuple[int, int], int] = {}       # (pid, counter id) -> last value
         self.pending = np.empty(0, dtype=raw.RECORD_DTYPE)    # kernel records not yet old enough
         self.joint: list[tuple] = []                          # (end, tid, begin, trigger, what) waiting for the kernel
+        self.taken_to = 0                                     # the latest kernel record taken
+        self.late = 0                                         # kernel records that came after later ones were taken
 
     def close(self):
         self.tails.clear()
@@ -162,6 +165,7 @@ class Watcher:
             entries = os.listdir(self.raw_dir)
         except FileNotFoundError:
             return
+        self.listed = set(entries)
         for name in entries:
             if name.endswith(".osl") and name not in self.tails and name not in self.done:
                 if name.startswith("kernel-") and not self.kernel:
@@ -178,8 +182,8 @@ class Watcher:
         except OSError:
             records = np.empty(0, dtype=raw.RECORD_DTYPE)
         h = tail.header()
-        if h is not None and h["closed"] and tail.seen >= h["committed"]:
-            del self.tails[name]  # a closed chunk gets nothing more
+        if name not in self.listed or h is not None and h["closed"] and tail.seen >= h["committed"]:
+            del self.tails[name]  # a closed chunk gets nothing more, nor one deleted (read to its end above)
             self.done.add(name)
         return h, records
 
@@ -208,52 +212,97 @@ class Watcher:
         for h, r in app:
             fired += self._app(h, r)
         if self.kernel:
-            fired += self._kernel(now - self.lag)
+            fired += self._kernel(self._horizon(now))
         fired.sort(key=lambda f: f.t_ns)
         return fired
 
-    def _to_ns(self, h: dict, ts: int) -> int:
-        return int(self.clock.conv.to_ns(np.array([ts], dtype=np.uint64))[0]) if h["clock"] == raw.CLOCK_TSC else ts
+    def _horizon(self, now: int) -> int:
+        """Kernel records up to this time are taken: all of them once every kernel chunk is
+        closed (the collector ended), else those `lag` old."""
+        if any(n.startswith("kernel-") for n in self.done) and not any(n.startswith("kernel-") for n in self.tails):
+            return 2**63 - 1
+        return now - self.lag
 
-    def _ticks_ns(self, h: dict, ticks: int) -> float:
-        return ticks * self.clock.conv.slope if h["clock"] == raw.CLOCK_TSC else float(ticks)
+    def _ns(self, h: dict, ts: np.ndarray) -> np.ndarray:
+        """Timestamps of chunk `h` in CLOCK_MONOTONIC ns."""
+        return self.clock.conv.to_ns(ts) if h["clock"] == raw.CLOCK_TSC else ts.astype(np.int64)
+
+    def _ticks_ns(self, h: dict, ticks: np.ndarray) -> np.ndarray:
+        return ticks.astype(np.float64) * (self.clock.conv.slope if h["clock"] == raw.CLOCK_TSC else 1.0)
 
     def _app(self, h: dict, r: np.ndarray) -> list[Fired]:
+        """The watched instruments' records of one chunk, each instrument's with numpy."""
         if not len(self.app_kinds):
             return []
         r = r[np.isin(r["kind"], self.app_kinds)]
         if not len(r):
             return []
         ids = self.names.watched_ids(h["pid"])
-        keep = np.zeros(len(r), dtype=bool)
+        out = []
         for kind, kinds in APP_KINDS.items():
             known = ids.get(CLASS_OF[kind], {})
-            if known:
-                keep |= np.isin(r["kind"], kinds) & np.isin(r["id"], np.fromiter(known, dtype=np.uint32))
-        out = []
-        pid, tid = h["pid"], h["tid"]
-        for ts, ident, kind, a in zip(*(r[keep][f].tolist() for f in ("ts", "id", "kind", "a"))):
-            if kind == raw.REGION_BEGIN:
-                self.stacks.setdefault((tid, ident), []).append(ts)
-            elif kind == raw.REGION_END:
-                stack = self.stacks.get((tid, ident))
-                if stack:  # an end without its begin (recorded before the watcher could see) is left
-                    begin = stack.pop()
-                    out += self._interval("region", ids[CLASS_OF["region"]][ident], h, tid, begin, ts)
-            elif kind == raw.TIMER_STOP:
-                out += self._interval("timer", ids[CLASS_OF["timer"]][ident], h, tid, ts - a, ts)
-            elif kind == raw.EVENT:
-                name = ids[CLASS_OF["event"]][ident]
-                out += [Fired(self._to_ns(h, ts), t.spec, f"event {name} on tid {tid}")
-                        for t in self.specs if t.first.kind == "event" and t.first.name == name]
-            else:
-                out += self._counter(h, ids[CLASS_OF["counter"]][ident], (pid, ident), ts, a)
+            if not known:
+                continue
+            sel = r[np.isin(r["kind"], kinds) & np.isin(r["id"], np.fromiter(known, dtype=np.uint32, count=len(known)))]
+            for ident in np.unique(sel["id"]).tolist():
+                out += getattr(self, "_" + kind)(h, known[ident], ident, sel[sel["id"] == ident])
         return out
 
-    def _interval(self, kind: str, name: str, h: dict, tid: int, begin_raw: int, end_raw: int) -> list[Fired]:
-        took = self._ticks_ns(h, end_raw - begin_raw)
-        end = self._to_ns(h, end_raw)
-        return self._fire_interval(kind, name, tid, end - round(took), end, took)
+    def _pairs(self, tid: int, ident: int, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(begin, end) raw timestamps of the regions `r` (one thread's, one name's) closes, the
+        begins still open kept for the next records."""
+        stack = self.stacks.setdefault((tid, ident), [])
+        is_begin = r["kind"] == raw.REGION_BEGIN
+        ts = r["ts"]
+        if len(stack) <= 1 and np.array_equal(is_begin, np.arange(len(r)) % 2 == len(stack)):
+            # alternating begin, end (no region nested in one of its own name): paired by position
+            b = np.concatenate([np.array(stack, dtype=np.uint64), ts[is_begin]])
+            e = ts[~is_begin]
+            stack[:] = b[len(e):].tolist()
+            return b[:len(e)], e
+        begins, ends = [], []
+        for t, opens in zip(ts.tolist(), is_begin.tolist()):
+            if opens:
+                stack.append(t)
+            elif stack:  # an end without its begin (recorded before the watcher could see) is left
+                begins.append(stack.pop())
+                ends.append(t)
+        return np.array(begins, dtype=np.uint64), np.array(ends, dtype=np.uint64)
+
+    def _region(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
+        b, e = self._pairs(h["tid"], ident, r)
+        return self._intervals("region", name, h, self._ticks_ns(h, e - b), e)
+
+    def _timer(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
+        return self._intervals("timer", name, h, self._ticks_ns(h, r["a"]), r["ts"])
+
+    def _intervals(self, kind: str, name: str, h: dict, took: np.ndarray, end_raw: np.ndarray) -> list[Fired]:
+        least = min((t.first.threshold for t in self.specs if t.first.kind == kind and t.first.name == name), default=None)
+        if least is None or not len(took):
+            return []
+        over = took > least
+        out = []
+        for d, end in zip(took[over].tolist(), self._ns(h, end_raw[over]).tolist()):
+            out += self._fire_interval(kind, name, h["tid"], end - round(d), end, d)
+        return out
+
+    def _event(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
+        specs = [t.spec for t in self.specs if t.first.kind == "event" and t.first.name == name]
+        return [Fired(t, s, f"event {name} on tid {h['tid']}") for t in self._ns(h, r["ts"]).tolist() for s in specs]
+
+    def _counter(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
+        """A value over the threshold whose predecessor (of the same process's counter) was not."""
+        key = (h["pid"], ident)
+        value = r["a"].view(np.int64)
+        before = np.concatenate([[self.counters.get(key, -np.inf)], value[:-1]])
+        self.counters[key] = int(value[-1])
+        out = []
+        for t in self.specs:
+            if t.first.kind == "counter" and t.first.name == name:
+                up = (before <= t.first.threshold) & (value > t.first.threshold)
+                out += [Fired(ts, t.spec, f"counter {name} reached {v} (over {t.first.threshold:g}) on tid {h['tid']}")
+                        for ts, v in zip(self._ns(h, r["ts"][up]).tolist(), value[up].tolist())]
+        return out
 
     def _fire_interval(self, kind: str, name: str, tid: int, begin: int, end: int, took: float) -> list[Fired]:
         out = []
@@ -267,24 +316,20 @@ class Watcher:
                     out.append(Fired(end, t.spec, what))
         return out
 
-    def _counter(self, h: dict, name: str, key: tuple[int, int], ts: int, a: int) -> list[Fired]:
-        value = a - (1 << 64) if a >= 1 << 63 else a
-        before = self.counters.get(key)
-        self.counters[key] = value
-        return [Fired(self._to_ns(h, ts), t.spec, f"counter {name} reached {value} (over {t.first.threshold:g}) on tid {h['tid']}")
-                for t in self.specs if t.first.kind == "counter" and t.first.name == name and value > t.first.threshold
-                and (before is None or before <= t.first.threshold)]
-
     def _kernel(self, horizon: int) -> list[Fired]:
         new = [r for name in [n for n in self.tails if n.startswith("kernel-")] for r in [self._read(name)[1]] if len(r)]
         if new:
-            r = np.concatenate([self.pending, *new])
-            self.pending = r[np.isin(r["kind"], np.array(self.sched.kinds(), dtype=np.uint8))]
-        out = []
-        if len(self.pending):
+            r = np.concatenate(new)
+            r = r[self.sched.keep(r)]
+            # records older than what was already taken came later than the lag allowed for
+            self.late += int(np.count_nonzero(r["ts"] <= np.uint64(max(self.taken_to, 0))))
+            self.pending = np.concatenate([self.pending, r])
             self.pending = self.pending[np.argsort(self.pending["ts"], kind="stable")]
-            n = int(np.searchsorted(self.pending["ts"], np.uint64(max(horizon, 0)), side="right"))
+        out = []
+        n = int(np.searchsorted(self.pending["ts"], np.uint64(max(horizon, 0)), side="right"))
+        if n:
             ready, self.pending = self.pending[:n], self.pending[n:]
+            self.taken_to = int(ready["ts"][-1])
             for what, tid, start, end, extra in self.sched.feed(ready):
                 out += self._sched_fired(what, tid, start, end, extra)
         still = []
