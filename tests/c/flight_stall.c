@@ -3,7 +3,7 @@
  * ring is overwritten several times); the region that starts after STALL_AT seconds holds one
  * 100 ms nanosleep. Writes MARK (when given) as soon as the stalled region ended, and at the
  * end LOG: one line "N BEGIN_NS END_NS" (CLOCK_MONOTONIC) per region, "stall N" for the slow
- * one. For tests/test_flight.py and bench/flight. */
+ * one. FLIGHT_SPIN (environment) sets the work per event. For tests/test_flight.py and bench/flight. */
 #define _GNU_SOURCE
 #include <oslens.h>
 #include <stdint.h>
@@ -25,6 +25,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     double seconds = atof(argv[2]), stall_at = atof(argv[3]);
+    /* FLIGHT_SPIN: work per FILL event (default 4000 additions; 0: record as fast as possible) */
+    int spin = getenv("FLIGHT_SPIN") ? atoi(getenv("FLIGHT_SPIN")) : 4000;
     size_t cap = 1 << 22, n = 0;
     uint64_t(*log)[2] = calloc(cap, sizeof *log);
     osl_event_name(1, "seq");
@@ -38,7 +40,7 @@ int main(int argc, char **argv) {
         osl_event(1, &i, sizeof i);
         for (uint64_t j = 0; j < FILL; j++) {
             osl_event(2, &j, sizeof j);
-            for (int k = 0; k < 4000; k++) sink += k;
+            for (int k = 0; k < spin; k++) sink += k;
         }
         if (stalled == UINT64_MAX && b - start >= (uint64_t)(stall_at * 1e9)) {
             struct timespec t = {0, 100 * 1000000L};

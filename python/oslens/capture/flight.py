@@ -189,7 +189,7 @@ class FlightRecorder:
         number = len(self.snapshots) + 1
         info = flight_snapshot.cut(self.trace, number, fired, self)
         self.snapshots.append({"dir": info["dir"], "spec": fired["spec"], "t_ns": fired["t_ns"], "cut_ns": info["cut_ns"],
-                               "complete_from_ns": info["complete_window"][0]})
+                               "complete_from_ns": info["complete_window"][0], "save_ns": info["save_ns"]})
 
     # the bound
 

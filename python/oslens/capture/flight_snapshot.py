@@ -54,8 +54,9 @@ def cut(trace: Path, number: int, fired: dict, rec) -> dict:
                       "earlier_snapshots": [s["dir"] for s in rec.snapshots], "overlap": rec.options.overlap}
     meta["threads"] = _threads(streams)
     meta["lost_events"], meta["damage"] = 0, []
+    meta["flight"]["save_ns"] = time.monotonic_ns() - cut_ns  # bench/flight: the time to save a window
     _write_meta(out, meta)
-    return {"dir": out.name, "cut_ns": cut_ns, "complete_window": window}
+    return {"dir": out.name, "cut_ns": cut_ns, "complete_window": window, "save_ns": meta["flight"]["save_ns"]}
 
 
 def _trigger(fired: dict) -> dict:
