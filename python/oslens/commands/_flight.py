@@ -55,10 +55,8 @@ def options(args) -> dict:
 
 
 def _check_triggers(specs: list[str]) -> None:
-    try:
-        from oslens.capture import triggers
-    except ImportError:
-        raise OslensError("--trigger is not available in this build (no trigger language): use SIGUSR2 or 'oslens snapshot DIR'", 2) from None
+    from oslens.capture import triggers
+
     for spec in specs:
         try:
             triggers.parse(spec)
