@@ -189,6 +189,14 @@ def test_sigkill_of_oslens_leaves_salvageable_traces(compile_c, tmp_path):
     assert _query(trace / "snapshot-001", "SELECT count(*) FROM regions WHERE duration_ns >= 95000000") >= [(1,)]
 
 
+def test_a_program_dying_of_a_signal_is_a_trigger(tmp_path):
+    trace = tmp_path / "t"
+    p = run_oslens("record", "--flight", "--ring-mb", "4", "-o", trace, "--", "sh", "-c", "kill -SEGV $$", check=False)
+    assert p.returncode == 128 + signal.SIGSEGV
+    assert _flight(trace / "snapshot-001")["trigger"]["spec"] == "exit:SIGSEGV"
+    run_oslens("import", trace / "snapshot-001")
+
+
 @pytest.mark.parametrize("args, says", [
     (["--window", "5s"], "--window is a flight-recorder option: add --flight"),
     (["--flight", "--ring-mb", "2"], "--ring-mb must be at least 4"),
