@@ -40,7 +40,7 @@ def _record_cost():
 def per_event(tmp: Path) -> dict:
     rc = _record_cost()
     program = rc.build(tmp / "record_cost")
-    modes = {"normal": (), "flight": ("--flight", "--ring-mb", "16")}
+    modes = {"normal": (), "flight": ("--flight", "--ring-mb", str(RING_MB))}
     samples = {m: [] for m in modes}
     for _ in range(REPS):
         for mode, flags in modes.items():

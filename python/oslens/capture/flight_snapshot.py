@@ -46,7 +46,7 @@ def cut(trace: Path, number: int, fired: dict, rec) -> dict:
     streams = {}
     for stream, path in sorted(firsts.items()):
         h = flight_chunks.held(path, pairs)
-        streams[stream] = {"oldest_ns": h.first_ns, "first_chunk": path.name, "name": h.name}
+        streams[stream] = {"oldest_ns": h.first_ns, "first_chunk": path.name}
     cut_from = [s["oldest_ns"] for k, s in streams.items() if k in before and s["oldest_ns"] is not None]
     window = [max(cut_from) if cut_from else None, cut_ns]
     meta["flight"] = {"complete": True, "number": number, "trigger": _trigger(fired), "cut_ns": cut_ns,
@@ -106,12 +106,12 @@ def _order(p: Path):
 
 
 def _threads(streams: dict) -> list[dict]:
-    """meta's threads for the snapshot's app streams (the store reads their names from here)."""
+    """meta's threads for the snapshot's app streams (their names are in the names chunks)."""
     out = []
     for stream, s in streams.items():
         if stream.startswith("app-"):
             _, pid, tid = stream.split("-")
-            out.append({"pid": int(pid), "tid": int(tid), "name": s["name"], "chunk": s["first_chunk"]})
+            out.append({"pid": int(pid), "tid": int(tid), "chunk": s["first_chunk"]})
     return out
 
 
