@@ -101,42 +101,66 @@ def _pread(fd: int, n: int, at: int) -> bytes:
 
 def copy_cut(src: Path, dst: Path, from_slot: int = 0) -> int | None:
     """Writes `dst`, a closed chunk holding `src`'s committed records from `from_slot` on, as the
-    reader sees them (staging-ring slots laid over the record slots). A ring slot's bytes are kept
-    only when its descriptor still names the same start after they were read: otherwise the
-    writer reused the slot, after copying it out, and the record slots are read again. Returns the
-    committed count copied up to (None when `src` is gone or unreadable)."""
+    reader sees them (staging-ring slots laid over the record slots). The record slots are copied
+    in the kernel (copy_file_range); a ring slot's bytes are laid over them only when its
+    descriptor still names the same start after they were read: otherwise the writer reused the
+    slot, after copying it out, and those record slots are read again. Returns the committed
+    count copied up to (None when `src` is gone or unreadable)."""
     try:
         fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    tmp = dst.with_name(dst.name + ".part")
     try:
         head = _pread(fd, HEADER, 0)
         if len(head) < HEADER:
             return None
-        committed, capacity = _u64(head, OFF["committed"]), _u64(head, OFF["capacity"])
-        committed = min(committed, capacity)
+        committed = min(_u64(head, OFF["committed"]), _u64(head, OFF["capacity"]))
+        capacity = _u64(head, OFF["capacity"])
         from_slot = min(from_slot, committed)
-        body = bytearray(_pread(fd, (committed - from_slot) * RECORD, HEADER + from_slot * RECORD))
-        body.extend(bytes((committed - from_slot) * RECORD - len(body)))
-        for start, n, ring_at in _ring_slots(head, committed, capacity):
-            data = _pread(fd, n * RECORD, ring_at)
-            if len(data) < n * RECORD or _descriptor_start(_pread(fd, HEADER, 0), ring_at, head) != start:
-                data = _pread(fd, n * RECORD, HEADER + start * RECORD)  # copied out meanwhile
-            _lay(body, data, start, from_slot)
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.pwrite(out, _closed_header(head, committed - from_slot), 0)
+            _copy_range(fd, out, HEADER + from_slot * RECORD, HEADER, (committed - from_slot) * RECORD)
+            for start, n, ring_at in _ring_slots(head, committed, capacity):
+                data = _pread(fd, n * RECORD, ring_at)
+                if len(data) < n * RECORD or _descriptor_start(_pread(fd, HEADER, 0), ring_at, head) != start:
+                    data = _pread(fd, n * RECORD, HEADER + start * RECORD)  # copied out meanwhile
+                skip = max(0, from_slot - start)
+                if skip < n:
+                    os.pwrite(out, data[skip * RECORD:], HEADER + (start + skip - from_slot) * RECORD)
+        finally:
+            os.close(out)
     finally:
         os.close(fd)
-    out = bytearray(head)
-    out[OFF["capacity"]:OFF["capacity"] + 8] = (committed - from_slot).to_bytes(8, "little")
-    out[OFF["committed"]:OFF["committed"] + 8] = (committed - from_slot).to_bytes(8, "little")
-    out[OFF["closed"]:OFF["closed"] + 4] = (1).to_bytes(4, "little")
-    out[OFF["stage_slots"]:OFF["stage_slots"] + 8] = bytes(8)  # a plain chunk: no ring
-    out[OFF["stage_descriptors"]:HEADER] = bytes(HEADER - OFF["stage_descriptors"])
-    tmp = dst.with_name(dst.name + ".part")
-    with open(tmp, "wb") as f:
-        f.write(out)
-        f.write(body)
     tmp.replace(dst)
     return committed
+
+
+def _closed_header(head: bytes, slots: int) -> bytes:
+    """The header of a plain closed chunk of `slots` records: no staging ring."""
+    out = bytearray(head)
+    out[OFF["capacity"]:OFF["capacity"] + 8] = slots.to_bytes(8, "little")
+    out[OFF["committed"]:OFF["committed"] + 8] = slots.to_bytes(8, "little")
+    out[OFF["closed"]:OFF["closed"] + 4] = (1).to_bytes(4, "little")
+    out[OFF["stage_slots"]:OFF["stage_slots"] + 8] = bytes(8)
+    out[OFF["stage_descriptors"]:HEADER] = bytes(HEADER - OFF["stage_descriptors"])
+    return bytes(out)
+
+
+def _copy_range(src: int, dst: int, src_at: int, dst_at: int, n: int) -> None:
+    """n bytes from src_at to dst_at, in the kernel where it can (zeros where the source ends)."""
+    done = 0
+    while done < n:
+        try:
+            got = os.copy_file_range(src, dst, n - done, src_at + done, dst_at + done)
+        except OSError:
+            got = len(data := _pread(src, n - done, src_at + done)) and os.pwrite(dst, data, dst_at + done)
+        if not got:
+            break
+        done += got
+    if done < n:
+        os.ftruncate(dst, dst_at + n)  # slots past the source's end read as zeros: the reader says so
 
 
 def _ring_slots(head: bytes, committed: int, capacity: int):
@@ -163,11 +187,3 @@ def _descriptor_start(head: bytes, ring_at: int, first_head: bytes) -> int | Non
     j = (ring_at - HEADER - capacity * RECORD) // (per * RECORD)
     d = OFF["stage_descriptors"] + j * OFF["stage_descriptor_size"]
     return _u64(head, d + 8)  # a reused slot names a later start, whatever its state
-
-
-def _lay(body: bytearray, data: bytes, start: int, from_slot: int) -> None:
-    """Lays ring records at positions start.. over the body that begins at from_slot."""
-    skip = max(0, from_slot - start)
-    at = (start + skip - from_slot) * RECORD
-    chunk = data[skip * RECORD:]
-    body[at:at + len(chunk)] = chunk
