@@ -184,13 +184,16 @@ def test_sigkill_of_oslens_leaves_salvageable_traces(compile_c, tmp_path):
     prog = compile_c("flight_stall.c")
     trace = tmp_path / "t"
     proc = subprocess.Popen([*OSLENS, "record", "--flight", "--ring-mb", str(RING_MB), "--trigger", "region:work>95ms",
-                             "-o", trace, "--", prog, tmp_path / "log", "3", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "-o", trace, "--", prog, tmp_path / "log", "5", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert _wait_for(trace / "snapshot-001" / "meta.json", 30, proc)
     program = json.loads((trace / "meta.json").read_text())["pid"]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     while Path(f"/proc/{program}").exists():  # the program runs on without oslens, to its end
         time.sleep(0.1)
+    # nobody trims the ring any more: the thread itself keeps at most 8 chunks (thread.rs ROTATE_KEEP)
+    chunks = sorted(int(p.stem.rsplit("-", 1)[1]) for p in (trace / "raw").glob(f"app-{program}-{program}-*.osl"))
+    assert chunks[-1] >= 12 and len(chunks) <= 8, chunks
     run_oslens("import", trace)
     run_oslens("import", trace / "snapshot-001")
     assert _query(trace / "snapshot-001", "SELECT count(*) FROM regions WHERE duration_ns >= 95000000") >= [(1,)]

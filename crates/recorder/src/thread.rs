@@ -337,6 +337,9 @@ impl ThreadState {
         } else {
             crate::helper::start();
         }
+        if cfg.rotate {
+            forget_far_chunk(cfg.raw_dir.as_str(), &stem, next.seq);
+        }
         let mut old = std::mem::replace(&mut self.chunk, next);
         // the trigger budget left carries over to the new chunk's positions
         if self.budget_end != u64::MAX {
@@ -350,6 +353,22 @@ impl ThreadState {
         self.fast_limit = 0;
         add_pause(self.chunk.record_pause(start, kinds::PAUSE_NEW_CHUNK, 0));
         true
+    }
+}
+
+/// Chunks a rotating thread keeps at most, whatever becomes of `oslens record`, whose flight loop
+/// deletes all but four (python/oslens/capture/flight.py): twice that.
+const ROTATE_KEEP: u32 = 8;
+
+/// In flight mode, deletes this thread's chunk ROTATE_KEEP sequence numbers back when it is
+/// still there: `oslens record` is gone (killed) or far behind, and the program must not fill the
+/// disk. Usually the file is gone already and this is one failed unlink per rotation.
+fn forget_far_chunk(raw_dir: &str, stem: &str, seq: u32) {
+    if seq >= ROTATE_KEEP {
+        if let Ok(path) = std::ffi::CString::new(format!("{raw_dir}/{stem}-{}.osl", seq - ROTATE_KEEP)) {
+            // SAFETY: a valid C string.
+            unsafe { libc::unlink(path.as_ptr()) };
+        }
     }
 }
 
