@@ -268,3 +268,34 @@ def test_watching_a_live_recording_fires_what_the_finished_one_holds(target, tmp
     live, after = sorted(live, key=key), sorted(after, key=key)
     assert [key(f)[:2] for f in live] == [key(f)[:2] for f in after]
     assert all(abs(f.t_ns - g.t_ns) < 50_000 and _numbers_agree(f, g) for f, g in zip(live, after))
+
+
+def test_the_numpy_pairing_of_switches_agrees_with_one_record_at_a_time(tmp_path):
+    """trigger_sched.Sched, fed a switch-heavy recording in uneven batches, finds exactly the
+    off-CPU intervals (left, back, runnable from) the record-by-record oracle finds in one go."""
+    import numpy as np
+
+    from oslens.capture import raw
+    from oslens.capture.trigger_sched import Sched
+    from oslens_testing.capture.sched_oracle import SchedOracle
+
+    exe = tmp_path / "kernel_pingpong"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(ROOT / "tests/c/kernel_pingpong.c")], check=True)
+    trace = tmp_path / "T"
+    _oslens("record", "--no-import", "-o", trace, "--", exe, 5000)
+    chunks = [raw.read_chunk(p) for p in sorted((trace / "raw").glob("kernel-*.osl"))]
+    if not chunks:
+        pytest.skip("no kernel records here")
+    r = np.concatenate([c.records for c in chunks])
+    r = r[np.argsort(r["ts"], kind="stable")]
+    oracle = SchedOracle(set(), True)
+    r = r[oracle.keep(r)]
+    want = sorted((tid, left, back, ready) for what, tid, left, back, ready in oracle.feed(r) if what == "offcpu")
+    sched, got, at = Sched(set(), True), [], 0
+    for size in [1, 2, 997, 13, 5000, 3] * (len(r) // 6000 + 1):
+        got += [tuple(x) for x in sched.feed(r[at:at + size])[0].tolist()]
+        at += size
+    assert len(want) > 10_000  # two processes switching on each round trip
+    assert sorted(got) == want
+    tid, left, back = want[len(want) // 2][:3]
+    assert sched.within(tid, left, back) == oracle.within(tid, left, back)

@@ -212,7 +212,7 @@ class Watcher:
         for h, r in app:
             fired += self._app(h, r)
         if self.kernel:
-            fired += self._kernel(self._horizon(now))
+            fired += self._kernel(now)
         fired.sort(key=lambda f: f.t_ns)
         return fired
 
@@ -316,8 +316,9 @@ class Watcher:
                     out.append(Fired(end, t.spec, what))
         return out
 
-    def _kernel(self, horizon: int) -> list[Fired]:
+    def _kernel(self, now: int) -> list[Fired]:
         new = [r for name in [n for n in self.tails if n.startswith("kernel-")] for r in [self._read(name)[1]] if len(r)]
+        horizon = self._horizon(now)  # after the reads, which drop the chunks closed and read
         if new:
             r = np.concatenate(new)
             r = r[self.sched.keep(r)]
@@ -330,8 +331,10 @@ class Watcher:
         if n:
             ready, self.pending = self.pending[:n], self.pending[n:]
             self.taken_to = int(ready["ts"][-1])
-            for what, tid, start, end, extra in self.sched.feed(ready):
-                out += self._sched_fired(what, tid, start, end, extra)
+            intervals, calls = self.sched.feed(ready)
+            out += self._offcpu(intervals)
+            for tid, enter, exit_, nr in calls:
+                out += self._fire_interval("syscall", syscall_names.syscall_name(nr), tid, enter, exit_, exit_ - enter)
         still = []
         for j in self.joint:
             if j[0] > horizon:
@@ -341,16 +344,18 @@ class Watcher:
         self.joint = still
         return out
 
-    def _sched_fired(self, what: str, tid: int, start: int, end: int, extra: int) -> list[Fired]:
-        if what == "syscall":
-            return self._fire_interval("syscall", syscall_names.syscall_name(extra), tid, start, end, end - start)
-        off, runq = end - start, end - extra
+    def _offcpu(self, got: np.ndarray) -> list[Fired]:
+        """Standalone offcpu / runq conditions on the off-CPU intervals that just ended."""
         out = []
+        off, runq = got["back"] - got["left"], got["back"] - got["ready"]
         for t in self.specs:
-            if t.first.kind == "offcpu" and off > t.first.threshold:
-                out.append(Fired(end, t.spec, f"tid {tid} was off CPU {_ms(off)}, {_ms(runq)} of it waiting for a CPU"))
-            elif t.first.kind == "runq" and runq > t.first.threshold:
-                out.append(Fired(end, t.spec, f"tid {tid} waited {_ms(runq)} for a CPU"))
+            if t.first.kind == "offcpu":
+                for x in got[off > t.first.threshold].tolist():
+                    out.append(Fired(x[2], t.spec, f"tid {x[0]} was off CPU {_ms(x[2] - x[1])}, "
+                                                   f"{_ms(x[2] - x[3])} of it waiting for a CPU"))
+            elif t.first.kind == "runq":
+                for x in got[runq > t.first.threshold].tolist():
+                    out.append(Fired(x[2], t.spec, f"tid {x[0]} waited {_ms(x[2] - x[3])} for a CPU"))
         return out
 
     def _joint(self, end: int, tid: int, begin: int, t: Trigger, what: str) -> list[Fired]:
