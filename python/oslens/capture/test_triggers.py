@@ -299,3 +299,56 @@ def test_the_numpy_pairing_of_switches_agrees_with_one_record_at_a_time(tmp_path
     assert sorted(got) == want
     tid, left, back = want[len(want) // 2][:3]
     assert sched.within(tid, left, back) == oracle.within(tid, left, back)
+
+
+# -- the tail of a chunk being written ----------------------------------------------------
+
+def test_a_chunk_tail_reads_records_still_in_the_staging_ring_once_each(tmp_path):
+    """_native.ChunkTail: committed records laid over by the ring's FULL and WRITING slots, each
+    returned once; a slot that fails its check is read again, and skipped as damage the third time."""
+    import numpy as np
+
+    from oslens import _native
+    from oslens.capture import raw
+
+    off, states = dict(_native.TAIL_HEADER_OFFSETS), dict(_native.TAIL_STAGE_STATES)
+    src = tmp_path / "src.osl"
+    _native.write_chunk(str(src), {}, [(1000 + i, 7, 0, raw.EVENT, 0, i) for i in range(14)])
+    rec = [src.read_bytes()[_native.HEADER_SIZE + 32 * i:_native.HEADER_SIZE + 32 * (i + 1)] for i in range(14)]
+    path, capacity, per_slot = tmp_path / "app.osl", 64, 8
+    _native.write_chunk(str(path), {"capacity": capacity, "closed": False}, [(1000 + i, 7, 0, raw.EVENT, 0, i) for i in range(3)])
+    ring = _native.HEADER_SIZE + capacity * 32
+
+    def put(at: int, data: bytes):
+        with open(path, "r+b") as f:
+            f.seek(at)
+            f.write(data)
+
+    def word(at: int, value: int, size: int = 8):
+        put(at, value.to_bytes(size, "little"))
+
+    def slot(j: int, state: str, start: int, length: int = 0):
+        d = off["descriptors"] + j * off["descriptor_size"]
+        word(d, states[state], 4)
+        word(d + 8, start)
+        word(d + 16, length)
+
+    word(off["stage_slots"], 2, 4)
+    word(off["stage_slot_records"], per_slot, 4)
+    put(ring, b"".join(rec[3:7]))                  # slot 0: positions 3..6, full, not yet copied out
+    slot(0, "full", 3, 4)
+    put(ring + per_slot * 32, b"".join(rec[7:10]))  # slot 1: positions 7.., being written
+    slot(1, "writing", 7)
+    word(off["committed"], 10)
+    tail = _native.ChunkTail(str(path))
+    values = lambda b: np.frombuffer(b, dtype=raw.RECORD_DTYPE)["b"].tolist()  # noqa: E731
+    assert values(tail.read()) == list(range(10))
+    assert values(tail.read()) == []
+    put(ring + per_slot * 32 + 3 * 32, rec[10])
+    word(off["committed"], 11)
+    assert values(tail.read()) == [10]
+    word(off["committed"], 12)                     # position 11 committed, its bytes not there (torn)
+    assert [values(tail.read()) for _ in range(3)] == [[], [], []] and tail.damaged == 1
+    put(ring + per_slot * 32 + 5 * 32, rec[12])
+    word(off["committed"], 13)
+    assert values(tail.read()) == [12] and tail.seen == 13 and tail.header()["committed"] == 13

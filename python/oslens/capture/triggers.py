@@ -218,8 +218,9 @@ class Watcher:
 
     def _horizon(self, now: int) -> int:
         """Kernel records up to this time are taken: all of them once every kernel chunk is
-        closed (the collector ended), else those `lag` old."""
-        if any(n.startswith("kernel-") for n in self.done) and not any(n.startswith("kernel-") for n in self.tails):
+        closed and the recording wrote its meta.json (the collector ended), else those `lag` old."""
+        if (any(n.startswith("kernel-") for n in self.done) and not any(n.startswith("kernel-") for n in self.tails)
+                and (self.raw_dir.parent / "meta.json").exists()):  # not a chunk closed as the next one opens
             return 2**63 - 1
         return now - self.lag
 
