@@ -154,6 +154,7 @@ class Watcher:
         self.joint: list[tuple] = []                          # (end, tid, begin, trigger, what) waiting for the kernel
         self.taken_to = 0                                     # the latest kernel record taken
         self.late = 0                                         # kernel records that came after later ones were taken
+        self.deferred: list[tuple] = []                       # app records of a process whose names are not read yet
 
     def close(self):
         self.tails.clear()
@@ -163,8 +164,8 @@ class Watcher:
     def _discover(self):
         try:
             entries = os.listdir(self.raw_dir)
-        except FileNotFoundError:
-            return
+        except OSError:
+            return  # not there yet (armed before the program's first instruction)
         self.listed = set(entries)
         for name in entries:
             if name.endswith(".osl") and name not in self.tails and name not in self.done:
@@ -193,7 +194,7 @@ class Watcher:
         """The triggers that fired since the last poll, in time order."""
         self._discover()
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        app = []
+        app, self.deferred = self.deferred, []  # (header, records, deferred already)
         for name in [n for n in self.tails if n.startswith("app-")]:  # before the names they use
             h, r = self._read(name)
             if h is not None:
@@ -201,16 +202,22 @@ class Watcher:
                     self.clock.add(h["calib"])
                     cp = r[r["kind"] == raw.CLOCK_PAIR]
                     self.clock.add(zip(cp["ts"].tolist(), cp["a"].tolist()))
-                if len(r):
-                    app.append((h, r))
+                if len(r) and len(self.app_kinds):
+                    app.append((h, r[np.isin(r["kind"], self.app_kinds)], False))
         for name in [n for n in self.tails if n.startswith("names-")]:
             h, r = self._read(name)
             if len(r) and (r["kind"] == raw.NAME).any():
-                self.names.reread(self.raw_dir / name)
+                try:
+                    self.names.reread(self.raw_dir / name)
+                except OSError:
+                    pass  # deleted since (the flight ring's oldest): its names were read before
         self.clock.refit(now)
         fired = []
-        for h, r in app:
-            fired += self._app(h, r)
+        for h, r, again in app:
+            if h["pid"] in self.names.by_pid or again:
+                fired += self._app(h, r)
+            elif len(r):  # its process's names chunk was not listed yet: once more, next poll
+                self.deferred.append((h, r, True))
         if self.kernel:
             fired += self._kernel(now)
         fired.sort(key=lambda f: f.t_ns)
@@ -233,9 +240,6 @@ class Watcher:
 
     def _app(self, h: dict, r: np.ndarray) -> list[Fired]:
         """The watched instruments' records of one chunk, each instrument's with numpy."""
-        if not len(self.app_kinds):
-            return []
-        r = r[np.isin(r["kind"], self.app_kinds)]
         if not len(r):
             return []
         ids = self.names.watched_ids(h["pid"])
@@ -323,9 +327,12 @@ class Watcher:
         if new:
             r = np.concatenate(new)
             r = r[self.sched.keep(r)]
-            # records older than what was already taken came later than the lag allowed for
-            self.late += int(np.count_nonzero(r["ts"] <= np.uint64(max(self.taken_to, 0))))
-            self.pending = np.concatenate([self.pending, r])
+            # records older than what was already taken came later than the lag allowed for: left
+            # out and counted (a switch-out or -in missed loses one interval; taken out of order,
+            # it would pair with the wrong one)
+            late = r["ts"] <= np.uint64(max(self.taken_to, 0))
+            self.late += int(np.count_nonzero(late))
+            self.pending = np.concatenate([self.pending, r[~late]])
             self.pending = self.pending[np.argsort(self.pending["ts"], kind="stable")]
         out = []
         n = int(np.searchsorted(self.pending["ts"], np.uint64(max(horizon, 0)), side="right"))
