@@ -28,8 +28,10 @@ from oslens.capture.trigger_spec import Cond, Trigger, parse, parse_duration  # 
 KERNEL_LAG_NS = 300_000_000
 # at most this many calibration pairs are fitted (the first few and the latest)
 MAX_PAIRS = 64
-# the watcher's own (TSC, CLOCK_MONOTONIC) pair is taken at most this often
+# the watcher's own (TSC, CLOCK_MONOTONIC) pair is taken at most this often, and kept when read
+# within this long
 OWN_PAIR_NS = 1_000_000_000
+TIGHT_PAIR_NS = 20_000
 CLASS_OF = {"region": raw.CLASS_ID["region"], "timer": raw.CLASS_ID["timer"], "event": raw.CLASS_ID["event"],
             "counter": raw.CLASS_ID["counter"]}
 APP_KINDS = {"region": (raw.REGION_BEGIN, raw.REGION_END), "timer": (raw.TIMER_STOP,), "event": (raw.EVENT,),
@@ -67,8 +69,13 @@ class _Clock:
 
     def refit(self, now_ns: int):
         if self.pairs and now_ns - self.own_at >= OWN_PAIR_NS:
-            self.add([_native.clock_pair()])
             self.own_at = now_ns
+            for _ in range(3):  # a pair read across a preemption is off by the preemption: read again
+                t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                pair = _native.clock_pair()
+                if time.clock_gettime_ns(time.CLOCK_MONOTONIC) - t0 < TIGHT_PAIR_NS:
+                    self.add([pair])
+                    break
         if self.dirty:
             pts = sorted(self.pairs)
             if len(pts) > MAX_PAIRS:
