@@ -78,7 +78,8 @@ def test_bad_specs_say_what_is_wrong_in_one_line(spec, message):
 # -- the watcher on a real recording ------------------------------------------------------
 
 SPECS = ["region:work>50ms", "region:fast>0ns", "timer:phase>50ms", "event:checkpoint", "counter:items>5",
-         "syscall:clock_nanosleep>20ms", "syscall:fsync>0ns", "region:work>50ms and offcpu>40ms"]
+         "syscall:clock_nanosleep>20ms", "syscall:fsync>0ns", "region:work>50ms and offcpu>40ms",
+         "syscall:clock_nanosleep>20ms and offcpu>20ms", "timer:phase>50ms and offcpu>40ms"]
 DETAIL = re.compile(r"(\w+) (\S+) (?:took|ran) ([\d.]+) ms on tid (\d+)(?:, ([\d.]+) ms of it off CPU)?$")
 
 
@@ -178,7 +179,8 @@ def test_the_watcher_fires_each_condition_with_the_imports_numbers(basic):
     for f, o in zip([f for f, o in zip(work, off) if o > 40 * MS], [o for o in off if o > 40 * MS]):
         assert abs(float(DETAIL.match(joint[[g.t_ns for g in joint].index(f.t_ns)].detail).group(5)) - o / 1e6) <= 0.2
     assert [DETAIL.match(f.detail).group(1, 2, 4) for f in got.pop("region:fast>0ns")] == [("region", "fast", str(main))] * 5
-    assert len(got.pop("timer:phase>50ms")) == 1
+    phase = got.pop("timer:phase>50ms")
+    assert len(phase) == 1
     assert [f.detail for f in got.pop("event:checkpoint")] == [f"event checkpoint on tid {main}"] * 3
     assert [f.detail for f in got.pop("counter:items>5")] == [f"counter items reached 6 (over 5) on tid {main}"]
     sleeps = got.pop("syscall:clock_nanosleep>20ms")
@@ -186,6 +188,11 @@ def test_the_watcher_fires_each_condition_with_the_imports_numbers(basic):
     # a sleep lasts at least what it asked for (120, 60, 30 and 70 ms)
     assert all(float(DETAIL.match(f.detail).group(3)) >= ms for f, ms in zip(sleeps, (120, 60, 30, 70)))
     assert [f.detail.split(" took")[0] for f in got.pop("syscall:fsync>0ns")] == ["syscall fsync"]
+    # a sleep is off CPU at least as long as it asked for: each of the four, and the timer's
+    slept = got.pop("syscall:clock_nanosleep>20ms and offcpu>20ms")
+    assert [(f.t_ns, f.detail.split(",")[0]) for f in slept] == [(f.t_ns, f.detail) for f in sleeps]
+    assert [f.detail.split(",")[0] for f in got.pop("timer:phase>50ms and offcpu>40ms")] == \
+        [f"timer phase ran {DETAIL.match(f.detail).group(3)} ms on tid {main}" for f in phase]
     assert got == {}
 
 
