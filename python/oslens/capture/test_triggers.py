@@ -361,3 +361,36 @@ def test_a_chunk_tail_reads_records_still_in_the_staging_ring_once_each(tmp_path
     put(ring + per_slot * 32 + 5 * 32, rec[12])
     word(off["committed"], 13)
     assert values(tail.read()) == [12] and tail.seen == 13 and tail.header()["committed"] == 13
+
+
+def test_a_threads_next_chunk_waits_until_the_one_before_it_is_closed_and_read(tmp_path):
+    """A flight recording rotates a thread's full chunk into the next: a region whose end is in
+    the next chunk's records pairs with its own begin, even when the next chunk is listed while
+    the previous one still has records to read (read first, they paired with a later begin)."""
+    from oslens import _native
+    from oslens.capture import raw
+
+    off = dict(_native.TAIL_HEADER_OFFSETS)
+    region = lambda kind, ms: (ms * MS, 5, 0, kind, 0, 0)  # noqa: E731
+    _native.write_chunk(str(tmp_path / "names-1-0.osl"), {"pid": 1, "tid": 0, "closed": False}, [],
+                        names=[(5, raw.CLASS_ID["region"], 0, "work")])
+    _native.write_chunk(str(tmp_path / "app-1-1-0.osl"), {"pid": 1, "tid": 1, "closed": False, "committed": 1},
+                        [region(raw.REGION_BEGIN, 1), region(raw.REGION_END, 2)])
+    _native.write_chunk(str(tmp_path / "app-1-1-1.osl"), {"pid": 1, "tid": 1, "closed": False, "committed": 1},
+                        [region(raw.REGION_BEGIN, 3), region(raw.REGION_END, 100)])
+
+    def header(name: str, committed: int, closed: int):
+        with open(tmp_path / name, "r+b") as f:
+            f.seek(off["committed"])
+            f.write(committed.to_bytes(8, "little"))
+            f.seek(off["closed"])
+            f.write(closed.to_bytes(4, "little"))
+
+    w = triggers.Watcher(tmp_path, [triggers.parse("region:work>50ms"), triggers.parse("region:work>0ns")])
+    assert w.poll() == []  # chunk 0's begin read, chunk 1 not: chunk 0 is still open
+    header("app-1-1-0.osl", 2, 1)
+    assert [(f.spec, f.detail) for f in w.poll()] == [("region:work>0ns", "region work took 1.0 ms on tid 1")]
+    header("app-1-1-1.osl", 2, 0)
+    assert [(f.t_ns, f.spec, f.detail) for f in w.poll()] == [
+        (100 * MS, "region:work>50ms", "region work took 97.0 ms on tid 1"),
+        (100 * MS, "region:work>0ns", "region work took 97.0 ms on tid 1")]

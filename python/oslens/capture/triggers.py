@@ -195,6 +195,21 @@ class Watcher:
             self.done.add(name)
         return h, records
 
+    def _in_order(self, prefix: str):
+        """The chunks named prefix*, each stream's (a thread's, a CPU's) in sequence order, a later
+        chunk only once the one before it was closed and read to its end: a writer closes a full
+        chunk before it writes into the next, so records are read in the order written."""
+        streams: dict[str, list] = {}
+        for n in self.tails:
+            if n.startswith(prefix):
+                stem, _, seq = n[:-len(".osl")].rpartition("-")
+                streams.setdefault(stem, []).append((int(seq) if seq.isdigit() else 0, n))
+        for chunks in streams.values():
+            for _, n in sorted(chunks):
+                yield n
+                if n in self.tails:  # still open after its read: its successors wait
+                    break
+
     # -- polling ---------------------------------------------------------------------------
 
     def poll(self) -> list[Fired]:
@@ -202,7 +217,7 @@ class Watcher:
         self._discover()
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         app, self.deferred = self.deferred, []  # (header, records, deferred already)
-        for name in [n for n in self.tails if n.startswith("app-")]:  # before the names they use
+        for name in self._in_order("app-"):  # before the names they use
             h, r = self._read(name)
             if h is not None:
                 if h["clock"] == raw.CLOCK_TSC:
@@ -211,7 +226,7 @@ class Watcher:
                     self.clock.add(zip(cp["ts"].tolist(), cp["a"].tolist()))
                 if len(r) and len(self.app_kinds):
                     app.append((h, r[np.isin(r["kind"], self.app_kinds)], False))
-        for name in [n for n in self.tails if n.startswith("names-")]:
+        for name in self._in_order("names-"):
             h, r = self._read(name)
             if len(r) and (r["kind"] == raw.NAME).any():
                 try:
@@ -283,7 +298,8 @@ class Watcher:
 
     def _region(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
         b, e = self._pairs(h["tid"], ident, r)
-        return self._intervals("region", name, h, self._ticks_ns(h, e - b), e)
+        ok = e >= b  # an end before its begin is damage, not a region lasting 2**64 ticks
+        return self._intervals("region", name, h, self._ticks_ns(h, e[ok] - b[ok]), e[ok])
 
     def _timer(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
         return self._intervals("timer", name, h, self._ticks_ns(h, r["a"]), r["ts"])
@@ -329,7 +345,7 @@ class Watcher:
         return out
 
     def _kernel(self, now: int) -> list[Fired]:
-        new = [r for name in [n for n in self.tails if n.startswith("kernel-")] for r in [self._read(name)[1]] if len(r)]
+        new = [r for name in self._in_order("kernel-") for r in [self._read(name)[1]] if len(r)]
         horizon = self._horizon(now)  # after the reads, which drop the chunks closed and read
         if new:
             r = np.concatenate(new)
