@@ -80,9 +80,8 @@ impl ChunkTail {
             let at = ring + (j as u64 * per_slot as u64 + (a - start)) * RECORD_SIZE as u64;
             let o = ((a - from) as usize) * RECORD_SIZE;
             let n = ((b - a) as usize) * RECORD_SIZE;
-            if self.read_at(&mut buf[o..o + n], at)? < n {
-                return Ok(None);
-            }
+            // a short read (a ring cut off the file) leaves zeros, which fail their check below
+            self.read_at(&mut buf[o..o + n], at)?;
         }
         // a slot whose start moved was handed a later range while we read it: its bytes are not ours
         let mut again = vec![0u8; HEADER_SIZE];
@@ -156,6 +155,15 @@ impl ChunkTail {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ChunkTail>()?;
-    // where a writer's progress lies in a header: the tests replay a finished chunk as it grew
-    m.add("TAIL_HEADER_OFFSETS", vec![("committed", offset::COMMITTED), ("closed", offset::CLOSED)])
+    // where a writer's progress and staging ring lie in a header: the tests replay a finished
+    // chunk as it grew, and build chunks whose records are still in the ring
+    m.add("TAIL_HEADER_OFFSETS", vec![
+        ("committed", offset::COMMITTED),
+        ("closed", offset::CLOSED),
+        ("stage_slots", offset::STAGE_SLOTS),
+        ("stage_slot_records", offset::STAGE_SLOT_RECORDS),
+        ("descriptors", stage::DESCRIPTORS),
+        ("descriptor_size", stage::DESCRIPTOR_SIZE),
+    ])?;
+    m.add("TAIL_STAGE_STATES", vec![("free", stage::FREE), ("writing", stage::WRITING), ("full", stage::FULL), ("copying", stage::COPYING)])
 }

@@ -28,8 +28,10 @@ from oslens.capture.trigger_spec import Cond, Trigger, parse, parse_duration  # 
 KERNEL_LAG_NS = 300_000_000
 # at most this many calibration pairs are fitted (the first few and the latest)
 MAX_PAIRS = 64
-# the watcher's own (TSC, CLOCK_MONOTONIC) pair is taken at most this often
+# the watcher's own (TSC, CLOCK_MONOTONIC) pair is taken at most this often, and kept when read
+# within this long
 OWN_PAIR_NS = 1_000_000_000
+TIGHT_PAIR_NS = 20_000
 CLASS_OF = {"region": raw.CLASS_ID["region"], "timer": raw.CLASS_ID["timer"], "event": raw.CLASS_ID["event"],
             "counter": raw.CLASS_ID["counter"]}
 APP_KINDS = {"region": (raw.REGION_BEGIN, raw.REGION_END), "timer": (raw.TIMER_STOP,), "event": (raw.EVENT,),
@@ -67,8 +69,13 @@ class _Clock:
 
     def refit(self, now_ns: int):
         if self.pairs and now_ns - self.own_at >= OWN_PAIR_NS:
-            self.add([_native.clock_pair()])
             self.own_at = now_ns
+            for _ in range(3):  # a pair read across a preemption is off by the preemption: read again
+                t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                pair = _native.clock_pair()
+                if time.clock_gettime_ns(time.CLOCK_MONOTONIC) - t0 < TIGHT_PAIR_NS:
+                    self.add([pair])
+                    break
         if self.dirty:
             pts = sorted(self.pairs)
             if len(pts) > MAX_PAIRS:
@@ -154,6 +161,7 @@ class Watcher:
         self.joint: list[tuple] = []                          # (end, tid, begin, trigger, what) waiting for the kernel
         self.taken_to = 0                                     # the latest kernel record taken
         self.late = 0                                         # kernel records that came after later ones were taken
+        self.deferred: list[tuple] = []                       # app records of a process whose names are not read yet
 
     def close(self):
         self.tails.clear()
@@ -163,8 +171,8 @@ class Watcher:
     def _discover(self):
         try:
             entries = os.listdir(self.raw_dir)
-        except FileNotFoundError:
-            return
+        except OSError:
+            return  # not there yet (armed before the program's first instruction)
         self.listed = set(entries)
         for name in entries:
             if name.endswith(".osl") and name not in self.tails and name not in self.done:
@@ -187,39 +195,61 @@ class Watcher:
             self.done.add(name)
         return h, records
 
+    def _in_order(self, prefix: str):
+        """The chunks named prefix*, each stream's (a thread's, a CPU's) in sequence order, a later
+        chunk only once the one before it was closed and read to its end: a writer closes a full
+        chunk before it writes into the next, so records are read in the order written."""
+        streams: dict[str, list] = {}
+        for n in self.tails:
+            if n.startswith(prefix):
+                stem, _, seq = n[:-len(".osl")].rpartition("-")
+                streams.setdefault(stem, []).append((int(seq) if seq.isdigit() else 0, n))
+        for chunks in streams.values():
+            for _, n in sorted(chunks):
+                yield n
+                if n in self.tails:  # still open after its read: its successors wait
+                    break
+
     # -- polling ---------------------------------------------------------------------------
 
     def poll(self) -> list[Fired]:
         """The triggers that fired since the last poll, in time order."""
         self._discover()
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        app = []
-        for name in [n for n in self.tails if n.startswith("app-")]:  # before the names they use
+        app, self.deferred = self.deferred, []  # (header, records, deferred already)
+        for name in self._in_order("app-"):  # before the names they use
             h, r = self._read(name)
             if h is not None:
                 if h["clock"] == raw.CLOCK_TSC:
                     self.clock.add(h["calib"])
                     cp = r[r["kind"] == raw.CLOCK_PAIR]
                     self.clock.add(zip(cp["ts"].tolist(), cp["a"].tolist()))
-                if len(r):
-                    app.append((h, r))
-        for name in [n for n in self.tails if n.startswith("names-")]:
+                if len(r) and len(self.app_kinds):
+                    app.append((h, r[np.isin(r["kind"], self.app_kinds)], False))
+        for name in self._in_order("names-"):
             h, r = self._read(name)
             if len(r) and (r["kind"] == raw.NAME).any():
-                self.names.reread(self.raw_dir / name)
+                try:
+                    self.names.reread(self.raw_dir / name)
+                except OSError:
+                    pass  # deleted since (the flight ring's oldest): its names were read before
         self.clock.refit(now)
         fired = []
-        for h, r in app:
-            fired += self._app(h, r)
+        for h, r, again in app:
+            if h["pid"] in self.names.by_pid or again:
+                fired += self._app(h, r)
+            elif len(r):  # its process's names chunk was not listed yet: once more, next poll
+                self.deferred.append((h, r, True))
         if self.kernel:
-            fired += self._kernel(self._horizon(now))
+            fired += self._kernel(now)
         fired.sort(key=lambda f: f.t_ns)
         return fired
 
     def _horizon(self, now: int) -> int:
         """Kernel records up to this time are taken: all of them once every kernel chunk is
-        closed (the collector ended), else those `lag` old."""
-        if any(n.startswith("kernel-") for n in self.done) and not any(n.startswith("kernel-") for n in self.tails):
+        closed and the recording wrote its meta.json (the collector ended), else those `lag` old."""
+        if (any(n.startswith("kernel-") for n in self.done) and not any(n.startswith("kernel-") for n in self.tails)
+                and (self.raw_dir.parent / "meta.json").exists()):  # not a chunk closed as the next one opens
             return 2**63 - 1
         return now - self.lag
 
@@ -232,9 +262,6 @@ class Watcher:
 
     def _app(self, h: dict, r: np.ndarray) -> list[Fired]:
         """The watched instruments' records of one chunk, each instrument's with numpy."""
-        if not len(self.app_kinds):
-            return []
-        r = r[np.isin(r["kind"], self.app_kinds)]
         if not len(r):
             return []
         ids = self.names.watched_ids(h["pid"])
@@ -271,7 +298,8 @@ class Watcher:
 
     def _region(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
         b, e = self._pairs(h["tid"], ident, r)
-        return self._intervals("region", name, h, self._ticks_ns(h, e - b), e)
+        ok = e >= b  # an end before its begin is damage, not a region lasting 2**64 ticks
+        return self._intervals("region", name, h, self._ticks_ns(h, e[ok] - b[ok]), e[ok])
 
     def _timer(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
         return self._intervals("timer", name, h, self._ticks_ns(h, r["a"]), r["ts"])
@@ -316,22 +344,28 @@ class Watcher:
                     out.append(Fired(end, t.spec, what))
         return out
 
-    def _kernel(self, horizon: int) -> list[Fired]:
-        new = [r for name in [n for n in self.tails if n.startswith("kernel-")] for r in [self._read(name)[1]] if len(r)]
+    def _kernel(self, now: int) -> list[Fired]:
+        new = [r for name in self._in_order("kernel-") for r in [self._read(name)[1]] if len(r)]
+        horizon = self._horizon(now)  # after the reads, which drop the chunks closed and read
         if new:
             r = np.concatenate(new)
             r = r[self.sched.keep(r)]
-            # records older than what was already taken came later than the lag allowed for
-            self.late += int(np.count_nonzero(r["ts"] <= np.uint64(max(self.taken_to, 0))))
-            self.pending = np.concatenate([self.pending, r])
+            # records older than what was already taken came later than the lag allowed for: left
+            # out and counted (a switch-out or -in missed loses one interval; taken out of order,
+            # it would pair with the wrong one)
+            late = r["ts"] <= np.uint64(max(self.taken_to, 0))
+            self.late += int(np.count_nonzero(late))
+            self.pending = np.concatenate([self.pending, r[~late]])
             self.pending = self.pending[np.argsort(self.pending["ts"], kind="stable")]
         out = []
         n = int(np.searchsorted(self.pending["ts"], np.uint64(max(horizon, 0)), side="right"))
         if n:
             ready, self.pending = self.pending[:n], self.pending[n:]
             self.taken_to = int(ready["ts"][-1])
-            for what, tid, start, end, extra in self.sched.feed(ready):
-                out += self._sched_fired(what, tid, start, end, extra)
+            intervals, calls = self.sched.feed(ready)
+            out += self._offcpu(intervals)
+            for tid, enter, exit_, nr in calls:
+                out += self._fire_interval("syscall", syscall_names.syscall_name(nr), tid, enter, exit_, exit_ - enter)
         still = []
         for j in self.joint:
             if j[0] > horizon:
@@ -341,16 +375,18 @@ class Watcher:
         self.joint = still
         return out
 
-    def _sched_fired(self, what: str, tid: int, start: int, end: int, extra: int) -> list[Fired]:
-        if what == "syscall":
-            return self._fire_interval("syscall", syscall_names.syscall_name(extra), tid, start, end, end - start)
-        off, runq = end - start, end - extra
+    def _offcpu(self, got: np.ndarray) -> list[Fired]:
+        """Standalone offcpu / runq conditions on the off-CPU intervals that just ended."""
         out = []
+        off, runq = got["back"] - got["left"], got["back"] - got["ready"]
         for t in self.specs:
-            if t.first.kind == "offcpu" and off > t.first.threshold:
-                out.append(Fired(end, t.spec, f"tid {tid} was off CPU {_ms(off)}, {_ms(runq)} of it waiting for a CPU"))
-            elif t.first.kind == "runq" and runq > t.first.threshold:
-                out.append(Fired(end, t.spec, f"tid {tid} waited {_ms(runq)} for a CPU"))
+            if t.first.kind == "offcpu":
+                for x in got[off > t.first.threshold].tolist():
+                    out.append(Fired(x[2], t.spec, f"tid {x[0]} was off CPU {_ms(x[2] - x[1])}, "
+                                                   f"{_ms(x[2] - x[3])} of it waiting for a CPU"))
+            elif t.first.kind == "runq":
+                for x in got[runq > t.first.threshold].tolist():
+                    out.append(Fired(x[2], t.spec, f"tid {x[0]} waited {_ms(x[2] - x[3])} for a CPU"))
         return out
 
     def _joint(self, end: int, tid: int, begin: int, t: Trigger, what: str) -> list[Fired]:
