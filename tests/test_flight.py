@@ -116,9 +116,6 @@ def test_one_snapshot_per_slow_region_and_one_for_the_request(flight):
     assert f"{len(snaps)} snapshots" in flight["stderr"]
 
 
-@pytest.mark.xfail(strict=False, reason="the watcher (capture/triggers.py) now and then pairs a region's end with a "
-                   "begin it read out of order when a thread's next chunk is listed before the rest of its previous one "
-                   "is read: a region 'took' 7e12 ms; reported to the coordinator")
 def test_region_snapshots_match_the_programs_own_log_of_slow_regions(flight):
     specs = [_flight(s)["trigger"]["spec"] for s in _snapshots(flight["trace"])]
     regions, _ = _regions_log(flight["log"])
