@@ -171,6 +171,8 @@ def test_a_snapshot_is_a_normal_trace_and_its_report_opens_with_the_trigger(flig
     out = run_oslens("report", snap).stdout
     head = out[:out.index("program pid")]
     assert f"snapshot {int(snap.name[-3:])}: region:work>95ms fired at" in head and "complete window" in head
+    html = (snap / "report.html").read_text()
+    assert "region:work&gt;95ms fired at" in html or "region:work>95ms fired at" in html
     lost = _query(snap, "SELECT count(*) FROM lost WHERE reason LIKE 'chunk missing%'")
     assert lost == [(0,)]  # overwritten chunks are not called lost
     run_oslens("export", "--chrome", flight["trace"] / "s1.json", snap)
