@@ -15,6 +15,7 @@ import ctypes
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ class FlightRecorder:
         self.pending: list[dict] = []  # triggers waiting for their --after
         self.last_trigger_ns: int | None = None
         self.max_raw_bytes = 0
+        self.failed: str | None = None  # the first error of the loop, said once and kept in meta
         self._requests: list[dict] = []  # from signal handlers, taken by the loop
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -137,7 +139,7 @@ class FlightRecorder:
         return {"ring_bytes_per_stream": o.ring_bytes, "chunk_bytes": o.chunk_bytes, "window_ns": o.window_ns,
                 "after_s": o.after_s, "max_snapshots": o.max_snapshots, "min_gap_s": o.min_gap_s, "overlap": o.overlap,
                 "snapshots": self.snapshots, "ignored_triggers": self.ignored, "overwritten": self.overwritten_list(),
-                "max_raw_bytes": self.max_raw_bytes}
+                "max_raw_bytes": self.max_raw_bytes, **({"error": self.failed} if self.failed else {})}
 
     def overwritten_list(self) -> list[dict]:
         return [{"stream": s, **vars(o)} for s, o in sorted(self.overwritten.items())]
@@ -156,6 +158,10 @@ class FlightRecorder:
                 self.trim()
             except OSError:
                 pass  # a failing file system: the chunks stay, the recording goes on
+            except Exception as err:  # noqa: BLE001  (the loop must outlive a bug: the ring is its job)
+                if not self.failed:
+                    print(f"oslens: flight recorder: {err!r}; the ring is still trimmed", file=sys.stderr)
+                self.failed = repr(err)
 
     def _take_triggers(self) -> None:
         while self._requests:

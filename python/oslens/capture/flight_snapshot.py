@@ -42,7 +42,7 @@ def cut(trace: Path, number: int, fired: dict, rec) -> dict:
     meta = {**rec.meta, "clock_pairs": [list(p) for p in pairs], "end_ns": cut_ns, "snapshot_of": str(trace.resolve())}
     meta["flight"] = {"complete": False, "trigger": _trigger(fired), "cut_ns": cut_ns}
     _write_meta(out, meta)
-    firsts, before = _take_chunks(trace / "raw", out / "raw", rec)
+    firsts, before, slots = _take_chunks(trace / "raw", out / "raw", rec)
     streams = {}
     for stream, path in sorted(firsts.items()):
         h = flight_chunks.held(path, pairs)
@@ -52,7 +52,8 @@ def cut(trace: Path, number: int, fired: dict, rec) -> dict:
     meta["flight"] = {"complete": True, "number": number, "trigger": _trigger(fired), "cut_ns": cut_ns,
                       "complete_window": window, "streams": streams, "overwritten": rec.overwritten_list(),
                       "earlier_snapshots": [s["dir"] for s in rec.snapshots], "overlap": rec.options.overlap}
-    meta["threads"] = _threads(streams)
+    meta["threads"] = _threads(streams, slots)
+    meta["clock"] = _clock(firsts)
     meta["lost_events"], meta["damage"] = 0, []
     meta["flight"]["save_ns"] = time.monotonic_ns() - cut_ns  # bench/flight: the time to save a window
     _write_meta(out, meta)
@@ -63,10 +64,12 @@ def _trigger(fired: dict) -> dict:
     return {k: fired[k] for k in ("spec", "detail", "t_ns") if k in fired}
 
 
-def _take_chunks(raw: Path, dest: Path, rec) -> tuple[dict[str, Path], set[str]]:
-    """Links or copies the chunks of raw/ into dest; returns each stream's first chunk there and
-    the streams that had records before it (overwritten, or in an earlier snapshot)."""
+def _take_chunks(raw: Path, dest: Path, rec) -> tuple[dict[str, Path], set[str], dict[str, int]]:
+    """Links or copies the chunks of raw/ into dest; returns each stream's first chunk there,
+    the streams that had records before it (overwritten, or in an earlier snapshot) and the
+    record slots taken per stream."""
     firsts: dict[str, Path] = {}
+    slots: dict[str, int] = {}
     before = set(rec.overwritten) | (set() if rec.options.overlap else set(rec.saved.upto))
     for src in sorted(raw.iterdir(), key=_order):
         s = flight_chunks.stream_of(src.name)
@@ -85,7 +88,8 @@ def _take_chunks(raw: Path, dest: Path, rec) -> tuple[dict[str, Path], set[str]]
             continue
         rec.saved.note(stream, seq, committed)
         firsts.setdefault(stream, dest / src.name)
-    return firsts, before
+        slots[stream] = slots.get(stream, 0) + committed - start
+    return firsts, before, slots
 
 
 def _take(src: Path, dst: Path, start: int) -> int | None:
@@ -105,14 +109,25 @@ def _order(p: Path):
     return (s[0], s[1]) if s else (p.name, 0)
 
 
-def _threads(streams: dict) -> list[dict]:
-    """meta's threads for the snapshot's app streams (their names are in the names chunks)."""
+def _threads(streams: dict, slots: dict[str, int]) -> list[dict]:
+    """meta's threads for the snapshot's app streams (their names are in the names chunks;
+    `records` counts record slots, continuations included)."""
     out = []
     for stream, s in streams.items():
         if stream.startswith("app-"):
             _, pid, tid = stream.split("-")
-            out.append({"pid": int(pid), "tid": int(tid), "chunk": s["first_chunk"]})
+            out.append({"pid": int(pid), "tid": int(tid), "chunk": s["first_chunk"], "records": slots.get(stream, 0),
+                        "dropped_events": 0, "dropped_bytes": 0, "suppressed_events": 0})
     return out
+
+
+def _clock(firsts: dict[str, Path]) -> str:
+    """The recorder's clock, as meta.json names it, from the snapshot's app chunks."""
+    for stream, path in firsts.items():
+        head = flight_chunks.read_header(path) if stream.startswith("app-") else None
+        if head:
+            return "tsc" if int.from_bytes(head[flight_chunks.OFF["clock"]:][:4], "little") == _native.CLOCK_TSC else "monotonic"
+    return "monotonic"
 
 
 def _write_meta(out: Path, meta: dict) -> None:
