@@ -198,6 +198,26 @@ def test_sigkill_of_oslens_leaves_salvageable_traces(compile_c, tmp_path):
     assert _query(trace / "snapshot-001", "SELECT count(*) FROM regions WHERE duration_ns >= 95000000") >= [(1,)]
 
 
+def test_with_overlap_a_snapshot_repeats_what_the_previous_one_holds(compile_c, tmp_path):
+    prog = compile_c("flight_stall.c")
+    trace = tmp_path / "t"
+    proc = subprocess.Popen([*OSLENS, "record", "--flight", "--ring-mb", "16", "--overlap", "--no-import", "-o", trace,
+                             "--", prog, tmp_path / "log", "4", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while not (trace / "flight.pid").exists() and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(1.5)
+    for n in (1, 2):
+        proc.send_signal(signal.SIGUSR2)
+        assert _wait_for(trace / f"snapshot-00{n}" / "meta.json", 10, proc)
+        time.sleep(0.3)  # well inside the ring's few seconds
+    assert proc.wait() == 0
+    for n in (1, 2):
+        run_oslens("import", trace / f"snapshot-00{n}")
+    one, two = (_seqs(trace / f"snapshot-00{n}") for n in (1, 2))
+    assert min(two) <= max(one) < max(two)
+    assert _flight(trace / "snapshot-002")["overlap"] is True
+
+
 def test_a_program_dying_of_a_signal_is_a_trigger(tmp_path):
     trace = tmp_path / "t"
     p = run_oslens("record", "--flight", "--ring-mb", "4", "-o", trace, "--", "sh", "-c", "kill -SEGV $$", check=False)
