@@ -23,7 +23,8 @@ from pathlib import Path
 
 from oslens.capture import flight_chunks, flight_snapshot
 
-TICK_S = 0.1  # the loop's period: perf and LTTng consumers wake on timers of 100 ms and more
+TICK_S = 0.1  # the loop's period with triggers to watch: perf and LTTng consumers wake on timers of 100 ms and more
+IDLE_S = 1.0  # without: new chunk files wake it (inotify), this only in case an event is missed
 RING_PARTS = 4  # a stream's ring is this many chunks (LTTng: sub-buffers of a ring)
 PID_FILE = "flight.pid"  # where `oslens snapshot DIR` finds this process
 IN_CREATE, IN_MOVED_TO = 0x100, 0x80  # <sys/inotify.h>
@@ -148,7 +149,10 @@ class FlightRecorder:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            ready, _, _ = select.select([fd for fd in (self._watch, self._wake_r, self._sig_r) if fd is not None], [], [], TICK_S)
+            # a chunk closes only when the next one is created, which inotify reports: without a
+            # watcher to feed or a cut to make, the loop sleeps until then (or IDLE_S)
+            idle = TICK_S if self.watcher is not None or self.pending or self._watch is None else IDLE_S
+            ready, _, _ = select.select([fd for fd in (self._watch, self._wake_r, self._sig_r) if fd is not None], [], [], idle)
             for fd in ready:
                 got = _drain(fd)
                 if fd == self._sig_r and signal.SIGUSR2 in got:
