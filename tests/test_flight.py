@@ -1,7 +1,9 @@
 """The flight recorder (docs/flight.md): `oslens record --flight` keeps a bounded ring of every
 thread and CPU, and a trigger saves the last window as a normal trace directory. One recording of
 tests/c/flight_stall.c (8 s of numbered regions, one of them slowed by a 100 ms nanosleep at 3 s)
-with a 4 MiB ring, the trigger `region:work>95ms`, and later an `oslens snapshot DIR`."""
+with a 4 MiB ring, the trigger `region:work>95ms` (on this shared 2-CPU VM a region is now and
+then preempted for 50-60 ms, which would rightly fire a 50 ms trigger: every region snapshot is
+held to the program's own log of slow regions), and later an `oslens snapshot DIR`."""
 
 import json
 import os
