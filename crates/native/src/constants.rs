@@ -99,7 +99,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     offsets.set_item("ring_self_copies", offset::RING_SELF_COPIES)?;
     offsets.set_item("helper_cpu_ns", offset::HELPER_CPU_NS)?;
     offsets.set_item("helper_copies", offset::HELPER_COPIES)?;
+    // what the flight recorder (capture/flight.py) reads and writes to copy an open chunk
+    for (name, at) in [("capacity", offset::CAPACITY), ("committed", offset::COMMITTED), ("closed", offset::CLOSED),
+                       ("clock", offset::CLOCK), ("calib0_tsc", offset::CALIB0_TSC), ("calib0_ns", offset::CALIB0_NS),
+                       ("calib1_tsc", offset::CALIB1_TSC), ("calib1_ns", offset::CALIB1_NS),
+                       ("stage_slots", offset::STAGE_SLOTS), ("stage_slot_records", offset::STAGE_SLOT_RECORDS),
+                       ("stage_descriptors", oslens_format::header::stage::DESCRIPTORS),
+                       ("stage_descriptor_size", oslens_format::header::stage::DESCRIPTOR_SIZE)] {
+        offsets.set_item(name, at)?;
+    }
     m.add("HEADER_OFFSETS", offsets)?;
+    use oslens_format::header::stage;
+    m.add("STAGE_STATES", [("free", stage::FREE), ("writing", stage::WRITING), ("full", stage::FULL), ("copying", stage::COPYING)].into_iter().collect::<BTreeMap<&str, u32>>())?;
     m.add("CLOCK_TSC", CLOCK_TSC)?;
     m.add("CLOCK_MONOTONIC_NS", CLOCK_MONOTONIC_NS)?;
     m.add("SOURCE_APP_THREAD", SOURCE_APP_THREAD)?;

@@ -14,6 +14,7 @@ mod py_buffers;
 mod py_chunks;
 mod py_kernel_pass;
 mod py_parquet;
+mod py_tail;
 #[cfg(feature = "parquet-crate")]
 #[path = "../../../bench/import/crate_writer.rs"]
 mod crate_writer;
@@ -109,6 +110,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     recorder_api::register(m)?;
     constants::register(m)?;
     whatif::register(m)?;
+    py_tail::register(m)?;
     Ok(())
 }
 

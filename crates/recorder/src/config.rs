@@ -72,6 +72,9 @@ pub struct Config {
     /// The trace is on a file system in memory (tmpfs, ramfs): every recorded page stays
     /// resident, charged to the program's cgroup.
     pub trace_in_memory: bool,
+    /// Flight recorder (OSLENS_ON_FULL=rotate): a full chunk is closed and the next opened, as
+    /// in Block mode, and `oslens record --flight` deletes the oldest closed ones (capture/flight.py).
+    pub rotate: bool,
 }
 
 /// True when `dir` is on tmpfs or ramfs.
@@ -150,6 +153,7 @@ impl Config {
             counter_period_us: number(get(c"OSLENS_COUNTER_PERIOD_US")).unwrap_or(1000),
             prepare_buffers: get(c"OSLENS_PREPARE_BUFFERS") == Some("1"),
             buffer_explicit: buffer_mb.is_some() || buffer_given.is_some(),
+            rotate: get(c"OSLENS_ON_FULL") == Some("rotate"),
         }))
     }
 }
@@ -176,7 +180,9 @@ mod tests {
         let c = Config::from_lookup(lookup(&[("OSLENS_TRACE", "/t/x"), ("OSLENS_BUFFER_MB", " 2 "), ("OSLENS_LIMIT_EVENTS", "10"), ("OSLENS_LIMIT_BYTES", "640"), ("OSLENS_ON_FULL", "block"), ("OSLENS_ENABLE", "0")])).unwrap().unwrap();
         assert_eq!((c.trace_dir.as_str(), c.raw_dir.as_str(), c.raw_dir.as_cstr().to_bytes()), ("/t/x", "/t/x/raw", &b"/t/x/raw"[..]));
         assert_eq!((c.buffer_records, c.limit_slots, c.buffer_explicit, c.start_enabled), (65536, Some(10), true, false));
-        assert!(matches!(c.on_full, OnFull::Block) && !c.prepare_buffers && c.counter_period_us == 1000);
+        assert!(matches!(c.on_full, OnFull::Block) && !c.prepare_buffers && c.counter_period_us == 1000 && !c.rotate);
+        let r = Config::from_lookup(lookup(&[("OSLENS_TRACE", "t"), ("OSLENS_ON_FULL", "rotate")])).unwrap().unwrap();
+        assert!(r.rotate && matches!(r.on_full, OnFull::Drop));
         let d = Config::from_lookup(lookup(&[("OSLENS_TRACE", "t"), ("OSLENS_BUFFER_RECORDS", "1")])).unwrap().unwrap();
         assert_eq!((d.buffer_records, d.limit_slots, d.buffer_explicit, d.start_enabled), (4, None, true, true));
         assert!(Config::from_lookup(lookup(&[("OSLENS_TRACE", "")])).unwrap().is_none());

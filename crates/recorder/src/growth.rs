@@ -47,6 +47,7 @@ mod tests {
             prepare_buffers,
             buffer_explicit: false,
             trace_in_memory: false,
+            rotate: false,
         }
     }
 

@@ -382,12 +382,13 @@ impl ThreadState {
         self.fast_limit = 0;
     }
 
-    /// In blocking mode, pauses the program to open the next chunk and records the pause.
+    /// In blocking and rotating (flight) mode, opens the next chunk and records the time it took
+    /// as a pause; a rotating chunk's file comes from the spare pool, so that time is short.
     #[cold]
     fn make_room(&mut self, n: u64) -> bool {
         let cfg = match config() {
             // after an allocation failed no new chunk is tried (alloc.rs)
-            Some(c) if matches!(c.on_full, OnFull::Block) && !self.chunk.faulted() && !crate::alloc::any_failed() => c,
+            Some(c) if (matches!(c.on_full, OnFull::Block) || c.rotate) && !self.chunk.faulted() && !crate::alloc::any_failed() => c,
             _ => return false,
         };
         let start = clock::now();
@@ -400,6 +401,9 @@ impl ThreadState {
             next.prepare_all();
         } else {
             crate::helper::start();
+        }
+        if cfg.rotate {
+            forget_far_chunk(cfg.raw_dir.as_str(), &stem, next.seq);
         }
         let mut old = std::mem::replace(&mut self.chunk, next);
         // the trigger budget left carries over to the new chunk's positions
@@ -414,6 +418,22 @@ impl ThreadState {
         self.fast_limit = 0;
         add_pause(self.chunk.record_pause(start, kinds::PAUSE_NEW_CHUNK, 0));
         true
+    }
+}
+
+/// Chunks a rotating thread keeps at most, whatever becomes of `oslens record`, whose flight loop
+/// deletes all but four (python/oslens/capture/flight.py): twice that.
+const ROTATE_KEEP: u32 = 8;
+
+/// In flight mode, deletes this thread's chunk ROTATE_KEEP sequence numbers back when it is
+/// still there: `oslens record` is gone (killed) or far behind, and the program must not fill the
+/// disk. Usually the file is gone already and this is one failed unlink per rotation.
+fn forget_far_chunk(raw_dir: &str, stem: &str, seq: u32) {
+    if seq >= ROTATE_KEEP {
+        if let Ok(path) = std::ffi::CString::new(format!("{raw_dir}/{stem}-{}.osl", seq - ROTATE_KEEP)) {
+            // SAFETY: a valid C string.
+            unsafe { libc::unlink(path.as_ptr()) };
+        }
     }
 }
 

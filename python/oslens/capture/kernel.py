@@ -49,6 +49,8 @@ def collector_command(trace: Path, pid: int, options: dict) -> list[str]:
     ring_mib = options.get("kernel_ring_mib") or os.environ.get("OSLENS_KERNEL_RING_MIB")
     if ring_mib:
         cmd += ["--ring-mib", str(int(ring_mib))]
+    if options.get("kernel_chunk_records"):  # flight recorder: chunks of a quarter of the ring (capture/flight.py)
+        cmd += ["--chunk-records", str(int(options["kernel_chunk_records"]))]
     mechanism = options.get("kernel_mechanism") or os.environ.get("OSLENS_KERNEL_MECHANISM")
     if mechanism:
         cmd += ["--mechanism", str(mechanism)]

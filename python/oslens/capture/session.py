@@ -76,6 +76,10 @@ def recorder_environment(trace: Path, options) -> dict:
     return preload.environment(env, options)
 
 
+def _signal_name(sig: int) -> str:
+    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+
+
 def _resolve_command(command: list[str]) -> None:
     exe = command[0]
     if "/" in exe:
@@ -157,13 +161,17 @@ class Session:
         previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         maps = None
         spares = SparePool(self.trace, enabled=os.environ.get("OSLENS_SPARE_FILES") != "0").start()  # spares.py
+        flight = self._start_flight()  # capture/flight.py: None unless --flight
         try:
             self.child.release()
             if self.options.get("sample_hz"):  # samples are named through the processes' maps
                 from oslens.capture.maps import MapsWatcher
                 maps = MapsWatcher(self.trace / "raw", self.child.pid).start()
+            status = None
             status = self.child.wait()
         finally:
+            if flight:
+                self.meta["flight"] = flight.stop(_signal_name(-status) if status is not None and status < 0 else None)
             spares.stop()
             self.meta["spare_files"] = spares.summary()
             if maps:
@@ -183,6 +191,13 @@ class Session:
         if tick := sched_tick_ns():  # bounds the kernel's skipped clock updates (analysis/crosscheck.py)
             self.meta["sched_tick_ns"] = tick
         return self._exit_status(status)
+
+    def _start_flight(self):
+        """The flight recorder's loop (docs/flight.md); it takes SIGUSR2 as a trigger until stopped."""
+        if not self.options.get("flight"):
+            return None
+        from oslens.capture.flight import FlightRecorder, options_from
+        return FlightRecorder(self.trace, options_from(self.options["flight"]), self.meta, self.clock_pairs).start()
 
     def _forward(self, signum, _frame):
         if self.child:

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from oslens.capture.session import Session, default_trace_dir
-from oslens.commands import _calibration, _options
+from oslens.commands import _calibration, _flight, _options
 from oslens.errors import OslensError
 
 NAME = "record"
@@ -43,6 +43,7 @@ def add_arguments(parser):
     parser.add_argument("-p", "--pid", metavar="PID[,PID...]", help="attach to running processes instead of starting one: "
                         "kernel events of their threads and of whatever they create, until Ctrl-C, --duration or their exit")
     parser.add_argument("--duration", type=_options.duration_s, metavar="TIME", help="with -p: detach after TIME (10s, 500ms, 2m)")
+    _flight.add_arguments(parser)
     parser.add_argument("command", nargs="*", metavar="-- CMD", help="the program and its arguments")
 
 
@@ -67,6 +68,7 @@ def recording_options(args) -> dict:
         "func_filter": args.func_filter,
         "func_min_ns": args.func_min_ns,
         "command": args.command,
+        **_flight.options(args),
     }
 
 
@@ -75,6 +77,8 @@ def run(args):
         from oslens.calibrate.in_vivo import run_in_vivo
         return run_in_vivo(args, recording_options(args))
     if args.pid:
+        if args.flight:
+            raise OslensError("--flight with -p PID is not supported yet: start the program under 'oslens record --flight -- CMD'", 2)
         return _attach(args)
     if args.duration:
         raise OslensError("--duration is for -p PID (a program oslens starts runs until it exits)", 2)
@@ -93,8 +97,10 @@ def run(args):
         raise OslensError(f"the program exited with status {status}, but its trace {trace} can no longer be written "
                           f"({err.strerror or err}): its file system was removed or is read-only", status or 1) from None
     _summarise(trace, meta, announced)
-    if not args.no_import and _import_within_memory(trace):
-        _crosscheck(trace)
+    if meta.get("flight"):
+        _flight.summarise(trace, meta["flight"])
+    if not args.no_import and _import_within_memory(trace) and not meta.get("flight"):
+        _crosscheck(trace)  # a flight recording keeps only its last window: nothing to hold to the run's figures
     return status
 
 

@@ -103,6 +103,8 @@ def _header(report: Report) -> str:
     ks = report.kernel
     items = [
         ("trace", h["trace"]),
+        # a flight snapshot opens with its trigger (report/flight.py)
+        *((("flight recorder", line) for line in h.get("flight") or [])),
         ("command", h["command"] or "-"),
         ("program", f"{model.pids_text(h['program_pids'])}, {h['threads']} thread(s)"),
         ("wall time", units.fmt_ns(h["wall_ns"]) + (f" (incomplete trace: {h['incomplete']})" if h.get("incomplete") else "")),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from oslens.analysis import attach_state, breakdown, crosscheck, db, findings, program, suite, units
+from oslens.report import flight
 
 
 @dataclass
@@ -140,6 +141,8 @@ def header_info(con, trace: str, tables: dict[str, pa.Table] | None = None) -> d
         # why the trace stops early (oslens record was killed), or None (store.salvage)
         "incomplete": m.get("trace.incomplete") or None,
         "sync_mode": sync_mode_line(m),
+        # a flight-recorder snapshot opens with its trigger (report/flight.py)
+        "flight": flight.lines(m),
         "meta": m,
     }
 

@@ -44,6 +44,8 @@ def render(report: Report, console: Console | None = None) -> None:
     head.append("oslens report  ", style="bold")
     head.append(str(report.trace))
     head.append(f"\n{h['command'] or ''}\n" if h["command"] else "\n")
+    for line in h.get("flight") or []:
+        head.append(line + "\n", style="bold")
     head.append(f"program {model.pids_text(h['program_pids'])}, {h['threads']} thread(s), wall "
                 f"{units.fmt_ns(h['wall_ns'])}, CPUs {', '.join(map(str, h['cpus'])) or '-'}\n")
     for line in h.get("attach") or []:

@@ -1,0 +1,136 @@
+"""A flight-recorder snapshot: `TRACE/snapshot-NNN/`, a normal trace directory holding every
+stream's records at the cut T. Closed chunks are hard links (no copy, and the ring's later
+deletion leaves them), chunks still being written are copied up to their committed count
+(flight_chunks.copy_cut), names chunks are copied whole (the definitions every record needs).
+meta.json is written first, marked incomplete, and again at the end: a snapshot cut short by a
+SIGKILL is a directory of readable chunks that `oslens import` salvages (docs/flight.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from oslens import _native
+from oslens.capture import flight_chunks
+
+
+class Saved:
+    """Per stream, how far earlier snapshots took it: (sequence number, committed count)."""
+
+    def __init__(self):
+        self.upto: dict[str, tuple[int, int]] = {}
+
+    def from_slot(self, stream: str, seq: int) -> int | None:
+        """Where this snapshot starts in chunk `seq` of `stream`; None: all of it was saved."""
+        s, c = self.upto.get(stream, (-1, 0))
+        if seq < s:
+            return None
+        return c if seq == s else 0
+
+    def note(self, stream: str, seq: int, committed: int) -> None:
+        self.upto[stream] = max(self.upto.get(stream, (-1, 0)), (seq, committed))
+
+
+def cut(trace: Path, number: int, fired: dict, rec) -> dict:
+    """Writes snapshot `number` of the recording `rec` (a FlightRecorder) for the trigger `fired`."""
+    out = trace / f"snapshot-{number:03d}"
+    (out / "raw").mkdir(parents=True, exist_ok=True)
+    cut_ns = time.monotonic_ns()
+    pairs = [tuple(p) for p in rec.pairs] + [tuple(_native.clock_pair())]
+    meta = {**rec.meta, "clock_pairs": [list(p) for p in pairs], "end_ns": cut_ns, "snapshot_of": str(trace.resolve())}
+    meta["flight"] = {"complete": False, "trigger": _trigger(fired), "cut_ns": cut_ns}
+    _write_meta(out, meta)
+    firsts, before, slots = _take_chunks(trace / "raw", out / "raw", rec)
+    streams = {}
+    for stream, path in sorted(firsts.items()):
+        h = flight_chunks.held(path, pairs)
+        streams[stream] = {"oldest_ns": h.first_ns, "first_chunk": path.name}
+    cut_from = [s["oldest_ns"] for k, s in streams.items() if k in before and s["oldest_ns"] is not None]
+    window = [max(cut_from) if cut_from else None, cut_ns]
+    meta["flight"] = {"complete": True, "number": number, "trigger": _trigger(fired), "cut_ns": cut_ns,
+                      "complete_window": window, "streams": streams, "overwritten": rec.overwritten_list(),
+                      "earlier_snapshots": [s["dir"] for s in rec.snapshots], "overlap": rec.options.overlap}
+    meta["threads"] = _threads(streams, slots)
+    meta["clock"] = _clock(firsts)
+    meta["lost_events"], meta["damage"] = 0, []
+    meta["flight"]["save_ns"] = time.monotonic_ns() - cut_ns  # bench/flight: the time to save a window
+    _write_meta(out, meta)
+    return {"dir": out.name, "cut_ns": cut_ns, "complete_window": window, "save_ns": meta["flight"]["save_ns"]}
+
+
+def _trigger(fired: dict) -> dict:
+    return {k: fired[k] for k in ("spec", "detail", "t_ns") if k in fired}
+
+
+def _take_chunks(raw: Path, dest: Path, rec) -> tuple[dict[str, Path], set[str], dict[str, int]]:
+    """Links or copies the chunks of raw/ into dest; returns each stream's first chunk there,
+    the streams that had records before it (overwritten, or in an earlier snapshot) and the
+    record slots taken per stream."""
+    firsts: dict[str, Path] = {}
+    slots: dict[str, int] = {}
+    before = set(rec.overwritten) | (set() if rec.options.overlap else set(rec.saved.upto))
+    for src in sorted(raw.iterdir(), key=_order):
+        s = flight_chunks.stream_of(src.name)
+        if s is None:
+            continue
+        stream, seq = s
+        if stream.startswith("names-"):
+            flight_chunks.copy_cut(src, dest / src.name)
+            continue
+        start = 0 if rec.options.overlap else rec.saved.from_slot(stream, seq)
+        if start is None:
+            continue
+        committed = _take(src, dest / src.name, start)
+        if committed is None or committed <= start:
+            (dest / src.name).unlink(missing_ok=True)
+            continue
+        rec.saved.note(stream, seq, committed)
+        firsts.setdefault(stream, dest / src.name)
+        slots[stream] = slots.get(stream, 0) + committed - start
+    return firsts, before, slots
+
+
+def _take(src: Path, dst: Path, start: int) -> int | None:
+    """A closed chunk taken whole is a hard link; anything else is copied. Its committed count."""
+    head = flight_chunks.read_header(src)
+    if start == 0 and flight_chunks.is_closed(head):
+        try:
+            os.link(src, dst)
+            return int.from_bytes(head[flight_chunks.OFF["committed"]:][:8], "little")
+        except OSError:
+            pass  # another file system, or gone meanwhile: copy
+    return flight_chunks.copy_cut(src, dst, start)
+
+
+def _order(p: Path):
+    s = flight_chunks.stream_of(p.name)
+    return (s[0], s[1]) if s else (p.name, 0)
+
+
+def _threads(streams: dict, slots: dict[str, int]) -> list[dict]:
+    """meta's threads for the snapshot's app streams (their names are in the names chunks;
+    `records` counts record slots, continuations included)."""
+    out = []
+    for stream, s in streams.items():
+        if stream.startswith("app-"):
+            _, pid, tid = stream.split("-")
+            out.append({"pid": int(pid), "tid": int(tid), "chunk": s["first_chunk"], "records": slots.get(stream, 0),
+                        "dropped_events": 0, "dropped_bytes": 0, "suppressed_events": 0})
+    return out
+
+
+def _clock(firsts: dict[str, Path]) -> str:
+    """The recorder's clock, as meta.json names it, from the snapshot's app chunks."""
+    for stream, path in firsts.items():
+        head = flight_chunks.read_header(path) if stream.startswith("app-") else None
+        if head:
+            return "tsc" if int.from_bytes(head[flight_chunks.OFF["clock"]:][:4], "little") == _native.CLOCK_TSC else "monotonic"
+    return "monotonic"
+
+
+def _write_meta(out: Path, meta: dict) -> None:
+    tmp = out / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    tmp.replace(out / "meta.json")

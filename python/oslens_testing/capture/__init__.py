@@ -1,0 +1,1 @@
+"""Test-only counterparts of oslens.capture (see oslens_testing)."""
