@@ -12,6 +12,14 @@ use crate::perf_records::RingKind;
 use crate::signals;
 use crate::state::State;
 
+/// Answers a drain asked for on stdin (`DRAINED`, one line on stdout).
+pub fn say_drained() {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "DRAINED");
+    let _ = out.flush();
+}
+
 /// How often the collector drains its rings when nothing wakes it: 4 times a second keeps it off
 /// the program's CPUs in a recording left on (issue 32's target is 10 wake-ups a second at most);
 /// a busy ring wakes it at its watermark instead.
@@ -228,8 +236,14 @@ impl Collector {
         // every 20 ms.
         let tick_ms = if self.counters.is_empty() && self.proc_switches.is_none() { TICK_MS } else { 20 };
         let mut last_counters = Instant::now();
+        let mut drain_asked = false;
         while !signals::stop_requested() {
             let got = self.drain();
+            if drain_asked {
+                // a snapshot waits for this line: every record made before it asked is in the chunks
+                say_drained();
+                drain_asked = false;
+            }
             if (!self.counters.is_empty() || self.proc_switches.is_some()) && last_counters.elapsed() >= Duration::from_millis(20) {
                 self.read_counters();
                 last_counters = Instant::now();
@@ -259,6 +273,7 @@ impl Collector {
                 if r <= 0 {
                     break; // our parent closed the pipe or died
                 }
+                drain_asked = true; // any line on stdin asks for a drain now (a flight snapshot)
             }
         }
     }

@@ -73,8 +73,10 @@ class Overwritten:
 
 
 class FlightRecorder:
-    def __init__(self, trace: Path, options: FlightOptions, meta: dict, pairs: list):
+    def __init__(self, trace: Path, options: FlightOptions, meta: dict, pairs: list, flush_kernel=None):
         self.trace, self.raw, self.options = trace, trace / "raw", options
+        # the collector's drain-now (capture/kernel.py): a quiet collector drains every 250 ms only
+        self.flush_kernel = flush_kernel
         self.meta, self.pairs = meta, pairs  # the recording's meta so far and clock pairs
         self.overwritten: dict[str, Overwritten] = {}
         self.saved = flight_snapshot.Saved()  # what earlier snapshots took, per stream
@@ -197,6 +199,8 @@ class FlightRecorder:
 
     def _cut(self, fired: dict) -> None:
         number = len(self.snapshots) + 1
+        if self.flush_kernel is not None:
+            self.flush_kernel()  # the kernel's records up to now into its chunks before they are cut
         info = flight_snapshot.cut(self.trace, number, fired, self)
         self.snapshots.append({"dir": info["dir"], "spec": fired["spec"], "t_ns": fired["t_ns"], "cut_ns": info["cut_ns"],
                                "complete_from_ns": info["complete_window"][0], "save_ns": info["save_ns"]})

@@ -75,6 +75,28 @@ class KernelCollector:
         self.ready = ready
         self._stopped: dict | None = None
 
+    def flush(self, timeout_s: float = 2.0) -> bool:
+        """Has the collector drain its rings now (a quiet one drains every 250 ms) and waits for it to
+        say so: a flight snapshot cut after this holds every kernel record made before the call."""
+        if self._stopped is not None or self.proc.poll() is not None:
+            return False
+        try:
+            self.proc.stdin.write("drain\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        end = time.monotonic() + timeout_s
+        while (left := end - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            if not ready:
+                break
+            line = self.proc.stdout.readline()
+            if not line:
+                return False
+            if line.startswith("DRAINED"):
+                return True
+        return False
+
     def stop(self) -> dict:
         """Stops the collector (drains its rings, closes its chunks) and returns its report."""
         if self._stopped is not None:

@@ -197,7 +197,8 @@ class Session:
         if not self.options.get("flight"):
             return None
         from oslens.capture.flight import FlightRecorder, options_from
-        return FlightRecorder(self.trace, options_from(self.options["flight"]), self.meta, self.clock_pairs).start()
+        return FlightRecorder(self.trace, options_from(self.options["flight"]), self.meta, self.clock_pairs,
+                              flush_kernel=getattr(self.collector, "flush", None)).start()
 
     def _forward(self, signum, _frame):
         if self.child:

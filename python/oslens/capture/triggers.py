@@ -23,9 +23,9 @@ from oslens.capture import raw, syscall_names
 from oslens.capture.trigger_sched import Sched
 from oslens.capture.trigger_spec import Cond, Trigger, parse, parse_duration  # noqa: F401 (the interface)
 
-# how old a kernel record must be before it is taken: the collector drains its rings every
-# 25 ms (crates/collector/src/collector.rs), and a joint condition waits for them
-KERNEL_LAG_NS = 300_000_000
+# how old a kernel record must be before it is taken: a quiet collector drains its rings every
+# 250 ms (TICK_MS, crates/collector/src/collector.rs), and a joint condition waits for them
+KERNEL_LAG_NS = 1_000_000_000
 # at most this many calibration pairs are fitted (the first few and the latest)
 MAX_PAIRS = 64
 # the watcher's own (TSC, CLOCK_MONOTONIC) pair is taken at most this often, and kept when read
