@@ -16,12 +16,13 @@ import pytest
 
 from conftest import OSLENS, run_oslens
 from oslens.capture import instruments
-from test_flight import RING_MB, STAGE_BYTES, THRESHOLD_NS, _du, _flight, _query, _regions_log, _seqs, _snapshots, _wait_for
+from test_flight import RING_MB, STAGE_BYTES, THRESHOLD_NS, _du, _flight, _query, _regions_log, _snapshots, _wait_for
 from test_kernel_collector import COLLECTOR
 
 pytestmark = [pytest.mark.skipif(not COLLECTOR.exists(), reason="oslens-collector is not built (run make)"),
               pytest.mark.skipif(os.geteuid() != 0, reason="attaching to kernel tracepoints needs root here")]
 SECONDS, STALL_AT, DURATION = 14, 5, 8
+SEQ_EVENT = 1  # flight_stall.c's event "seq"
 
 
 def _word(pid: int) -> int:
@@ -29,6 +30,13 @@ def _word(pid: int) -> int:
     with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
         mem.seek(instruments.find(pid)["osl__inactive"])
         return int.from_bytes(mem.read(4), "little")
+
+
+def _seqs(snapshot: Path) -> list[int]:
+    """The region numbers of the snapshot's "seq" events, by id: the program names its events
+    (osl_event_name) at its start, while dormant, and a dormant process keeps no event names."""
+    rows = _query(snapshot, f"SELECT payload FROM app_events WHERE id = {SEQ_EVENT} ORDER BY ts")
+    return [int.from_bytes(bytes(p), "little") for (p,) in rows]
 
 
 def _wait_attached(rec) -> None:
