@@ -147,3 +147,36 @@ def test_the_raw_folder_stays_within_the_ring(attached):
     assert len(attached["du"]) > 20 and max(attached["du"]) <= bound, (max(attached["du"]), bound)
     settings = _meta(attached["trace"])["settings"]
     assert settings["on_full"] == "rotate" and settings["kernel_chunk_records"] == chunk // 32
+
+
+def test_sigkill_of_oslens_leaves_the_program_running_dormant_and_the_next_attach_works(compile_c, tmp_path):
+    prog = compile_c("flight_stall.c")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
+    program = subprocess.Popen([str(prog), str(tmp_path / "log"), "8", "1000"], env=env)
+    try:
+        time.sleep(0.3)
+        killed = tmp_path / "killed"
+        rec = subprocess.Popen([*OSLENS, "record", "-p", str(program.pid), "--flight", "--ring-mb", str(RING_MB), "--no-import",
+                                "-o", killed], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_attached(rec)
+        end = time.monotonic() + 30
+        while _word(program.pid) != 0 and time.monotonic() < end:
+            time.sleep(0.02)
+        assert _word(program.pid) == 0, "never woken"
+        time.sleep(1.0)  # the 4 MiB ring goes round
+        rec.kill()
+        rec.wait()
+        # the library's helper sees the attacher's lock gone and puts the instruments to sleep
+        while _word(program.pid) != instruments.NOT_TRACING and time.monotonic() < end:
+            time.sleep(0.02)
+        assert _word(program.pid) == instruments.NOT_TRACING and program.poll() is None
+        again = tmp_path / "again"
+        run_oslens("record", "-p", str(program.pid), "--duration", "0.5s", "--events", "sched", "--no-import", "-o", again)
+        assert program.wait(timeout=60) == 0
+    finally:
+        if program.poll() is None:
+            program.kill()
+    # the killed attach's chunks rotated (several sequence numbers), the next attach's did not
+    seqs = lambda t: sorted(int(p.stem.rsplit("-", 1)[1]) for p in (t / "raw").glob(f"app-{program.pid}-*.osl"))
+    assert seqs(killed)[-1] >= 2 and seqs(again) == [0]
+    run_oslens("import", killed)
