@@ -52,6 +52,10 @@ impl Path {
     }
 }
 
+/// The settings an attach request may carry after its trace's path (session.rs): the ones
+/// `oslens record -p --flight` needs; an attach keeps the defaults for every other.
+pub const ATTACH_SETTINGS: [&str; 2] = ["OSLENS_ON_FULL", "OSLENS_BUFFER_MB"];
+
 pub struct Config {
     /// `<trace>/raw`, where chunks are created.
     pub raw_dir: Path,
@@ -116,10 +120,20 @@ impl Config {
         Some(Config { trace_in_memory: in_memory, ..config })
     }
 
-    /// The settings an attach asks a dormant process for (`oslens record -p`): its trace, the
-    /// rest as the defaults (docs/recorder.md, "Dormant instruments").
-    pub fn for_attach(trace: &str) -> Option<Config> {
-        let config = Self::from_lookup(|name: &CStr| if name == c"OSLENS_TRACE" { Some(trace) } else { None }).ok()??;
+    /// The settings an attach asks a dormant process for (`oslens record -p`): the request is
+    /// its trace's path, then NUL-separated `NAME=VALUE` settings among ATTACH_SETTINGS (the
+    /// flight recorder's rotate mode and chunk size, `-p --flight`); the rest are the defaults
+    /// (docs/recorder.md, "Dormant instruments"). Parsed in place: nothing is allocated.
+    pub fn for_attach(request: &str) -> Option<Config> {
+        let trace = request.split('\0').next()?;
+        let setting = |name: &CStr| -> Option<&str> {
+            if name == c"OSLENS_TRACE" {
+                return Some(trace);
+            }
+            let name = name.to_str().ok().filter(|n| ATTACH_SETTINGS.contains(n))?;
+            request.split('\0').skip(1).find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        };
+        let config = Self::from_lookup(setting).ok()??;
         let in_memory = in_memory(config.raw_dir.as_cstr());
         Some(Config { trace_in_memory: in_memory, ..config })
     }
@@ -187,6 +201,16 @@ mod tests {
         assert_eq!((d.buffer_records, d.limit_slots, d.buffer_explicit, d.start_enabled), (4, None, true, true));
         assert!(Config::from_lookup(lookup(&[("OSLENS_TRACE", "")])).unwrap().is_none());
         assert!(Config::from_lookup(lookup(&[])).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_attach_request_carries_the_flight_settings_only() {
+        let plain = Config::for_attach("/t/x").unwrap();
+        assert_eq!((plain.trace_dir.as_str(), plain.buffer_records, plain.rotate, plain.buffer_explicit), ("/t/x", 64 << 15, false, false));
+        let flight = Config::for_attach("/t/y\0OSLENS_ON_FULL=rotate\0OSLENS_BUFFER_MB=2\0OSLENS_LIMIT_EVENTS=5").unwrap();
+        assert_eq!((flight.trace_dir.as_str(), flight.buffer_records, flight.buffer_explicit), ("/t/y", 2 << 15, true));
+        assert!(flight.rotate && flight.limit_slots.is_none());
+        assert!(Config::for_attach("").is_none() && Config::for_attach("\0OSLENS_ON_FULL=rotate").is_none());
     }
 
     #[test]

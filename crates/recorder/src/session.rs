@@ -46,10 +46,13 @@ pub fn unlock() {
     LOCK.store(false, Release);
 }
 
-/// The trace path oslens wrote into the request buffer (None: none or not UTF-8).
+/// The request oslens wrote into the buffer (None: none or not UTF-8): the trace's path, then
+/// any settings (`NAME=VALUE`, config.rs ATTACH_SETTINGS), each ended by a NUL, the whole by a
+/// second NUL, so a shorter request never inherits a longer earlier one's settings; a library
+/// that knows no settings reads the path alone.
 pub fn asked(request: &[u8; 4096]) -> Option<&str> {
-    let n = request.iter().position(|&b| b == 0).unwrap_or(0);
-    std::str::from_utf8(&request[..n]).ok().filter(|p| !p.is_empty())
+    let n = request.windows(2).position(|w| w == [0, 0]).unwrap_or(0);
+    std::str::from_utf8(&request[..n]).ok().filter(|p| !p.is_empty() && !p.starts_with('\0'))
 }
 
 /// Under `lock`: `cfg` becomes the current session's settings, with a new number, and the
@@ -111,8 +114,11 @@ mod tests {
     fn the_request_is_the_path_before_its_nul() {
         let mut request = [0u8; 4096];
         assert_eq!(asked(&request), None);
-        request[..7].copy_from_slice(b"/t/x\0/o");
+        request[..7].copy_from_slice(b"/t/x\0\0o");
         assert_eq!(asked(&request), Some("/t/x"));
+        let flight = b"/t/x\0OSLENS_ON_FULL=rot\0\0";
+        request[..flight.len()].copy_from_slice(flight);
+        assert_eq!(asked(&request), Some("/t/x\0OSLENS_ON_FULL=rot"));
         request[..2].copy_from_slice(b"\xff\0");
         assert_eq!(asked(&request), None);
     }

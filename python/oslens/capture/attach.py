@@ -2,7 +2,8 @@
 attaches to their existing threads and follows whatever they create from then on; the state they
 were in at the attach is read once (attach_state.py). The processes are never stopped, signalled
 or waited for: the recording ends on Ctrl-C, SIGTERM, SIGHUP, --duration, or when they have all
-exited, and the collector's events die with it whatever ends oslens (kernel.py)."""
+exited, and the collector's events die with it whatever ends oslens (kernel.py). With --flight the
+instruments wake in the rotate mode and the flight loop keeps the last window (docs/flight.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from oslens import _native
 from oslens.capture import attach_state, instruments, kernel
-from oslens.capture.session import RAW_SCHEMA_VERSION, Session, machine_info, make_trace_dir
+from oslens.capture.session import RAW_SCHEMA_VERSION, Session, machine_info, make_trace_dir, recorder_environment
 from oslens.errors import OslensError
 from oslens.version import __version__
 
@@ -143,7 +144,7 @@ class AttachSession(Session):
     def run(self) -> int:
         """Records until a signal, the duration, or the end of every attached process; returns 0."""
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-        maps = []
+        maps, flight = [], None
         try:
             if self.options.get("no_kernel"):
                 self.meta["kernel"] = {"tier": kernel.TIER_NONE, "reason": "--no-kernel was given"}
@@ -153,6 +154,7 @@ class AttachSession(Session):
                 self.meta["attach"]["collector_ns"] = time.monotonic_ns() - began  # bench/attach reads it
                 self.meta["oslens_pids"] = {"command": os.getpid(),
                                             **({"collector": self.collector.proc.pid} if getattr(self.collector, "proc", None) else {})}
+            flight = self._start_flight()  # --flight: armed before the instruments wake (capture/flight.py)
             self.meta["attach"]["ts_ns"] = time.monotonic_ns()
             states = [attach_state.dump(self.trace / "raw", p) for p in self.pids]
             self.meta["attach"]["state_dump_ns"] = time.monotonic_ns() - self.meta["attach"]["ts_ns"]
@@ -171,6 +173,8 @@ class AttachSession(Session):
                 for p in self.meta["attach"]["instruments"]:
                     instruments.sleep(p)
                 self.meta["attach"]["instruments_asleep_ns"] = [began, time.monotonic_ns()]
+            if flight:  # after the detach: a trigger still waiting for its --after is cut with all it had
+                self.meta["flight"] = flight.stop()
             for m in maps:
                 m.stop()
             for s, h in previous.items():
@@ -186,13 +190,21 @@ class AttachSession(Session):
         """The processes' own instruments (oslens.h) record from now, where they can."""
         woken, began = [], time.monotonic_ns()
         for p in self.pids:
-            why = instruments.wake(p, self.trace)
+            why = instruments.wake(p, self.trace, self._request_settings())
             if why is None:
                 woken.append(p)
             elif why != "it did not load oslens's recorder":
                 print(f"oslens: the instruments of {p} stay dormant: {why}", file=sys.stderr)
         self.meta["attach"]["instruments"] = woken
         self.meta["attach"]["instruments_woken_ns"] = [began, time.monotonic_ns()]  # tests/test_attach.py
+
+    def _request_settings(self) -> dict[str, str]:
+        """The recorder settings the attach request carries: with --flight, the rotate mode and
+        the chunk size, as a started program's environment has them; none otherwise."""
+        if not self.options.get("flight"):
+            return {}
+        env = recorder_environment(self.trace, self.options)
+        return {k: env[k] for k in instruments.ATTACH_SETTINGS if k in env}
 
     def _wait(self) -> None:
         deadline = time.monotonic() + self.duration_s if self.duration_s else None

@@ -1,7 +1,7 @@
 """Waking the dormant instruments of a running process (`oslens record -p`): a program built with
 oslens.h and started outside `oslens record` records nothing; the attach writes the trace's path
-into the library's `osl__attach_request` and sets its activation word `osl__inactive` to UNINIT
-through /proc/PID/mem, so the next instrument call asks the library, which starts recording into
+(and, with `--flight`, the rotate settings) into the library's `osl__attach_request` and sets
+its activation word `osl__inactive` to UNINIT through /proc/PID/mem, so the next instrument call asks the library, which starts recording into
 the trace; the detach sets NOT_TRACING again (docs/recorder.md, "Dormant instruments"). While
 attached this process holds a shared flock on `<trace>/.attach-lock`, which the kernel drops if
 oslens is killed: the library's helper then puts the instruments back to sleep itself
@@ -19,6 +19,10 @@ from pathlib import Path
 UNINIT, NOT_TRACING = 1, 2
 SYMBOLS = ("osl__inactive", "osl__attach_request")
 LOCK_FILE = ".attach-lock"
+REQUEST_BYTES = 4096  # the size of osl__attach_request (crates/recorder/src/lib.rs)
+# the recorder's settings a request may carry (crates/recorder/src/config.rs ATTACH_SETTINGS):
+# `-p --flight` wakes the instruments in the rotate mode with the flight chunk size
+ATTACH_SETTINGS = ("OSLENS_ON_FULL", "OSLENS_BUFFER_MB")
 # {pid: (descriptor holding a shared lock on its trace's LOCK_FILE, the file)}, while attached
 _held: dict[int, tuple[int, Path]] = {}
 
@@ -82,21 +86,29 @@ def _word(mem, addr: int) -> int:
     return struct.unpack("<I", mem.read(4))[0]
 
 
-def wake(pid: int, trace: Path) -> str | None:
-    """Asks `pid`'s instruments to record into `trace`; None when done, else why not."""
+def request(trace: Path, settings: dict[str, str] | None = None) -> bytes:
+    """The bytes of an attach request: the trace's path and each setting, each ended by a NUL,
+    the whole by a second NUL (crates/recorder/src/session.rs `asked`)."""
+    parts = [str(Path(trace).resolve())] + [f"{k}={v}" for k, v in (settings or {}).items() if k in ATTACH_SETTINGS]
+    return b"".join(p.encode() + b"\0" for p in parts) + b"\0"
+
+
+def wake(pid: int, trace: Path, settings: dict[str, str] | None = None) -> str | None:
+    """Asks `pid`'s instruments to record into `trace` with `settings` (environment variables of
+    the recorder among ATTACH_SETTINGS); None when done, else why not."""
     where = find(pid)
     if where is None:
         return "it did not load oslens's recorder"
-    path = str(Path(trace).resolve()).encode()
-    if len(path) >= 4096:
+    asked = request(trace, settings)
+    if len(asked) > REQUEST_BYTES:
         return "the trace's path is too long"
     try:
         with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
             if not _word(mem, where["osl__inactive"]) & (NOT_TRACING | UNINIT):  # UNINIT: a request a killed attach left
                 return "it records into a trace of its own already"
-            _hold(pid, Path(path.decode()))
+            _hold(pid, Path(trace).resolve())
             mem.seek(where["osl__attach_request"])
-            mem.write(path + b"\0")
+            mem.write(asked)
             mem.seek(where["osl__inactive"])
             mem.write(struct.pack("<I", UNINIT))
     except OSError as err:

@@ -77,8 +77,6 @@ def run(args):
         from oslens.calibrate.in_vivo import run_in_vivo
         return run_in_vivo(args, recording_options(args))
     if args.pid:
-        if args.flight:
-            raise OslensError("--flight with -p PID is not supported yet: start the program under 'oslens record --flight -- CMD'", 2)
         return _attach(args)
     if args.duration:
         raise OslensError("--duration is for -p PID (a program oslens starts runs until it exits)", 2)
@@ -119,6 +117,8 @@ def _attach(args) -> int:
     attach = meta["attach"]
     print(f"oslens: detached ({attach['ended_by'] or 'done'}) after {(attach['detach_ns'] - attach['ts_ns']) / 1e9:.2f} s; "
           f"{attach.get('threads', 0)} threads were running at the attach -> {trace}", file=sys.stderr)
+    if meta.get("flight"):
+        _flight.summarise(trace, meta["flight"])
     if not args.no_import:
         _import_within_memory(trace)
     return status
