@@ -22,7 +22,6 @@ from test_kernel_collector import COLLECTOR
 pytestmark = [pytest.mark.skipif(not COLLECTOR.exists(), reason="oslens-collector is not built (run make)"),
               pytest.mark.skipif(os.geteuid() != 0, reason="attaching to kernel tracepoints needs root here")]
 SECONDS, STALL_AT, DURATION = 14, 5, 8
-SEQ_EVENT = 1  # flight_stall.c's event "seq"
 
 
 def _word(pid: int) -> int:
@@ -33,9 +32,10 @@ def _word(pid: int) -> int:
 
 
 def _seqs(snapshot: Path) -> list[int]:
-    """The region numbers of the snapshot's "seq" events, by id: the program names its events
-    (osl_event_name) at its start, while dormant, and a dormant process keeps no event names."""
-    rows = _query(snapshot, f"SELECT payload FROM app_events WHERE id = {SEQ_EVENT} ORDER BY ts")
+    """The region numbers of the snapshot's "seq" events, by name: the program names its events
+    (osl_event_name) at its start, while dormant, and the library keeps those names for the
+    names chunk an attach opens."""
+    rows = _query(snapshot, "SELECT payload FROM app_events WHERE instrument = 'seq' ORDER BY ts")
     return [int.from_bytes(bytes(p), "little") for (p,) in rows]
 
 

@@ -196,7 +196,7 @@ pub extern "C" fn osl_event(id: u32, payload: *const u8, len: usize) {
 #[no_mangle]
 pub extern "C" fn osl_event_name(id: u32, name: *const c_char) {
     crate::init();
-    names::define(kinds::NAME_EVENT, id, 0, &str_arg(name));
+    names::define_kept(kinds::NAME_EVENT, id, 0, &str_arg(name));
 }
 
 /// Records a region boundary; returns its id once the name is defined in this process (0 when

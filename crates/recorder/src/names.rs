@@ -33,6 +33,9 @@ struct Names {
     /// (class, id, manager, name) written into every names chunk the process opens (the
     /// instruments': one made before a fork is named in the child's chunk too).
     kept: Vec<(u64, u32, u32, String)>,
+    /// The (class, id) pairs in `kept`: a name given again is kept once (the first name wins, as
+    /// in a names chunk), so a program that names its events in a loop keeps one entry each.
+    kept_ids: HashSet<(u64, u32)>,
     /// Slots held for the ends of the ledger's open entries (LEDGER_END_SLOTS each).
     ends_held: u64,
 }
@@ -68,7 +71,7 @@ fn with_names(f: impl FnOnce(&mut Names)) {
         return;
     }
     // SAFETY: NAMES is only touched with LOCK held.
-    let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new(), kept: Vec::new(), ends_held: 0 }) };
+    let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new(), kept: Vec::new(), kept_ids: HashSet::new(), ends_held: 0 }) };
     f(names);
     unlock();
 }
@@ -110,11 +113,13 @@ pub fn define(class: u64, id: u32, manager: u32, name: &str) {
 }
 
 /// As `define`, and written again into every names chunk the process opens later (a fork()ed
-/// child's): the names of instruments, which outlive a fork.
+/// child's, an attach's): the names of instruments and events, which outlive a fork and are
+/// given once, often while the process is dormant.
 pub fn define_kept(class: u64, id: u32, manager: u32, name: &str) {
     with_names(|names| {
         // with no memory for it the name is written once, as `define` does
-        if names.kept.try_reserve(1).is_ok() {
+        if !names.kept_ids.contains(&(class, id)) && names.kept.try_reserve(1).is_ok() && names.kept_ids.try_reserve(1).is_ok() {
+            names.kept_ids.insert((class, id));
             names.kept.push((class, id, manager, name.into()));
         }
         if config().is_none() {
