@@ -138,6 +138,9 @@ def test_the_stall_snapshot_holds_the_sleep_that_made_it_slow(attached):
     sleeps = [d for tid, b, e in slow for (d,) in _query(snap, f"SELECT end_ns - start_ns FROM syscalls WHERE tid = {tid} "
                                                              f"AND name LIKE '%nanosleep%' AND start_ns >= {b} AND end_ns <= {e}")]
     assert len(sleeps) == 1 and sleeps[0] >= 100_000_000
+    # the state dump at the attach comes with every snapshot: the threads it found, named
+    threads = _query(snap, "SELECT count(*), count(name) FROM attach_threads")
+    assert threads[0][0] >= 1 and threads[0][0] == threads[0][1], threads
 
 
 def test_the_raw_folder_stays_within_the_ring(attached):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -64,6 +65,11 @@ def _trigger(fired: dict) -> dict:
     return {k: fired[k] for k in ("spec", "detail", "t_ns") if k in fired}
 
 
+# raw/ files of no stream a snapshot keeps whole: `record -p`'s state dump (capture/attach_state.py)
+# and the memory maps samples and functions are named through (capture/maps.py)
+KEPT_WHOLE = ("attach-", "maps-")
+
+
 def _take_chunks(raw: Path, dest: Path, rec) -> tuple[dict[str, Path], set[str], dict[str, int]]:
     """Links or copies the chunks of raw/ into dest; returns each stream's first chunk there,
     the streams that had records before it (overwritten, or in an earlier snapshot) and the
@@ -74,6 +80,8 @@ def _take_chunks(raw: Path, dest: Path, rec) -> tuple[dict[str, Path], set[str],
     for src in sorted(raw.iterdir(), key=_order):
         s = flight_chunks.stream_of(src.name)
         if s is None:
+            if src.name.startswith(KEPT_WHOLE) and src.is_file():
+                shutil.copy2(src, dest / src.name)  # the attach's state dump and the maps: small, and named for all
             continue
         stream, seq = s
         if stream.startswith("names-"):
