@@ -50,9 +50,11 @@ pub const ASK_LIBRARY: u32 = UNINIT | TRIGGERED;
 /// Exported for the inline fast path of oslens.h, which asks the library whenever it is not 0.
 #[export_name = "osl__inactive"]
 pub static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
-/// Bumped in a fork()ed child: the header's per-call-site region ids are only trusted when
-/// their name was defined in this process (names are per process). Threads' cursors carry it.
-pub(crate) static NAMES_EPOCH: AtomicU32 = AtomicU32::new(1);
+/// Bumped in a fork()ed child and by every attach session: the header's per-call-site region ids
+/// are only trusted when their name was defined in this process's current names chunk. Threads'
+/// cursors carry it; exported for the Python extension's cache of event names (recorder_api.rs).
+#[export_name = "osl__names_epoch"]
+pub static NAMES_EPOCH: AtomicU32 = AtomicU32::new(1);
 
 pub(crate) static CONFIG: OnceLock<Option<config::Config>> = OnceLock::new();
 /// Trigger budget left, in record slots (u64::MAX = no trigger).
