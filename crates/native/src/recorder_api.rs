@@ -125,6 +125,13 @@ fn recorder_enabled() -> bool {
     unsafe { (api().enabled)() != 0 }
 }
 
+/// tsc_invariant(): the recorder's CPUID check, done once by `oslens record` for the programs it
+/// starts (OSLENS_TSC_INVARIANT), which then skip it at their clock's first read.
+#[pyfunction]
+fn tsc_invariant() -> bool {
+    oslens::tsc_is_invariant()
+}
+
 /// True when the process's global liboslens.so (not this extension's copy) records.
 #[pyfunction]
 fn recorder_global() -> bool {
@@ -394,6 +401,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dormant, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_global, m)?)?;
+    m.add_function(wrap_pyfunction!(tsc_invariant, m)?)?;
     m.add_function(wrap_pyfunction!(record_raw, m)?)?;
     m.add_function(wrap_pyfunction!(define_name, m)?)?;
     m.add_function(wrap_pyfunction!(func_named, m)?)?;

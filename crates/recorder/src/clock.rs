@@ -46,7 +46,7 @@ fn use_tsc() -> bool {
 fn decide() -> bool {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let tsc = crate::config::env(c"OSLENS_CLOCK") != Some("monotonic") && tsc_is_invariant();
+        let tsc = crate::config::env(c"OSLENS_CLOCK") != Some("monotonic") && tsc_is_invariant_here();
         SOURCE.store(if tsc { TSC } else { MONOTONIC }, Relaxed); // before `pair`, which reads the clock
         let (raw, ns) = pair();
         CALIB_RAW.store(raw, Relaxed);
@@ -63,7 +63,18 @@ pub fn clock_kind() -> u32 {
     }
 }
 
-fn tsc_is_invariant() -> bool {
+/// The answer `oslens record` put in OSLENS_TSC_INVARIANT (its own CPUID check, on this machine,
+/// inherited through every exec), else the CPU's.
+fn tsc_is_invariant_here() -> bool {
+    match crate::config::env(c"OSLENS_TSC_INVARIANT") {
+        Some("1") => cfg!(target_arch = "x86_64"),
+        Some("0") => false,
+        _ => tsc_is_invariant(),
+    }
+}
+
+/// CPUID's invariant-TSC bit (a VM traps each CPUID: microseconds).
+pub fn tsc_is_invariant() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate, runs in deep C-states).

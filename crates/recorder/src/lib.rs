@@ -141,6 +141,13 @@ pub(crate) fn init() {
     });
 }
 
+/// Whether the CPU says its TSC is invariant (CPUID; the recorder's clock is then the TSC):
+/// `oslens record` asks once and hands the answer to the programs it starts
+/// (OSLENS_TSC_INVARIANT), so that they need not ask.
+pub fn tsc_is_invariant() -> bool {
+    clock::tsc_is_invariant()
+}
+
 /// What only a process that records needs, done before its first chunk (a thread's or its
 /// names chunk) rather than at load: raw/, and the memory the recording may keep resident and
 /// whether it writes behind, which read the cgroup's files (ten opens here, and a v1
