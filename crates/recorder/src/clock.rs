@@ -40,18 +40,18 @@ fn use_tsc() -> bool {
 }
 
 /// Decides the clock once per process image (a fork()ed child inherits the decision), and takes
-/// the calibration pair `ticks_to_ns` starts from.
+/// the calibration pair `ticks_to_ns` starts from. Lock-free, not a `Once`: a child forked while
+/// another thread decided would wait on that `Once` forever; threads racing here decide alike.
 #[cold]
 #[inline(never)]
 fn decide() -> bool {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let tsc = crate::config::env(c"OSLENS_CLOCK") != Some("monotonic") && tsc_is_invariant_here();
-        SOURCE.store(if tsc { TSC } else { MONOTONIC }, Relaxed); // before `pair`, which reads the clock
+    let tsc = crate::config::env(c"OSLENS_CLOCK") != Some("monotonic") && tsc_is_invariant_here();
+    // stored before `pair`, which reads the clock
+    if SOURCE.compare_exchange(UNDECIDED, if tsc { TSC } else { MONOTONIC }, Relaxed, Relaxed).is_ok() {
         let (raw, ns) = pair();
         CALIB_RAW.store(raw, Relaxed);
         CALIB_NS.store(ns, Relaxed);
-    });
+    }
     SOURCE.load(Relaxed) == TSC
 }
 
