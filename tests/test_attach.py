@@ -322,10 +322,11 @@ def test_a_killed_attacher_leaves_the_instruments_dormant_and_the_next_attach_wo
     assert events and sum(started[tid][b] > asleep for tid, b in events) == 0
 
 
-def test_a_python_programs_dormant_regions_are_woken_by_an_attach(tmp_path):
-    """oslens.instrument in a Python program started outside `oslens record`: dormant, then its
-    regions of each attached window (attached twice) in that window's trace, named there, as its
-    own log has them."""
+@pytest.fixture(scope="module")
+def python_attached_twice(tmp_path_factory):
+    """python/oslens_testing/attach_target.py started outside `oslens record` (checked dormant),
+    attached twice: (its log, the two traces)."""
+    tmp_path = tmp_path_factory.mktemp("python_attach")
     log, batches = tmp_path / "program.log", 4 * BATCHES
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSLENS_")}
     program = subprocess.Popen([sys.executable, "-m", "oslens_testing.attach_target", str(THREADS), str(batches), str(log)],
@@ -337,6 +338,14 @@ def test_a_python_programs_dormant_regions_are_woken_by_an_attach(tmp_path):
         _attach_for_a_second(program.pid, trace)
     out, _ = program.communicate(timeout=120)
     assert program.returncode == 0 and out.endswith(f"done {THREADS} threads x {batches} batches\n"), out
+    return log, traces
+
+
+def test_a_python_programs_dormant_regions_are_woken_by_an_attach(python_attached_twice):
+    """oslens.instrument in a Python program started outside `oslens record`: dormant, then its
+    regions of each attached window (attached twice) in that window's trace, named there, as its
+    own log has them."""
+    log, traces = python_attached_twice
     logged, _, _ = _log(log)
     for trace in traces:
         con = duckdb.connect()
@@ -349,3 +358,15 @@ def test_a_python_programs_dormant_regions_are_woken_by_an_attach(tmp_path):
             touching = sum(woken[0] <= t <= asleep[1] for t in starts)
             # a region under way when the word changed may fall either side
             assert inside > 0 and inside - 1 <= got.get(tid, 0) <= touching + 1, (trace.name, tid, inside, got.get(tid), touching)
+
+
+def test_a_python_event_name_is_named_in_every_attached_trace(python_attached_twice):
+    """oslens.event("batch_done") caches its name's id per names epoch: every attach session's
+    trace names it again, from its first event on, for every thread that recorded one."""
+    _, traces = python_attached_twice
+    for trace in traces:
+        con = duckdb.connect()
+        rows = con.execute(f"SELECT tid, coalesce(instrument, '?'), count(*) FROM '{trace}/tables/app_events.parquet' "
+                           "WHERE kind = 'event' GROUP BY ALL").fetchall()
+        assert {name for _, name, _ in rows} == {"batch_done"}, (trace.name, rows)
+        assert len({tid for tid, _, _ in rows}) == THREADS, (trace.name, rows)

@@ -309,6 +309,15 @@ def test_timestamps_fall_inside_the_run_on_the_monotonic_clock(tmp_path, cases, 
     assert m["clock"] == expected
 
 
+def test_the_clock_follows_the_tsc_check_oslens_record_hands_down(tmp_path, cases):
+    """OSLENS_TSC_INVARIANT, `oslens record`'s CPUID check given to the programs it starts, is
+    what the recorder's clock follows (it does not check again): 0 makes it CLOCK_MONOTONIC."""
+    trace, _ = record(tmp_path, cases, "threads", 2, 100, env=dict(os.environ, OSLENS_TSC_INVARIANT="0"))
+    m = meta(trace)
+    stamps = [r["ts"] for r in dump(trace) if r["kind"] != "clock_pair"]
+    assert m["clock"] == "monotonic" and stamps and m["start_ns"] <= min(stamps) and max(stamps) <= m["end_ns"]
+
+
 def test_corrupt_meta_json_is_one_line_error(tmp_path, cases):
     trace, _ = record(tmp_path, cases, "flood", 10)
     (trace / "meta.json").write_text("{not json")

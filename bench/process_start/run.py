@@ -11,13 +11,13 @@ own start-up is in them. Targets (issue 22): a process that records nothing adds
 own bare time (<= 2x bare), a thread that records nothing <= 20 us, <= 64 KiB of disk per
 process.
 
-With `--before DIR` (the liboslens.so and liboslens_preload.so of a build before issue 31, which
-preloaded the wrappers as a second library), the same run also times `libs_only_before` and
-`oslens_no_kernel_before` (`oslens record --no-preload` with those two libraries preloaded by
-hand), so one library against two is a ratio within one run.
+With `--before DIR` (the liboslens.so of an earlier build, and its liboslens_preload.so if that
+build preloaded the wrappers as a second library, as before issue 31), the same run also times
+`libs_only_before` and `oslens_no_kernel_before` (`oslens record --no-preload` with those
+libraries preloaded by hand), so an earlier build against this one is a ratio within one run.
 
 usage: run.py [--rounds 3] [--procs 1000] [--threads 1000] [--events sched,syscalls] [--quick]
-              [--cases process,thread] [--before DIR]
+              [--cases process,thread] [--configs bare,libs_only,...] [--before DIR]
 """
 
 import argparse
@@ -40,7 +40,7 @@ from run import leaving_tracefs_as_found, under_tool  # noqa: E402  (the same to
 
 CFGS = ["bare", "libs_only", "oslens_no_kernel", "oslens_no_kernel_no_spares", "oslens_kernel", "perf"]
 BEFORE_CFGS = ["libs_only_before", "oslens_no_kernel_before"]
-# the libraries of the build before the wrappers were folded into liboslens (--before)
+# the libraries of an earlier build (--before): the second only before the wrappers were folded into liboslens
 BEFORE_LIBS = ("liboslens.so", "liboslens_preload.so")
 
 
@@ -54,7 +54,7 @@ def build(work: Path) -> Path:
 def library_env(before: Path | None = None) -> dict:
     """The environment with only the recorder (which holds the wrappers) preloaded, not tracing:
     what loading and relocating it costs a process; with `before`, that build's two libraries."""
-    libs = [before / n for n in BEFORE_LIBS] if before else [ROOT / ".venv" / "lib" / "liboslens.so"]
+    libs = [before / n for n in BEFORE_LIBS if (before / n).is_file()] if before else [ROOT / ".venv" / "lib" / "liboslens.so"]
     env = dict(os.environ)
     env.pop("OSLENS_TRACE", None)
     env["LD_PRELOAD"] = " ".join(map(str, libs))
@@ -145,15 +145,18 @@ def main() -> int:
     ap.add_argument("--events", default="sched,syscalls")
     ap.add_argument("--quick", action="store_true", help="1 round of 200 processes and 200 threads")
     ap.add_argument("--cases", default="process,thread", help="which cases: process, thread (comma-separated)")
-    ap.add_argument("--before", type=Path, help="folder with liboslens.so and liboslens_preload.so of an earlier build")
+    ap.add_argument("--configs", help="only these configurations (comma-separated; e.g. leave out the kernel ones while other tracing runs)")
+    ap.add_argument("--before", type=Path, help="folder with liboslens.so (and liboslens_preload.so) of an earlier build")
     args = ap.parse_args()
-    if args.before and not all((args.before / n).is_file() for n in BEFORE_LIBS):
-        print(f"run.py: --before {args.before} has not {' and '.join(BEFORE_LIBS)}", file=sys.stderr)
+    if args.before and not (args.before / BEFORE_LIBS[0]).is_file():
+        print(f"run.py: --before {args.before} has no {BEFORE_LIBS[0]}", file=sys.stderr)
         return 2
     if args.quick:
         args.rounds, args.procs, args.threads = 1, 200, 200
     have_perf = shutil.which("perf") is not None and os.geteuid() == 0
     cfgs = [c for c in CFGS if have_perf or c not in ("perf", "oslens_kernel")] + (BEFORE_CFGS if args.before else [])
+    if args.configs:
+        cfgs = [c for c in cfgs if c in args.configs.split(",")]
     work = Path(tempfile.mkdtemp(prefix="oslens-startbench-"))
     try:
         exe = build(work)

@@ -101,16 +101,11 @@ class counter:
         return _native.counter_value(self._handle) if self._handle else 0
 
 
-def event(name: str, payload: bytes | str = b"") -> None:
-    """An Event instrument: a timestamped, named record with an optional payload."""
-    if _native.dormant():
-        return
-    # named on every call, not cached: each attach's trace needs its own NAME (the recorder
-    # writes a name once per trace)
-    ident = _native.define_name(NAME_EVENT, name)
-    if isinstance(payload, str):
-        payload = payload.encode()
-    _native.event(ident, payload)
+# An Event instrument, `oslens.event(name, payload=b"")`: a timestamped, named record with an
+# optional payload (bytes or str). The extension's function itself, not a Python wrapper, so a
+# dormant call is one call that reads the activation word; while recording, each thread defines
+# a name once per attach session (crates/native/src/recorder_api.rs, `event_named`).
+event = _native.event_named
 
 
 def flush() -> None:

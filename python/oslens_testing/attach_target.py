@@ -1,6 +1,6 @@
 """A running Python program for `oslens record -p` (tests/test_attach.py), the Python twin of
 tests/c/attach_target.c: THREADS threads each run BATCHES batches, each a region "batch" around a
-few getpid calls, then a 1 ms sleep, noting each batch's CLOCK_MONOTONIC start; at the end the
+few getpid calls and an event "batch_done" (its number), then a 1 ms sleep, noting each batch's CLOCK_MONOTONIC start; at the end the
 log goes to LOG ("batch tid t0" per batch) and one line to stdout that does not depend on timing.
 Started outside `oslens record`, its instruments (oslens.instrument) are dormant until an attach.
 usage: python -m oslens_testing.attach_target THREADS BATCHES LOG"""
@@ -24,6 +24,7 @@ def _work(batches: int, log: list) -> None:
         with oslens.region("batch"):
             for _ in range(GETPIDS):
                 os.getpid()
+        oslens.event("batch_done", b.to_bytes(4, "little"))  # one name over every attach session (its id is cached)
         if b + 1 < batches:
             time.sleep(0.001)
     log.append((tid, starts))

@@ -8,7 +8,7 @@
 
 use oslens_format::object::object_base;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -26,6 +26,9 @@ struct Api {
     /// The activation word of the recorder in use (crates/recorder/src/lib.rs), read first by
     /// every call so that a dormant program's call costs a load and a branch.
     inactive: &'static AtomicU32,
+    /// Its names epoch (bumped by every attach session and in a fork()ed child): a name defined
+    /// in an earlier epoch must be defined again; None (a library without it): always define.
+    names_epoch: Option<&'static AtomicU32>,
     record_raw: unsafe extern "C" fn(u8, u32, u64, u64),
     define_name: unsafe extern "C" fn(u64, *const c_char) -> u32,
     func_named: unsafe extern "C" fn(u32, u32),
@@ -62,6 +65,7 @@ fn api() -> &'static Api {
                 Api {
                     global: false,
                     inactive: &oslens::INACTIVE,
+                    names_epoch: Some(&oslens::NAMES_EPOCH),
                     record_raw: oslens::osl_record_raw,
                     define_name: osl_define_name,
                     func_named: osl_func_named,
@@ -78,9 +82,11 @@ fn api() -> &'static Api {
                 }
             } else {
                 let word = libc::dlsym(libc::RTLD_DEFAULT, c"osl__inactive".as_ptr()) as *const AtomicU32;
+                let epoch = libc::dlsym(libc::RTLD_DEFAULT, c"osl__names_epoch".as_ptr()) as *const AtomicU32;
                 Api {
                     global: true,
                     inactive: if word.is_null() { &oslens::INACTIVE } else { &*word },
+                    names_epoch: epoch.as_ref(),
                     record_raw: std::mem::transmute::<usize, _>(pick!(oslens::osl_record_raw)),
                     define_name: std::mem::transmute::<usize, _>(pick!(osl_define_name)),
                     func_named: std::mem::transmute::<usize, _>(pick!(osl_func_named)),
@@ -117,6 +123,13 @@ fn dormant() -> bool {
 fn recorder_enabled() -> bool {
     // SAFETY: C ABI call without arguments.
     unsafe { (api().enabled)() != 0 }
+}
+
+/// tsc_invariant(): the recorder's CPUID check, done once by `oslens record` for the programs it
+/// starts (OSLENS_TSC_INVARIANT), which then skip it at their clock's first read.
+#[pyfunction]
+fn tsc_invariant() -> bool {
+    oslens::tsc_is_invariant()
 }
 
 /// True when the process's global liboslens.so (not this extension's copy) records.
@@ -213,6 +226,55 @@ fn event_name(id: u32, name: &str) {
     let c = cstring(name);
     // SAFETY: valid C string.
     unsafe { (api().event_name)(id, c.as_ptr()) }
+}
+
+thread_local! {
+    /// Event name -> (id, names epoch it was defined in), so a recording thread defines a name
+    /// once per attach session (the GIL makes a per-thread table the cheap choice).
+    static EVENT_IDS: std::cell::RefCell<std::collections::HashMap<String, (u32, u32)>> = Default::default();
+}
+
+/// The id of event `name`, defined in the current trace once per names epoch.
+fn event_id(name: &str) -> u32 {
+    let api = api();
+    let Some(epoch) = api.names_epoch.map(|e| e.load(Relaxed)) else { return define_name(oslens_format::kinds::NAME_EVENT, name) };
+    if let Some(id) = EVENT_IDS.with(|m| m.borrow().get(name).filter(|(_, e)| *e == epoch).map(|(id, _)| *id)) {
+        return id;
+    }
+    let id = define_name(oslens_format::kinds::NAME_EVENT, name); // read the epoch first: a session begun meanwhile defines it again
+    EVENT_IDS.with(|m| m.borrow_mut().insert(name.to_owned(), (id, epoch)));
+    id
+}
+
+/// event_named(name, payload=b""): oslens.instrument.event: a disabled call when dormant, else
+/// the event, its name defined once per session (docs/recorder.md, "Dormant instruments").
+#[pyfunction]
+#[pyo3(signature = (name, payload=None))]
+fn event_named(name: &Bound<'_, PyString>, payload: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let word = api().inactive.load(Relaxed);
+    if word != 0 && word & oslens::ASK_LIBRARY == 0 {
+        return Ok(());
+    }
+    // SAFETY: C ABI call without arguments. An attach waiting starts its session here, before
+    // the name is defined, so the name goes to that session's trace.
+    if word != 0 && unsafe { (api().enabled)() } == 0 {
+        return Ok(()); // past a trigger: counted as suppressed once, as the event would have been
+    }
+    let id = event_id(name.to_str()?);
+    let owned;
+    let bytes: &[u8] = match payload {
+        None => &[],
+        Some(p) => match p.downcast::<PyBytes>() {
+            Ok(b) => b.as_bytes(),
+            Err(_) => {
+                owned = p.downcast::<PyString>()?.to_str()?.as_bytes().to_vec();
+                &owned
+            }
+        },
+    };
+    // SAFETY: pointer and length of live bytes.
+    unsafe { (api().event)(id, bytes.as_ptr(), bytes.len()) };
+    Ok(())
 }
 
 /// event(id, payload=b""): a user event with an optional payload.
@@ -339,6 +401,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dormant, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(recorder_global, m)?)?;
+    m.add_function(wrap_pyfunction!(tsc_invariant, m)?)?;
     m.add_function(wrap_pyfunction!(record_raw, m)?)?;
     m.add_function(wrap_pyfunction!(define_name, m)?)?;
     m.add_function(wrap_pyfunction!(func_named, m)?)?;
@@ -350,6 +413,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(counter_value, m)?)?;
     m.add_function(wrap_pyfunction!(event_name, m)?)?;
     m.add_function(wrap_pyfunction!(event, m)?)?;
+    m.add_function(wrap_pyfunction!(event_named, m)?)?;
     m.add_function(wrap_pyfunction!(flush, m)?)?;
     Ok(())
 }

@@ -1,10 +1,18 @@
 //! The recorder's clock: the invariant TSC where the CPU has one (read in user space, no system call),
 //! else the vDSO CLOCK_MONOTONIC. Raw values are converted to CLOCK_MONOTONIC ns at import from
 //! calibration pairs (raw, ns) written into every chunk.
+//!
+//! Which of the two is decided on the first clock read, not at library load: the check is two
+//! CPUID instructions, which a VM traps (5-7 µs each here), and a process started under
+//! `oslens record` that records nothing (a `/bin/true` under the preload) never needs it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 
-static USE_TSC: AtomicBool = AtomicBool::new(false);
+/// The clock source: UNDECIDED until the first read, then TSC or MONOTONIC for good.
+const UNDECIDED: u8 = 0;
+const TSC: u8 = 1;
+const MONOTONIC: u8 = 2;
+static SOURCE: AtomicU8 = AtomicU8::new(UNDECIDED);
 static HAVE_RSEQ: AtomicBool = AtomicBool::new(false);
 static CALIB_RAW: AtomicU64 = AtomicU64::new(0);
 static CALIB_NS: AtomicU64 = AtomicU64::new(0);
@@ -15,25 +23,58 @@ extern "C" {
     static __rseq_size: u32;
 }
 
-/// Decides the clock once, at library load.
+/// At library load: only what costs a load (the clock itself is decided on its first read).
 pub fn init() {
-    USE_TSC.store(tsc_is_invariant() && crate::config::env(c"OSLENS_CLOCK") != Some("monotonic"), Relaxed);
     // SAFETY: plain reads of glibc's exported constants.
     HAVE_RSEQ.store(unsafe { __rseq_size } >= 8, Relaxed);
-    let (raw, ns) = pair();
-    CALIB_RAW.store(raw, Relaxed);
-    CALIB_NS.store(ns, Relaxed);
+}
+
+/// True when the clock is the TSC; decides it on the first call.
+#[inline(always)]
+fn use_tsc() -> bool {
+    match SOURCE.load(Relaxed) {
+        TSC => true,
+        MONOTONIC => false,
+        _ => decide(),
+    }
+}
+
+/// Decides the clock once per process image (a fork()ed child inherits the decision), and takes
+/// the calibration pair `ticks_to_ns` starts from. Lock-free, not a `Once`: a child forked while
+/// another thread decided would wait on that `Once` forever; threads racing here decide alike.
+#[cold]
+#[inline(never)]
+fn decide() -> bool {
+    let tsc = crate::config::env(c"OSLENS_CLOCK") != Some("monotonic") && tsc_is_invariant_here();
+    // stored before `pair`, which reads the clock
+    if SOURCE.compare_exchange(UNDECIDED, if tsc { TSC } else { MONOTONIC }, Relaxed, Relaxed).is_ok() {
+        let (raw, ns) = pair();
+        CALIB_RAW.store(raw, Relaxed);
+        CALIB_NS.store(ns, Relaxed);
+    }
+    SOURCE.load(Relaxed) == TSC
 }
 
 pub fn clock_kind() -> u32 {
-    if USE_TSC.load(Relaxed) {
+    if use_tsc() {
         oslens_format::header::CLOCK_TSC
     } else {
         oslens_format::header::CLOCK_MONOTONIC_NS
     }
 }
 
-fn tsc_is_invariant() -> bool {
+/// The answer `oslens record` put in OSLENS_TSC_INVARIANT (its own CPUID check, on this machine,
+/// inherited through every exec), else the CPU's.
+fn tsc_is_invariant_here() -> bool {
+    match crate::config::env(c"OSLENS_TSC_INVARIANT") {
+        Some("1") => cfg!(target_arch = "x86_64"),
+        Some("0") => false,
+        _ => tsc_is_invariant(),
+    }
+}
+
+/// CPUID's invariant-TSC bit (a VM traps each CPUID: microseconds).
+pub fn tsc_is_invariant() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate, runs in deep C-states).
@@ -52,7 +93,7 @@ fn tsc_is_invariant() -> bool {
 #[inline(always)]
 pub fn now() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if USE_TSC.load(Relaxed) {
+    if use_tsc() {
         // SAFETY: rdtsc has no preconditions.
         return unsafe { core::arch::x86_64::_rdtsc() };
     }
@@ -81,9 +122,9 @@ pub fn pair() -> (u64, u64) {
     (best.0, best.1)
 }
 
-/// Converts a raw tick count to ns using the load-time pair and a fresh one.
+/// Converts a raw tick count to ns using the pair taken when the clock was decided and a fresh one.
 pub fn ticks_to_ns(ticks: u64) -> u64 {
-    if !USE_TSC.load(Relaxed) {
+    if !use_tsc() {
         return ticks;
     }
     let (raw0, ns0) = (CALIB_RAW.load(Relaxed), CALIB_NS.load(Relaxed));
@@ -98,7 +139,7 @@ pub fn ticks_to_ns(ticks: u64) -> u64 {
 
 /// True when code inlined from oslens.h may read the clock itself (it reads the TSC only).
 pub fn inline_capable() -> bool {
-    USE_TSC.load(Relaxed) && HAVE_RSEQ.load(Relaxed)
+    use_tsc() && HAVE_RSEQ.load(Relaxed)
 }
 
 /// The address of the calling thread's rseq cpu_id, which the kernel keeps current; null

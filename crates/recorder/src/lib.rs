@@ -50,9 +50,11 @@ pub const ASK_LIBRARY: u32 = UNINIT | TRIGGERED;
 /// Exported for the inline fast path of oslens.h, which asks the library whenever it is not 0.
 #[export_name = "osl__inactive"]
 pub static INACTIVE: AtomicU32 = AtomicU32::new(UNINIT);
-/// Bumped in a fork()ed child: the header's per-call-site region ids are only trusted when
-/// their name was defined in this process (names are per process). Threads' cursors carry it.
-pub(crate) static NAMES_EPOCH: AtomicU32 = AtomicU32::new(1);
+/// Bumped in a fork()ed child and by every attach session: the header's per-call-site region ids
+/// are only trusted when their name was defined in this process's current names chunk. Threads'
+/// cursors carry it; exported for the Python extension's cache of event names (recorder_api.rs).
+#[export_name = "osl__names_epoch"]
+pub static NAMES_EPOCH: AtomicU32 = AtomicU32::new(1);
 
 pub(crate) static CONFIG: OnceLock<Option<config::Config>> = OnceLock::new();
 /// Trigger budget left, in record slots (u64::MAX = no trigger).
@@ -137,6 +139,13 @@ pub(crate) fn init() {
         INACTIVE.store(inactive, Relaxed);
         cfg
     });
+}
+
+/// Whether the CPU says its TSC is invariant (CPUID; the recorder's clock is then the TSC):
+/// `oslens record` asks once and hands the answer to the programs it starts
+/// (OSLENS_TSC_INVARIANT), so that they need not ask.
+pub fn tsc_is_invariant() -> bool {
+    clock::tsc_is_invariant()
 }
 
 /// What only a process that records needs, done before its first chunk (a thread's or its

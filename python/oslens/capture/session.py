@@ -59,6 +59,8 @@ def recorder_clock(machine: dict | None = None) -> str:
 def recorder_environment(trace: Path, options) -> dict:
     env = dict(os.environ)
     env["OSLENS_TRACE"] = str(trace.resolve())
+    # the recorder's CPUID check, made here once instead of in every process (docs/recorder.md, "Start-up")
+    env.setdefault("OSLENS_TSC_INVARIANT", "1" if _native.tsc_invariant() else "0")
     env.pop("OSLENS_ENABLE", None)
     if options.get("disabled"):
         env["OSLENS_ENABLE"] = "0"
