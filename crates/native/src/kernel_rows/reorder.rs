@@ -104,8 +104,8 @@ pub struct Reorder<R> {
 }
 
 const FIRST_TRY: usize = 4096;
-/// Rows held in memory before they go to a run on disk.
-pub const SPILL_ROWS: usize = 1 << 18;
+/// Rows held in memory at most (about 100 bytes each): past half of it they go to a run on disk.
+pub const SPILL_ROWS: usize = 1 << 17;
 
 impl<R: Slot> Reorder<R> {
     pub fn new(dir: Option<PathBuf>) -> Self {
@@ -123,7 +123,9 @@ impl<R: Slot> Reorder<R> {
 
     /// Gives `out` the rows whose time is below `bound`, in order (every row: i64::MAX).
     pub fn give(&mut self, bound: i64, out: &mut dyn FnMut(R) -> std::io::Result<()>) -> std::io::Result<()> {
-        self.rows.sort_unstable_by_key(|x| x.0);
+        // stable (driftsort) finds the rows still held from the last give as one sorted run, so a
+        // pair open for long costs a merge per give, not a full re-sort (keys are unique: same order)
+        self.rows.sort_by_key(|x| x.0);
         let mut i = 0;
         loop {
             // the smallest of the memory's next row and the runs' heads
@@ -152,10 +154,12 @@ impl<R: Slot> Reorder<R> {
         }
         self.rows.drain(..i);
         self.runs.retain(|r| r.head.is_some());
-        if self.rows.len() >= SPILL_ROWS {
+        // past half the cap the rows go to a run, so that doubling next_try never holds more than
+        // SPILL_ROWS (a pair open for the whole trace held 2-4 times that, and its sort's scratch)
+        if self.rows.len() >= SPILL_ROWS / 2 {
             self.spill()?;
         }
-        self.next_try = (2 * self.rows.len()).max(FIRST_TRY);
+        self.next_try = (2 * self.rows.len()).clamp(FIRST_TRY, SPILL_ROWS);
         Ok(())
     }
 
