@@ -132,6 +132,45 @@ fn map_clean(path: &str) -> std::io::Result<Option<Mapped>> {
     Ok(ring_unused(&map).then(|| Mapped::Decode(map)))
 }
 
+/// Decoded records' buffers given back by the RecordBuffers that held them, for the next chunk's
+/// records: a chunk's records take 32 MiB, and a fresh buffer for each cost a page fault per
+/// 4 KiB or, from the heap, a hole the next rarely fitted (peak RSS grew with the trace).
+static SPARE: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+/// Buffers kept at most (one per reader thread and per CPU the pass has open).
+const SPARE_MAX: usize = 2;
+/// Smaller buffers are not worth keeping.
+const SPARE_MIN: usize = 1 << 20;
+
+fn spare_take() -> Vec<u8> {
+    SPARE.lock().map(|mut s| s.pop()).ok().flatten().unwrap_or_default()
+}
+
+fn spare_put(v: Vec<u8>) {
+    if v.capacity() >= SPARE_MIN {
+        if let Ok(mut s) = SPARE.lock() {
+            if s.len() < SPARE_MAX {
+                s.push(v);
+            }
+        }
+    }
+}
+
+/// release_chunk_buffers(): frees the spare buffers (the importer calls it when done).
+#[pyfunction]
+pub fn release_chunk_buffers() {
+    if let Ok(mut s) = SPARE.lock() {
+        s.clear();
+    }
+}
+
+impl Drop for RecordBuffer {
+    fn drop(&mut self) {
+        if let Records::Owned(v) = &mut self.data {
+            spare_put(std::mem::take(v));
+        }
+    }
+}
+
 /// A chunk file's mapping from map_clean: its records as they lie, or to be decoded.
 enum Mapped {
     Clean(ChunkHeader, Records),
@@ -177,7 +216,7 @@ fn chunk_dict<'py>(py: Python<'py>, path: &str, no_copy: bool) -> PyResult<Bound
     }
     let mut chunk = py
         .allow_threads(|| match mapped {
-            Some(Mapped::Decode(map)) => Ok(oslens_format::reader::decode_chunk(&map)),
+            Some(Mapped::Decode(map)) => Ok(oslens_format::reader::decode_chunk_into(&map, spare_take())),
             _ => read_chunk_file(std::path::Path::new(path)),
         })
         .map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
