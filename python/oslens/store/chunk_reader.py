@@ -59,66 +59,34 @@ def read_again(path: Path) -> np.ndarray:
     return read_chunk(path).records
 
 
-def _read_and_settle(path: Path, settle, gate):
-    with gate(path) if gate is not None else contextlib.nullcontext():
+def _read_and_settle(path: Path, settle, one_at_a_time):
+    if one_at_a_time is None:
         got = try_read_chunk(path)
-        if settle is not None and not isinstance(got[1], OSError):
-            settle(got[1])
+    else:
+        with one_at_a_time(path):
+            got = try_read_chunk(path)
+    if settle is not None and not isinstance(got[1], OSError):
+        settle(got[1])
     return got
 
 
-class Gate:
-    """Lets a chunk's read start only while the records kept (store.held) and those being read
-    fit the held budget, or when no other read is under way: the import's peak then holds the
-    budget and at most one chunk being decoded past it, whatever the trace's size (two chunks
-    decoding at once past a full budget made it grow from 190 to 290 MiB between 2 and 10 M
-    kernel records)."""
-
-    def __init__(self, holder: held.Holder):
-        self.holder = holder
-        self.reading = 0
-        self.cv = threading.Condition()
-
-    @contextlib.contextmanager
-    def __call__(self, path: Path):
-        size = _stored_bytes(path)
-        with self.cv:
-            self.cv.wait_for(lambda: not self.reading or self.holder.kept + self.reading + size <= self.holder.budget)
-            self.reading += size
-        try:
-            yield
-        finally:
-            with self.cv:
-                self.reading -= size
-                self.cv.notify_all()
-
-
-def _stored_bytes(path: Path) -> int:
-    """The bytes a chunk file holds on disk (its records, about): a chunk is a sparse file."""
-    try:
-        st = path.stat()
-    except OSError:
-        return 0
-    return min(st.st_blocks * 512, st.st_size)
-
-
-def read_in_order(paths: list[Path], workers: int = 2, settle=None, gate=None):
+def read_in_order(paths: list[Path], workers: int = 2, settle=None, one_at_a_time=None):
     """try_read_chunk of each path, in order: `workers` at a time (the Rust reader releases the
     GIL), and no more than one chunk read ahead of each worker. settle(chunk) runs in the worker
     once the chunk is read and scanned (store.held lets its records go there), so the chunks
     waiting to be taken hold no records that will be let go: at 50 M kernel records they held
-    three chunks of 32 MiB, the import's peak RSS. gate(path): the context a read and its settle
-    run in (Gate)."""
+    three chunks of 32 MiB, the import's peak RSS. one_at_a_time(path): a context the read runs
+    in (a lock once reads are let go: two chunks decoding at once were the rest of that peak)."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         ahead = collections.deque()
         todo = iter(paths)
         for p in itertools.islice(todo, workers + 1):
-            ahead.append(pool.submit(_read_and_settle, p, settle, gate))
+            ahead.append(pool.submit(_read_and_settle, p, settle, one_at_a_time))
         while ahead:
             got = ahead.popleft().result()
             nxt = next(todo, None)
             if nxt is not None:
-                ahead.append(pool.submit(_read_and_settle, nxt, settle, gate))
+                ahead.append(pool.submit(_read_and_settle, nxt, settle, one_at_a_time))
             yield got
 
 
@@ -150,7 +118,14 @@ def read_chunks(trace: Path, meta: dict, losses: salvage.Losses, progress) -> Re
         with lock:
             holder.take(chunk, functools.partial(read_again, chunk.path), ledger.is_names_chunk(chunk))
 
-    for i, (p, got, scan) in enumerate(read_in_order(paths, settle=settle, gate=Gate(holder))):
+    decoding = threading.Lock()
+
+    def one_at_a_time(_path):
+        # once a chunk was let go the budget is spent: the rest are read one at a time, so the
+        # peak holds the budget and one chunk being decoded, whatever the trace's size
+        return decoding if holder.let_go else contextlib.nullcontext()
+
+    for i, (p, got, scan) in enumerate(read_in_order(paths, settle=settle, one_at_a_time=one_at_a_time)):
         if isinstance(got, OSError):
             losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
         else:
