@@ -101,6 +101,8 @@ pub struct Reorder<R> {
     /// where runs are written (None: never)
     dir: Option<PathBuf>,
     buf: Vec<u8>,
+    /// rows[..sorted] are in key order (what the last give left)
+    sorted: usize,
 }
 
 const FIRST_TRY: usize = 4096;
@@ -109,7 +111,7 @@ pub const SPILL_ROWS: usize = 1 << 17;
 
 impl<R: Slot> Reorder<R> {
     pub fn new(dir: Option<PathBuf>) -> Self {
-        Reorder { rows: Vec::new(), next_try: FIRST_TRY, runs: Vec::new(), dir, buf: Vec::new() }
+        Reorder { rows: Vec::new(), next_try: FIRST_TRY, runs: Vec::new(), dir, buf: Vec::new(), sorted: 0 }
     }
 
     pub fn push(&mut self, k: Key, r: R) {
@@ -123,9 +125,14 @@ impl<R: Slot> Reorder<R> {
 
     /// Gives `out` the rows whose time is below `bound`, in order (every row: i64::MAX).
     pub fn give(&mut self, bound: i64, out: &mut dyn FnMut(R) -> std::io::Result<()>) -> std::io::Result<()> {
-        // stable (driftsort) finds the rows still held from the last give as one sorted run, so a
-        // pair open for long costs a merge per give, not a full re-sort (keys are unique: same order)
-        self.rows.sort_by_key(|x| x.0);
+        // the rows still held from the last give are sorted: only those pushed since are sorted
+        // afresh, then the two runs merged (driftsort finds them), so a pair open for long costs a
+        // merge per give, not a re-sort of every row it holds back (keys are unique: same order)
+        let held = self.sorted.min(self.rows.len());
+        self.rows[held..].sort_unstable_by_key(|x| x.0);
+        if held > 0 && held < self.rows.len() && self.rows[held - 1].0 > self.rows[held].0 {
+            self.rows.sort_by_key(|x| x.0);
+        }
         let mut i = 0;
         loop {
             // the smallest of the memory's next row and the runs' heads
@@ -160,6 +167,7 @@ impl<R: Slot> Reorder<R> {
             self.spill()?;
         }
         self.next_try = (2 * self.rows.len()).clamp(FIRST_TRY, SPILL_ROWS);
+        self.sorted = self.rows.len();
         Ok(())
     }
 
