@@ -12,8 +12,9 @@ $OSLENS_BENCH_DIR (default /tmp)/oslens-bench-kernel-pass):
 
 Each trace is imported in a fresh process by each build in turn (`store.import_trace(force=True)`
 of this tree's .venv, then of --old's), --repeat times, alternating: wall and CPU seconds, peak RSS
-(VmHWM), and kernel records per CPU-second (the kernel chunks' committed records over the
-import's CPU seconds: the whole import, application side included, which is empty here). After
+(VmHWM, the largest of the runs), and kernel records per CPU-second (the kernel chunks' committed
+records over the CPU seconds) of the whole import (application side included, empty here) and
+of the kernel step alone (the thread CPU time inside _native.kernel_pass). "summary" lists them. After
 each build's import its tables are digested (import.kernel_records.table_digests: sha256, rows,
 column types, hashes of the rows' values in any order and in file order) and compared.
 
@@ -35,11 +36,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_records import kernel_records, loadavg, source_version, table_digests  # noqa: E402
 from many_processes import OSLENS, ROOT  # noqa: E402
 
-IMPORT = ("import json, sys, time, resource; from pathlib import Path; from oslens import store; "
+# The kernel step: the thread CPU time inside _native.kernel_pass (the merge, pairing, rows and
+# Parquet pages, and the chunks it reads again; the pass runs in the calling thread).
+IMPORT = ("import json, sys, time, resource; from pathlib import Path; from oslens import _native, store; "
+          "step = []; real = _native.kernel_pass\n"
+          "def timed(*a, **k):\n"
+          "    t = time.thread_time(); out = real(*a, **k); step.append(time.thread_time() - t); return out\n"
+          "_native.kernel_pass = timed; "
           "t = time.perf_counter(); store.import_trace(sys.argv[1], force=True, quiet=True); "
           "w = time.perf_counter() - t; r = resource.getrusage(resource.RUSAGE_SELF); "
           "hwm = [l for l in Path('/proc/self/status').read_text().splitlines() if l.startswith('VmHWM:')]; "
-          "print(json.dumps({'wall_s': w, 'cpu_s': r.ru_utime + r.ru_stime, 'max_rss_mib': int(hwm[0].split()[1]) / 1024}))")
+          "print(json.dumps({'wall_s': w, 'cpu_s': r.ru_utime + r.ru_stime, 'kernel_step_cpu_s': sum(step), "
+          "'max_rss_mib': int(hwm[0].split()[1]) / 1024}))")
 
 
 def compile_c(name: str, out: Path) -> Path:
@@ -100,11 +108,15 @@ def measure(name: str, trace: Path, old: Path, repeat: int) -> dict:
     out = {"workload": name, **recs}
     for which, rs in runs.items():
         best = sorted(rs, key=lambda r: r["cpu_s"])[(len(rs) - 1) // 2]
+        step = sorted(r["kernel_step_cpu_s"] for r in rs)[(len(rs) - 1) // 2]
         out[which] = {"wall_s": round(best["wall_s"], 3), "cpu_s": round(best["cpu_s"], 3),
-                      "max_rss_mib": round(best["max_rss_mib"], 1),
+                      "max_rss_mib": round(max(r["max_rss_mib"] for r in rs), 1),
                       "records_per_cpu_s": round(recs["kernel_records"] / best["cpu_s"]) if best["cpu_s"] else None,
+                      "kernel_step_cpu_s": round(step, 3),
+                      "kernel_step_records_per_cpu_s": round(recs["kernel_records"] / step) if step else None,
                       "runs": rs if len(rs) > 1 else None}
     out["cpu_ratio_old_over_new"] = round(out["old"]["cpu_s"] / out["new"]["cpu_s"], 2)
+    out["step_ratio_old_over_new"] = round(out["old"]["kernel_step_cpu_s"] / out["new"]["kernel_step_cpu_s"], 2)
     out["tables"] = compare(digests["new"], digests["old"])
     return out
 
@@ -129,7 +141,8 @@ def main() -> int:
             ("pingpong", ["taskset", "-c", "0", str(pingpong), str(a.pingpong), "0"]),
             ("switch", ["taskset", "-c", last, "stress-ng", "--switch", "2", "--switch-ops", str(a.switch)])]
     work += [(f"size-getpid-{n}", [str(getpid), str(n)]) for n in a.sizes]
-    result = {"source": source_version(), "old": str(a.old), "cpus": os.cpu_count(), "results": []}
+    old_head = subprocess.run(["git", "-C", str(a.old), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result = {"source": source_version(), "old": str(a.old), "old_head": old_head, "cpus": os.cpu_count(), "results": []}
     for name, command in work:
         trace = base / name
         stamp = record(trace, command)
@@ -138,7 +151,20 @@ def main() -> int:
         result["results"].append(got)
         print(json.dumps({k: got[k] for k in ("workload", "kernel_records", "new", "old", "cpu_ratio_old_over_new")},
                          default=str), file=sys.stderr)
+    result["summary"] = summary(result["results"])
     return write_result(result, a.out)
+
+
+def summary(results: list[dict]) -> dict:
+    """Per build: kernel records per CPU-second of the whole import and of the kernel step for
+    each workload, and the peak RSS from the smallest to the largest size."""
+    out = {}
+    for which in ("new", "old"):
+        sizes = sorted((r for r in results if r["workload"].startswith("size-")), key=lambda r: r["kernel_records"])
+        out[which] = {r["workload"]: {"import": r[which]["records_per_cpu_s"], "kernel_step": r[which]["kernel_step_records_per_cpu_s"],
+                                      "max_rss_mib": r[which]["max_rss_mib"]} for r in results}
+        out[which]["peak_rss_mib_by_records"] = {r["kernel_records"]: r[which]["max_rss_mib"] for r in sizes}
+    return out
 
 
 def write_result(result: dict, out: Path | None) -> int:

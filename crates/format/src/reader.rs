@@ -168,7 +168,14 @@ fn needed_ranges(file: &File, len: usize) -> std::io::Result<Vec<(usize, usize)>
 
 /// Decodes a chunk held in memory.
 pub fn decode_chunk(raw: &[u8]) -> Chunk {
-    let mut chunk = Chunk::default();
+    decode_chunk_into(raw, Vec::new())
+}
+
+/// decode_chunk, the records decoded into `records` (emptied first): a caller reusing its
+/// buffers from chunk to chunk pays no fresh pages for each.
+pub fn decode_chunk_into(raw: &[u8], mut records: Vec<u8>) -> Chunk {
+    records.clear();
+    let mut chunk = Chunk { records, ..Chunk::default() };
     let header = if raw.len() >= HEADER_SIZE { ChunkHeader::parse(raw) } else { None };
     let slots_in_file = raw.len().saturating_sub(HEADER_SIZE) / RECORD_SIZE;
     let slots = match &header {

@@ -98,6 +98,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(feature = "parquet-crate")]
     m.add_function(wrap_pyfunction!(crate_writer::write_parquet_crate, m)?)?;
     m.add_function(wrap_pyfunction!(py_chunks::read_chunk_records, m)?)?;
+    m.add_function(wrap_pyfunction!(py_chunks::release_chunk_buffers, m)?)?;
     m.add_class::<py_chunks::RecordBuffer>()?;
     m.add_function(wrap_pyfunction!(clock_pair, m)?)?;
     m.add_function(wrap_pyfunction!(populate, m)?)?;

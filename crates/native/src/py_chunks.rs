@@ -3,7 +3,7 @@
 //! synthetic traces).
 
 use crate::py_buffers::export_bytes;
-use oslens_format::header::{ChunkHeader, HEADER_SIZE};
+use oslens_format::header::{stage, ChunkHeader, HEADER_SIZE};
 use oslens_format::record::{continuation_records, Record, RECORD_SIZE};
 use oslens_format::{kinds, read_chunk as read_chunk_file, Validator};
 use pyo3::exceptions::PyOSError;
@@ -96,7 +96,7 @@ fn clean_slots(map: &[u8]) -> Option<(ChunkHeader, usize)> {
 /// front, and no others: a chunk is preallocated at its full capacity, 64 MiB by default, and
 /// populating the rest would fill the page cache with zeros; oslens_format::read_chunk says
 /// what that cost) and, when clean_slots says so, the range of its records.
-fn map_clean(path: &str) -> std::io::Result<Option<(ChunkHeader, Records)>> {
+fn map_clean(path: &str) -> std::io::Result<Option<Mapped>> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path)?;
     let len = file.metadata()?.len() as usize;
@@ -124,7 +124,64 @@ fn map_clean(path: &str) -> std::io::Result<Option<(ChunkHeader, Records)>> {
     if map.advise(memmap2::Advice::PopulateRead).is_err() {
         let _ = map.advise(memmap2::Advice::WillNeed);
     }
-    Ok(clean_slots(&map).map(|(h, n)| (h, Records::Mapped(map, HEADER_SIZE..HEADER_SIZE + n * RECORD_SIZE))))
+    if let Some((h, n)) = clean_slots(&map) {
+        return Ok(Some(Mapped::Clean(h, Records::Mapped(map, HEADER_SIZE..HEADER_SIZE + n * RECORD_SIZE))));
+    }
+    // a chunk with names (every kernel chunk) is decoded from this mapping when its staging ring
+    // holds nothing: read_chunk would read the same bytes again into fresh anonymous memory
+    Ok(ring_unused(&map).then(|| Mapped::Decode(map)))
+}
+
+/// Decoded records' buffers given back by the RecordBuffers that held them, for the next chunk's
+/// records: a chunk's records take 32 MiB, and a fresh buffer for each cost a page fault per
+/// 4 KiB or, from the heap, a hole the next rarely fitted (peak RSS grew with the trace).
+static SPARE: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+/// Buffers kept at most (one per reader thread and per CPU the pass has open).
+const SPARE_MAX: usize = 2;
+/// Smaller buffers are not worth keeping.
+const SPARE_MIN: usize = 1 << 20;
+
+fn spare_take() -> Vec<u8> {
+    SPARE.lock().map(|mut s| s.pop()).ok().flatten().unwrap_or_default()
+}
+
+fn spare_put(v: Vec<u8>) {
+    if v.capacity() >= SPARE_MIN {
+        if let Ok(mut s) = SPARE.lock() {
+            if s.len() < SPARE_MAX {
+                s.push(v);
+            }
+        }
+    }
+}
+
+/// release_chunk_buffers(): frees the spare buffers (the importer calls it when done).
+#[pyfunction]
+pub fn release_chunk_buffers() {
+    if let Ok(mut s) = SPARE.lock() {
+        s.clear();
+    }
+}
+
+impl Drop for RecordBuffer {
+    fn drop(&mut self) {
+        if let Records::Owned(v) = &mut self.data {
+            spare_put(std::mem::take(v));
+        }
+    }
+}
+
+/// A chunk file's mapping from map_clean: its records as they lie, or to be decoded.
+enum Mapped {
+    Clean(ChunkHeader, Records),
+    Decode(memmap2::Mmap),
+}
+
+/// No slot of the staging ring holds records (decode_chunk then reads only the header and the
+/// committed slots, all inside map_clean's mapping).
+fn ring_unused(head: &[u8]) -> bool {
+    let (count, _) = stage::geometry(head);
+    count == 0 || (count as usize <= stage::MAX_SLOTS && (0..count as usize).all(|j| stage::descriptor(head, j).0 == stage::FREE))
 }
 
 #[pymethods]
@@ -144,9 +201,10 @@ impl RecordBuffer {
 }
 
 fn chunk_dict<'py>(py: Python<'py>, path: &str, no_copy: bool) -> PyResult<Bound<'py, PyDict>> {
+    let mut mapped = None;
     if no_copy {
-        let mapped = py.allow_threads(|| map_clean(path)).map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
-        if let Some((h, records)) = mapped {
+        mapped = py.allow_threads(|| map_clean(path)).map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
+        if let Some(Mapped::Clean(h, records)) = mapped {
             let d = PyDict::new(py);
             d.set_item("header", header_dict(py, &h)?)?;
             d.set_item("records", Bound::new(py, RecordBuffer { data: records })?)?;
@@ -157,7 +215,10 @@ fn chunk_dict<'py>(py: Python<'py>, path: &str, no_copy: bool) -> PyResult<Bound
         }
     }
     let mut chunk = py
-        .allow_threads(|| read_chunk_file(std::path::Path::new(path)))
+        .allow_threads(|| match mapped {
+            Some(Mapped::Decode(map)) => Ok(oslens_format::reader::decode_chunk_into(&map, spare_take())),
+            _ => read_chunk_file(std::path::Path::new(path)),
+        })
         .map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
     let d = PyDict::new(py);
     match &chunk.header {

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import itertools
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,20 +59,34 @@ def read_again(path: Path) -> np.ndarray:
     return read_chunk(path).records
 
 
-def read_in_order(paths: list[Path], workers: int = 2):
+def _read_and_settle(path: Path, settle, one_at_a_time):
+    if one_at_a_time is None:
+        got = try_read_chunk(path)
+    else:
+        with one_at_a_time(path):
+            got = try_read_chunk(path)
+    if settle is not None and not isinstance(got[1], OSError):
+        settle(got[1])
+    return got
+
+
+def read_in_order(paths: list[Path], workers: int = 2, settle=None, one_at_a_time=None):
     """try_read_chunk of each path, in order: `workers` at a time (the Rust reader releases the
-    GIL), and no more than one chunk read ahead of each worker, so chunks whose records are let go
-    (store.held) are not all in memory at once waiting to be taken."""
+    GIL), and no more than one chunk read ahead of each worker. settle(chunk) runs in the worker
+    once the chunk is read and scanned (store.held lets its records go there), so the chunks
+    waiting to be taken hold no records that will be let go: at 50 M kernel records they held
+    three chunks of 32 MiB, the import's peak RSS. one_at_a_time(path): a context the read runs
+    in (a lock once reads are let go: two chunks decoding at once were the rest of that peak)."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         ahead = collections.deque()
         todo = iter(paths)
         for p in itertools.islice(todo, workers + 1):
-            ahead.append(pool.submit(try_read_chunk, p))
+            ahead.append(pool.submit(_read_and_settle, p, settle, one_at_a_time))
         while ahead:
             got = ahead.popleft().result()
             nxt = next(todo, None)
             if nxt is not None:
-                ahead.append(pool.submit(try_read_chunk, nxt))
+                ahead.append(pool.submit(_read_and_settle, nxt, settle, one_at_a_time))
             yield got
 
 
@@ -95,7 +111,21 @@ def read_chunks(trace: Path, meta: dict, losses: salvage.Losses, progress) -> Re
     wall, cpu = time.perf_counter(), time.process_time()
     # records held past the read only up to a budget where the pass can read them again
     holder = held.Holder()
-    for i, (p, got, scan) in enumerate(read_in_order(paths)):
+    lock = threading.Lock()
+
+    def settle(chunk):
+        # names chunks are kept: their thread ledgers are read before the pass
+        with lock:
+            holder.take(chunk, functools.partial(read_again, chunk.path), ledger.is_names_chunk(chunk))
+
+    decoding = threading.Lock()
+
+    def one_at_a_time(_path):
+        # once a chunk was let go the budget is spent: the rest are read one at a time, so the
+        # peak holds the budget and one chunk being decoded, whatever the trace's size
+        return decoding if holder.let_go else contextlib.nullcontext()
+
+    for i, (p, got, scan) in enumerate(read_in_order(paths, settle=settle, one_at_a_time=one_at_a_time)):
         if isinstance(got, OSError):
             losses.add("damage", f"raw/{p.name}", None, f"chunk unreadable ({got})")
         else:
@@ -104,8 +134,6 @@ def read_chunks(trace: Path, meta: dict, losses: salvage.Losses, progress) -> Re
                 out.kernel_scans[got.path], scan = scan, None
             if scan is not None or not len(got.records) or got.path in out.kernel_scans:
                 out.scans[got.path] = scan or (None, [], 0, (None, None))
-            # names chunks are kept: their thread ledgers are read before the pass
-            holder.take(got, functools.partial(read_again, p), ledger.is_names_chunk(got))
         progress.step("reading chunks", 40.0 * (i + 1) / max(len(paths), 1))
     for c in ledger.thread_chunks(out.chunks):  # threads that recorded nothing of their own
         out.chunks.append(c)

@@ -23,7 +23,6 @@ import sys
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from oslens.errors import OslensError
 from oslens.store import calibration, schema
@@ -131,7 +130,7 @@ def _amend(tables: dict, out: dict, compensated) -> None:
             if isinstance(arr, pa.ChunkedArray):
                 arr = arr.combine_chunks()
             valid = ~arr.is_null().to_numpy(zero_copy_only=False)
-            raw = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            raw = arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             v = np.asarray(compensated(name, c, p, q, raw), dtype=np.int64)
             done[c] = (v, valid)
             t = t.append_column(f"{c}_comp_ns", pa.array(v, pa.int64(), mask=~valid if not valid.all() else None))

@@ -80,7 +80,11 @@ def no_cyclic_gc():
 
 
 def release_freed_memory() -> None:
-    """Gives the memory the import freed back to the system (what keep_freed_memory kept)."""
+    """Gives the memory the import freed back to the system (what keep_freed_memory kept, and
+    the chunk reader's spare buffers)."""
+    from oslens import _native
+
+    _native.release_chunk_buffers()
     try:
         import ctypes
 

@@ -100,3 +100,42 @@ def test_a_trace_whose_recording_was_killed_is_incomplete():
     assert salvage.incomplete_reason({"start_ns": 5, "end_ns": 9, "exit": {"code": 0}}) is None
     assert salvage.incomplete_reason({"start_ns": 5, "end_ns": 9}) is None  # synthetic traces
     assert salvage.incomplete_reason({}) is None  # not written by oslens record
+
+
+def test_chunks_past_the_budget_are_let_go_as_read_and_read_one_at_a_time(tmp_path, monkeypatch):
+    """read_chunks lets a chunk's records go in the worker that read it, once the held budget is
+    spent, and from then on reads the chunks one at a time (the import's peak memory holds the
+    budget and one chunk being decoded); the records read again are the ones read first."""
+    import threading
+    import time
+
+    from oslens.store import held, salvage
+
+    (tmp_path / "raw").mkdir()
+    paths = []
+    for seq in range(6):
+        paths.append(tmp_path / "raw" / f"app-7-8-{seq}.osl")
+        _native.write_chunk(str(paths[-1]), {**HEADER, "seq": seq}, [(r[0] + 100 * seq, *r[1:]) for r in RECORDS])
+    size = 50 * raw.RECORD_DTYPE.itemsize
+    monkeypatch.setattr(held, "HELD_BYTES", 2 * size)
+    monkeypatch.delenv("OSLENS_IMPORT_HELD_MB", raising=False)
+    read = chunk_reader.try_read_chunk
+    busy, overlaps, lock = [0], [], threading.Lock()
+
+    def slow(path):
+        with lock:
+            busy[0] += 1
+            overlaps.append((path.name, busy[0]))
+        time.sleep(0.02)
+        with lock:
+            busy[0] -= 1
+        return read(path)
+
+    monkeypatch.setattr(chunk_reader, "try_read_chunk", slow)
+    got = chunk_reader.read_chunks(tmp_path, {}, salvage.Losses(), importer.Progress("t", enabled=False))
+    kept = [isinstance(c.records, np.ndarray) for c in got.chunks]
+    assert sum(kept) == 2 and got.chunks_let_go == 4
+    first_let_go = kept.index(False)
+    assert all(n == 1 for name, n in overlaps[first_let_go + 3:]), overlaps  # after the reads already under way
+    for c in got.chunks:
+        assert held.records_of(c).tobytes() == raw.read_chunk(c.path).records.tobytes()

@@ -28,6 +28,24 @@ struct Wakes {
     held: Reorder<(Wake, Option<i64>)>,
 }
 
+impl Wakes {
+    /// Gives up the open wakeups whose task's enqueue is held from before `ts` (the merge's time):
+    /// the task's next record, at `ts` or later, would push the same row, and until it came the
+    /// open wakeup held back every later wakeup row (a task woken once, then never again).
+    fn close_followed(&mut self, ts: i64) {
+        let held = &mut self.held;
+        self.open.retain(|_, (open, enq)| match *enq {
+            Some(e) if e < ts => {
+                if let Some((row, s)) = open.take() {
+                    held.push((row.0, 0, 0, 0, s), (row, Some(e)));
+                }
+                false
+            }
+            _ => true,
+        });
+    }
+}
+
 impl Rows {
     pub fn new(cx: &Ctx) -> std::io::Result<Rows> {
         let dict = |d| Buf::Dict(Vec::new(), d);
@@ -125,6 +143,7 @@ impl Rows {
             w.open.remove(&tid);
         }
         if w.held.due() {
+            w.close_followed(ts);
             let bound = w.open.values().filter_map(|(o, _)| o.map(|x| x.0 .0)).min().unwrap_or(i64::MAX).min(ts);
             self.give_wakeups(cx, bound)?;
         }
