@@ -307,3 +307,33 @@ def test_processes_of_different_pid_namespaces_are_refused_together_in_one_line(
         for p in (box, mine):
             p.kill()
             p.wait()
+
+
+def test_samples_from_the_host_name_the_containers_pids(compile_c, tmp_path):
+    """perf numbers samples as the collector's namespace does (the host's): they are turned into
+    the container's pids as every other record is."""
+    prog = compile_c("kernel_getpid.c")
+    box = subprocess.Popen([*CONTAINER, "--kill-child", str(prog), "200000000"], env=_clean_env())
+    try:
+        for _ in range(500):
+            kids = Path(f"/proc/{box.pid}/task/{box.pid}/children").read_text().split()
+            if kids and Path(f"/proc/{kids[0]}/exe").resolve() == Path(prog).resolve():
+                break
+            time.sleep(0.01)
+        host = _host_pid(box.pid)
+        trace = tmp_path / "t"
+        rec = subprocess.Popen([*OSLENS, "record", "-p", str(host), "-f", "-o", str(trace), "--events", "sched",
+                                "--sample", "499"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_attached(rec)
+        time.sleep(1.0)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=180)
+        assert rec.returncode == 0, err
+    finally:
+        box.kill()
+        box.wait(timeout=60)
+    _need_ebpf(trace)
+    q = _tables(trace)
+    samples = q("SELECT pid, tid, count(*) FROM '{t}/samples.parquet' GROUP BY ALL")
+    assert samples and all((pid, tid) == (1, 1) for pid, tid, _ in samples), (samples, host)
+    assert sum(n for *_, n in samples) >= 20  # ~500 a second of a busy program, whatever the load

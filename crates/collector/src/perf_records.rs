@@ -62,6 +62,14 @@ impl State {
         let tid = u32::from_le_bytes(body[12..16].try_into().unwrap());
         let ts = u64::from_le_bytes(body[16..24].try_into().unwrap()).wrapping_add_signed(self.ts_offset);
         let kernel = (misc & perf::MISC_CPUMODE_MASK) == perf::MISC_KERNEL;
+        let (tid, pid) = match &self.to_namespace {
+            // as the eBPF programs name a task the namespace cannot see (oslens.bpf.c, vtid)
+            Some(map) => (
+                map.get(&tid).copied().unwrap_or(k::PIDNS_OUTSIDE as u32 + tid),
+                map.get(&pid).copied().unwrap_or(k::PIDNS_OUTSIDE as u32 + pid),
+            ),
+            None => (tid, pid),
+        };
         let w = k::sample::pack(tid as u64, ip, pid as u64, kernel as u64);
         self.emit(cpu, Record::new(ts, w.id, cpu as u16, k::SAMPLE, w.a, w.b));
     }

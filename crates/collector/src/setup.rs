@@ -240,6 +240,10 @@ impl Collector {
         self.pidns = first;
         if first != 0 {
             self.root = attach::ns_tgid(self.opts.pid).ok_or_else(|| format!("the process {} is gone", self.opts.pid))?;
+            if self.sees_global_tids() {
+                // perf numbers samples as the collector's namespace does: the kernel's tids here
+                self.st.to_namespace = Some(Default::default());
+            }
         }
         Ok(())
     }

@@ -32,6 +32,10 @@ pub struct State {
     /// Added to the kernel's timestamps: the offset of CLOCK_MONOTONIC in the collector's time
     /// namespace (sys::monotonic_offset), so records share the program's clock.
     pub ts_offset: i64,
+    /// An attach from the host into a PID namespace: perf's samples carry the kernel's tids, the
+    /// other records the namespace's; the kernel tid -> namespace tid of every task a TASK_IDS
+    /// record names, which the samples are translated by. None: nothing to translate.
+    pub to_namespace: Option<HashMap<u32, u32, Fast>>,
 }
 
 impl State {
@@ -55,10 +59,16 @@ impl State {
             write_error: None,
             unwritten: 0,
             ts_offset: 0,
+            to_namespace: None,
         }
     }
 
     pub fn emit(&mut self, cpu: u32, r: Record) {
+        if r.kind == k::TASK_IDS {
+            if let Some(map) = self.to_namespace.as_mut() {
+                map.insert(k::task_ids::F.global_tid.get(&r) as u32, k::task_ids::F.tid.get(&r) as u32);
+            }
+        }
         let w = self.writers.get_mut(&cpu).expect("writer per cpu");
         if let Err(e) = w.push(r) {
             self.unwritten += 1;
