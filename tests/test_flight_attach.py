@@ -18,6 +18,7 @@ from conftest import OSLENS, run_oslens
 from oslens.capture import instruments
 from test_flight import RING_MB, STAGE_BYTES, THRESHOLD_NS, _du, _flight, _query, _regions_log, _snapshots, _wait_for
 from test_kernel_collector import COLLECTOR
+from test_attach import _wait_attached
 
 pytestmark = [pytest.mark.skipif(not COLLECTOR.exists(), reason="oslens-collector is not built (run make)"),
               pytest.mark.skipif(os.geteuid() != 0, reason="attaching to kernel tracepoints needs root here")]
@@ -37,16 +38,6 @@ def _seqs(snapshot: Path) -> list[int]:
     names chunk an attach opens."""
     rows = _query(snapshot, "SELECT payload FROM app_events WHERE instrument = 'seq' ORDER BY ts")
     return [int.from_bytes(bytes(p), "little") for (p,) in rows]
-
-
-def _wait_attached(rec) -> None:
-    lines = []
-    while True:
-        line = rec.stderr.readline()
-        assert line, "".join(lines)
-        lines.append(line)
-        if "attached to" in line:
-            return
 
 
 @pytest.fixture(scope="module")

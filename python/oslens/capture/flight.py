@@ -11,7 +11,6 @@ dying of a signal) it cuts a snapshot at T (capture/flight_snapshot.py). Recordi
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import signal
@@ -21,13 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oslens.capture import flight_chunks, flight_snapshot
+from oslens.capture import flight_chunks, flight_snapshot, inotify
 
 TICK_S = 0.1  # the loop's period with triggers to watch: perf and LTTng consumers wake on timers of 100 ms and more
 IDLE_S = 1.0  # without: new chunk files wake it (inotify), this only in case an event is missed
 RING_PARTS = 4  # a stream's ring is this many chunks (LTTng: sub-buffers of a ring)
 PID_FILE = "flight.pid"  # where `oslens snapshot DIR` finds this process
-IN_CREATE, IN_MOVED_TO = 0x100, 0x80  # <sys/inotify.h>
 
 
 @dataclass
@@ -89,7 +87,7 @@ class FlightRecorder:
         self._requests: list[dict] = []  # from signal handlers, taken by the loop
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        self._watch = _watch_new_files(self.raw)
+        self._watch = inotify.watch(self.raw, inotify.IN_CREATE | inotify.IN_MOVED_TO)  # a new chunk
         # Signals: Python runs handlers in the main thread, which waits in wait4 for the program
         # while the kernel may deliver SIGUSR2 to another thread; the C-level handler writes the
         # signal's number to this pipe at once, whichever thread took it (signal.set_wakeup_fd).
@@ -246,22 +244,6 @@ def _disk_bytes(p: Path) -> int:
         return p.stat().st_blocks * 512
     except OSError:
         return 0
-
-
-def _watch_new_files(folder: Path) -> int | None:
-    """An inotify descriptor reporting files created in or moved into `folder` (a new chunk),
-    or None without inotify (the loop then wakes on its period alone)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
-    except (OSError, AttributeError):
-        return None
-    if fd < 0:
-        return None
-    if libc.inotify_add_watch(fd, os.fsencode(folder), IN_CREATE | IN_MOVED_TO) < 0:
-        os.close(fd)
-        return None
-    return fd
 
 
 def _drain(fd: int) -> bytes:

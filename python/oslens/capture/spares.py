@@ -13,7 +13,6 @@ that starts no processes is never preempted by it; it polled every 2 ms before, 
 preempted the program's threads 1,102 times in 2.7 s (issue 32).
 """
 
-import ctypes
 import mmap
 import os
 import select
@@ -22,12 +21,13 @@ import struct
 import threading
 from pathlib import Path
 
+from oslens.capture import inotify
+
 SPARE_DIR = "spare"
 AHEAD = 128  # spares kept ahead of the counter, for a burst of process starts (docs/recorder.md, Start-up)
 FIRST = 32  # made before the program starts, so its first processes find them
 PERIOD_S = 0.002  # the polling period where inotify cannot be had
 IDLE_S = 1.0  # a wake-up even without an event: the pool never depends on an event alone
-IN_MOVED_FROM = 0x40  # <sys/inotify.h>
 
 
 class SparePool:
@@ -63,7 +63,7 @@ class SparePool:
         except OSError:
             self.remove()
             return self
-        self._watch = _watch_moves_out(self.dir)
+        self._watch = inotify.watch(self.dir, inotify.IN_MOVED_FROM)  # a writer took a spare
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._thread.start()
         return self
@@ -127,22 +127,6 @@ class SparePool:
             self._map.close()
             self._map = None
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _watch_moves_out(folder: Path) -> int | None:
-    """An inotify descriptor reporting each file renamed out of `folder`, or None where the
-    kernel or libc has no inotify (the thread then polls)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
-    except (OSError, AttributeError):
-        return None
-    if fd < 0:
-        return None
-    if libc.inotify_add_watch(fd, os.fsencode(folder), IN_MOVED_FROM) < 0:
-        os.close(fd)
-        return None
-    return fd
 
 
 def _drain(fd: int) -> None:

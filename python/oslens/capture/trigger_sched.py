@@ -48,6 +48,15 @@ def _group_first(tid: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(np.where(start, pos, 0))
 
 
+def kept(r: np.ndarray, kinds: np.ndarray, nrs: np.ndarray) -> np.ndarray:
+    """Which of records `r` are of `kinds`, or entries and exits of the system calls `nrs`."""
+    m = np.isin(r["kind"], kinds)
+    if len(nrs):
+        for kind in (SYS_ENTER, SYS_EXIT):
+            m |= (r["kind"] == kind) & np.isin(field(kind, "nr", r), nrs)
+    return m
+
+
 class Sched:
     """Per thread: when it left the CPU (and whether preempted), since when it is runnable, and
     its finished off-CPU intervals for the last RETAIN_NS."""
@@ -66,11 +75,7 @@ class Sched:
     def keep(self, r: np.ndarray) -> np.ndarray:
         """Which of records `r` this state reads: the tree's tasks, the switches and wakeups when
         asked for, and the watched system calls' entries and exits."""
-        m = np.isin(r["kind"], self.kinds)
-        if len(self.nrs):
-            for kind in (SYS_ENTER, SYS_EXIT):
-                m |= (r["kind"] == kind) & np.isin(field(kind, "nr", r), self.nrs)
-        return m
+        return kept(r, self.kinds, self.nrs)
 
     def feed(self, r: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
         """Records `r`, in time order: (the traced threads' off-CPU intervals that ended in them,

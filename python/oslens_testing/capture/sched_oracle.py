@@ -8,6 +8,7 @@ import collections
 
 import numpy as np
 
+from oslens.capture import trigger_sched
 from oslens.capture.trigger_sched import (ASLEEP, EXEC, FORK, PIDNS_OUTSIDE, SWITCH, SYS_ENTER, SYS_EXIT, TASK,
                                           TRACED, WAKEUP, WAKING, _FIELDS, field)
 
@@ -29,13 +30,8 @@ class SchedOracle:
         self.nrs = np.array(sorted(syscall_nrs), dtype=np.int64)
 
     def keep(self, r: np.ndarray) -> np.ndarray:
-        """Which of records `r` this state reads: the tree's tasks, the switches and wakeups when
-        asked for, and the watched system calls' entries and exits."""
-        m = np.isin(r["kind"], self.kinds)
-        if len(self.nrs):
-            for kind in (SYS_ENTER, SYS_EXIT):
-                m |= (r["kind"] == kind) & np.isin(field(kind, "nr", r), self.nrs)
-        return m
+        """Which of records `r` this state reads (the product's filter: the oracle checks the pairing)."""
+        return trigger_sched.kept(r, self.kinds, self.nrs)
 
     def feed(self, r: np.ndarray):
         """Records `r`, in time order; yields ("offcpu", tid, left, back, runnable_from) for each
