@@ -37,7 +37,9 @@ def test_compare_attach_leaves_out_threads_with_one_reading_and_says_so():
     rows = {r["count"]: r for r in crosscheck.compare_attach(before, after, trace).to_pylist()}
     assert [(r["trace"], r["kernel"], r["agrees"]) for r in rows.values()] == [
         (100.0, 100.0, True), (2.0, 2.0, True), (50e6, 50e6, True), (102.0, 102.0, True)]
-    assert rows["runs"]["note"] == "1 threads read at the attach and the detach; 2 created or ended during the attach left out"
+    assert rows["runs"]["note"] == ("1 threads read at the attach and the detach; "
+                                    "2 thread(s) created or ended during the attach left out (one reading)")
+    assert crosscheck.compare_attach(before, [], trace).num_rows == 0  # all ended before the detach: no line
     trace[10]["voluntary"] = 90  # beyond 2% and the slack of 2 per thread
     table = crosscheck.compare_attach(before, after, trace)
     assert crosscheck.summary_line(table).startswith(

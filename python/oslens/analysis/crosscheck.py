@@ -29,6 +29,9 @@ are accounted for rather than tolerated:
   CPU_SLACK_NS covers what it cannot see. docs/report.md has the measurements against perf's
   sched_stat_runtime.
 
+An attach (`record -p`) has no rusage: its threads' /proc counters, read at the attach and the
+detach, are held to the trace's counts between the two readings (`crosscheck_attach`).
+
 `counts_by_thread(con)` reads the trace; `compare(counts, kernel, root_pid)` is the pure part
 (tables in, table out); `crosscheck(con)` does both with the figures kept in the trace's meta.
 """
@@ -345,6 +348,8 @@ def compare_attach(before: list[dict], after: list[dict], trace: dict[int, dict]
     out, and said). Each thread is read at its own instant, so the count slack is per thread."""
     first = {r["tid"]: r for r in before}
     both = [(first[r["tid"]], r) for r in after if r["tid"] in first and r["tid"] in trace]
+    if not both:  # every attached process ended before the detach: nothing was read twice
+        return db.empty_table(SCHEMA)
     left_out = len(set(first) ^ {r["tid"] for r in after})
     switches = sum(trace[b["tid"]]["switches"] for b, _ in both)
     out = []
@@ -353,7 +358,7 @@ def compare_attach(before: list[dict], after: list[dict], trace: dict[int, dict]
         t = float(sum(trace[b["tid"]][col] for b, _ in both))
         notes = [f"{len(both)} threads read at the attach and the detach"]
         if left_out:
-            notes.append(f"{left_out} created or ended during the attach left out")
+            notes.append(f"{left_out} thread(s) created or ended during the attach left out (one reading)")
         unknown = float(sum(trace[b["tid"]]["unknown_ns"] for b, _ in both)) if "CPU" in name else 0.0
         if unknown:
             notes.append(f"{unknown / 1e6:,.1f} ms in slices whose switch-in was not recorded, at most")
