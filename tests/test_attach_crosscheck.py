@@ -103,14 +103,18 @@ def _tree(root: int) -> list[int]:
 
 
 @needs_root
-def test_attach_crosscheck_agrees_on_stress_ng_switch(tmp_path):
-    if not shutil.which("stress-ng"):
-        pytest.skip("stress-ng is needed (scripts/setup.sh installs it)")
-    stress = subprocess.Popen(["stress-ng", "--switch", "1", "--timeout", "60", "-q"])
+@pytest.mark.parametrize("container", [False, True], ids=["host", "pid_namespace"])
+def test_attach_crosscheck_agrees_on_stress_ng_switch(tmp_path, container):
+    """A third-party program, attached from the host; also inside a PID namespace (issue 30),
+    where the readings name threads by the namespace's tids, as the trace does."""
+    if not shutil.which("stress-ng") or (container and not shutil.which("unshare")):
+        pytest.skip("stress-ng and unshare are needed (scripts/setup.sh installs them)")
+    cmd = ["stress-ng", "--switch", "1", "--timeout", "60", "-q"]
+    stress = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", *cmd] if container else cmd)
     try:
         pids = []
         for _ in range(100):  # its stressor and the child it switches with are up
-            pids = _tree(stress.pid)
+            pids = [p for p in _tree(stress.pid) if _comm(p).startswith("stress-ng")]
             if len(pids) >= 3:
                 break
             time.sleep(0.05)
@@ -118,8 +122,19 @@ def test_attach_crosscheck_agrees_on_stress_ng_switch(tmp_path):
         rec = subprocess.run([*OSLENS, "record", "-p", ",".join(map(str, pids)), "--duration", "1s", "-f",
                               "-o", str(trace), "--events", "sched"], capture_output=True, text=True, timeout=180)
     finally:
-        stress.send_signal(signal.SIGINT)
+        for p in reversed(_tree(stress.pid)):  # stress-ng ends its stressors on SIGINT; unshare waits for it
+            if _comm(p) == "stress-ng":
+                os.kill(p, signal.SIGINT)
         stress.wait(timeout=60)
     assert rec.returncode == 0, rec.stderr
     _need(trace, None)
     assert AGREES in rec.stderr, rec.stderr
+    readings = meta(trace)["attach"]["kernel_counts"]["at_detach"]
+    assert len(readings) == 3 and (not container or sorted(r["tid"] for r in readings) == [1, 2, 3]), readings
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
