@@ -29,6 +29,9 @@ are accounted for rather than tolerated:
   CPU_SLACK_NS covers what it cannot see. docs/report.md has the measurements against perf's
   sched_stat_runtime.
 
+An attach (`record -p`) has no rusage: its threads' /proc counters, read at the attach and the
+detach, are held to the trace's counts between the two readings (`crosscheck_attach`).
+
 `counts_by_thread(con)` reads the trace; `compare(counts, kernel, root_pid)` is the pure part
 (tables in, table out); `crosscheck(con)` does both with the figures kept in the trace's meta.
 """
@@ -296,9 +299,99 @@ def kernel_from_meta(m: dict[str, str]) -> dict:
     return out
 
 
+# (count, source, counter in /proc, trace column) of an attach: deltas between two readings
+ATTACH_COMPARED = [
+    ("voluntary switches", "/proc status", "voluntary", "voluntary"),
+    ("involuntary switches", "/proc status", "involuntary", "involuntary"),
+    ("CPU time", "/proc schedstat", "cpu_ns", "cpu_ns"),
+    ("runs", "/proc schedstat", "runs", "switches"),
+]
+
+
+def attach_readings(m: dict[str, str]) -> tuple[list[dict], list[dict]] | None:
+    """The two readings `record -p` kept (capture/attach.py kernel_counts), or None."""
+    try:
+        return (json.loads(m["attach.kernel_counts.at_attach"]), json.loads(m["attach.kernel_counts.at_detach"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def window_counts(con, windows: dict[int, tuple[int, int]]) -> dict[int, dict]:
+    """Per thread, the trace's switches and on-CPU time between its two readings (slices cut at
+    them; the part of slices whose switch-in was not recorded kept apart, as unknown_ns)."""
+    if not windows or not db.table_exists(con, "switches"):
+        return {}
+    con.execute("CREATE OR REPLACE TEMP TABLE xc_win (tid BIGINT, lo BIGINT, hi BIGINT)")
+    con.executemany("INSERT INTO xc_win VALUES (?, ?, ?)", [(t, lo, hi) for t, (lo, hi) in windows.items()])
+    state = "upper(substr(CAST(s.prev_state AS VARCHAR), 1, 1))"
+    out = {t: {"voluntary": 0, "involuntary": 0, "cpu_ns": 0, "unknown_ns": 0, "switches": 0} for t in windows}
+    for tid, vol, invol in con.execute(f"""
+            SELECT w.tid, count(*) FILTER (WHERE {state} NOT IN ('R', '0')), count(*) FILTER (WHERE {state} IN ('R', '0'))
+            FROM switches s JOIN xc_win w ON s.prev_tid = w.tid AND s.ts > w.lo AND s.ts <= w.hi
+            WHERE s.prev_tid <> s.next_tid GROUP BY w.tid""").fetchall():
+        out[tid].update(voluntary=vol, involuntary=invol, switches=vol + invol)
+    if db.table_exists(con, "cpu_slices"):
+        inferred = "coalesce(c.start_inferred, false)" if "start_inferred" in db.columns(con, "cpu_slices") else "false"
+        cut = "greatest(least(c.end_ns, w.hi) - greatest(c.start_ns, w.lo), 0)"
+        for tid, ns, unknown in con.execute(f"""
+                SELECT w.tid, coalesce(sum({cut}) FILTER (WHERE NOT {inferred}), 0),
+                       coalesce(sum({cut}) FILTER (WHERE {inferred}), 0)
+                FROM cpu_slices c JOIN xc_win w ON c.tid = w.tid GROUP BY w.tid""").fetchall():
+            out[tid].update(cpu_ns=int(ns), unknown_ns=int(unknown))
+    con.execute("DROP TABLE xc_win")
+    return out
+
+
+def compare_attach(before: list[dict], after: list[dict], trace: dict[int, dict], lagged: int = 0) -> pa.Table:
+    """The trace's counts over each thread's window against the deltas of its two readings, over
+    the threads read at both (a thread created or ended during the attach has one reading: left
+    out, and said). Each thread is read at its own instant, so the count slack is per thread."""
+    first = {r["tid"]: r for r in before}
+    both = [(first[r["tid"]], r) for r in after if r["tid"] in first and r["tid"] in trace]
+    if not both:  # every attached process ended before the detach: nothing was read twice
+        return db.empty_table(SCHEMA)
+    left_out = len(set(first) ^ {r["tid"] for r in after})
+    switches = sum(trace[b["tid"]]["switches"] for b, _ in both)
+    out = []
+    for name, source, key, col in ATTACH_COMPARED:
+        k = float(sum(a[key] - b[key] for b, a in both))
+        t = float(sum(trace[b["tid"]][col] for b, _ in both))
+        notes = [f"{len(both)} threads read at the attach and the detach"]
+        if left_out:
+            notes.append(f"{left_out} thread(s) created or ended during the attach left out (one reading)")
+        unknown = float(sum(trace[b["tid"]]["unknown_ns"] for b, _ in both)) if "CPU" in name else 0.0
+        if unknown:
+            notes.append(f"{unknown / 1e6:,.1f} ms in slices whose switch-in was not recorded, at most")
+        lag = float(lagged) if "CPU" in name else 0.0
+        if lag and t < k:
+            notes.append(f"the kernel may have charged them {lag / 1e6:,.1f} ms that other tasks ran "
+                         "(skipped clock updates after wakeups)")
+        agrees = _agrees(name, t, k, switches, unknown, 0, lag) if "CPU" in name else \
+            abs(t - k) <= max(TOLERANCE * abs(k), SLACK * max(len(both), 1))
+        out.append({"count": name, "source": source, "trace": t, "kernel": k, "difference": t - k,
+                    "agrees": agrees, "note": "; ".join(notes)})
+    return db.from_rows(out, SCHEMA)
+
+
+def crosscheck_attach(con, m: dict[str, str]) -> pa.Table:
+    """The comparison for an attach (`record -p`): empty without both readings or sched events."""
+    readings = attach_readings(m)
+    if not readings or not db.kernel_status(con)["scheduling"]:
+        return db.empty_table(SCHEMA)
+    before, after = readings
+    first = {r["tid"]: r["ts"] for r in before}
+    windows = {r["tid"]: (first[r["tid"]], r["ts"]) for r in after if r["tid"] in first}
+    tick = m.get("sched_tick_ns")
+    lags = clock_lags(con, int(tick) if tick and tick.isdigit() else None)
+    pids = {r["pid"] for r in before}
+    return compare_attach(before, after, window_counts(con, windows), lagged_into(lags, pids, set(windows)))
+
+
 def crosscheck(con) -> pa.Table:
     """The comparison for a trace whose meta keeps the kernel's figures (empty otherwise)."""
     m = db.meta(con)
+    if "attach.kernel_counts.at_attach" in m:
+        return crosscheck_attach(con, m)
     kernel = kernel_from_meta(m)
     try:
         root = int(m["pid"])
@@ -330,9 +423,10 @@ def summary_line(table: pa.Table) -> str | None:
         return None
     bad = [r for r in rows if not r["agrees"]]
     pairs = ", ".join(_pair(r) for r in (bad or rows))
+    sources = ", ".join(dict.fromkeys(r["source"] for r in rows))
     if not bad:
-        return f"agrees with the kernel (trace / rusage, schedstat): {pairs}"
-    return (f"DISAGREES with the kernel in {len(bad)} of {len(rows)} counts (trace / rusage, schedstat): {pairs}; "
+        return f"agrees with the kernel (trace / {sources}): {pairs}"
+    return (f"DISAGREES with the kernel in {len(bad)} of {len(rows)} counts (trace / {sources}): {pairs}; "
             "the trace may have missed events")
 
 

@@ -100,6 +100,41 @@ def _pid_namespace(pid: int) -> int | None:
         return None
 
 
+def kernel_counts(pids: list[int]) -> list[dict]:
+    """The kernel's own counters of every thread of `pids` now (the attach cross-check,
+    analysis/crosscheck.py): context switches from status, run time and runs from schedstat,
+    each with the instant it was read and the tid the trace names it by (its PID namespace's)."""
+    rows = []
+    for pid in pids:
+        try:
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+        for tid in tids:
+            row = _thread_counts(pid, tid)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
+def _thread_counts(pid: int, tid: int) -> dict | None:
+    base = f"/proc/{pid}/task/{tid}"
+    try:
+        status = Path(f"{base}/status").read_text()
+        sched = Path(f"{base}/schedstat").read_text().split()
+    except OSError:
+        return None  # it exited between the listing and the read
+    ts = time.monotonic_ns()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        return {"tid": int(fields.get("NSpid", str(tid)).split()[-1]), "pid": int(fields.get("NStgid", str(pid)).split()[-1]),
+                "ts": ts, "voluntary": int(fields["voluntary_ctxt_switches"]),
+                "involuntary": int(fields["nonvoluntary_ctxt_switches"]),
+                "cpu_ns": int(sched[0]), "wait_ns": int(sched[1]), "runs": int(sched[2])}
+    except (KeyError, IndexError, ValueError):
+        return None  # a zombie thread's status lacks the counters
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -156,6 +191,7 @@ class AttachSession(Session):
                                             **({"collector": self.collector.proc.pid} if getattr(self.collector, "proc", None) else {})}
             flight = self._start_flight()  # --flight: armed before the instruments wake (capture/flight.py)
             self.meta["attach"]["ts_ns"] = time.monotonic_ns()
+            self.meta["attach"]["kernel_counts"] = {"at_attach": kernel_counts(self.pids)}
             states = [attach_state.dump(self.trace / "raw", p) for p in self.pids]
             self.meta["attach"]["state_dump_ns"] = time.monotonic_ns() - self.meta["attach"]["ts_ns"]
             self._wake_instruments()
@@ -167,6 +203,8 @@ class AttachSession(Session):
                 from oslens.capture.maps import MapsWatcher
                 maps = [MapsWatcher(self.trace / "raw", p).start() for p in self.pids]
             self._wait()
+            if "kernel_counts" in self.meta["attach"]:  # read while the collector still records
+                self.meta["attach"]["kernel_counts"]["at_detach"] = kernel_counts(self.pids)
         finally:
             if self.meta["attach"].get("instruments"):
                 began = time.monotonic_ns()

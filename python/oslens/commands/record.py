@@ -119,8 +119,8 @@ def _attach(args) -> int:
           f"{attach.get('threads', 0)} threads were running at the attach -> {trace}", file=sys.stderr)
     if meta.get("flight"):
         _flight.summarise(trace, meta["flight"])
-    if not args.no_import:
-        _import_within_memory(trace)
+    if not args.no_import and _import_within_memory(trace) and not meta.get("flight"):
+        _crosscheck(trace)  # the attach window's counts against the threads' /proc readings
     return status
 
 
