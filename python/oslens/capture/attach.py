@@ -74,7 +74,10 @@ def check_pids(text: str) -> list[int]:
         if why:
             raise OslensError(why, 1)
     for p in pids:
-        if _clock_offsets(p) != _clock_offsets("self"):
+        offsets = _clock_offsets(p)
+        if offsets is None:
+            raise OslensError(f"cannot attach to {p}: no such process (it ended)", 1)
+        if offsets != _clock_offsets("self"):
             # its instruments stamp the container's clock, the kernel the host's: no one timeline
             raise OslensError(f"cannot attach to {p} from here: it runs in a time namespace whose clocks are offset from "
                               f"this one's; run 'oslens record -p' inside its namespaces (nsenter -t {p} -a)", 2)
@@ -85,10 +88,14 @@ def check_pids(text: str) -> list[int]:
     return list(dict.fromkeys(pids))
 
 
-def _clock_offsets(pid) -> str:
-    """/proc/PID/timens_offsets ('' where the kernel has no time namespaces)."""
+def _clock_offsets(pid) -> str | None:
+    """/proc/PID/timens_offsets ('' where the kernel has no time namespaces; None: the process is gone)."""
     try:
         return Path(f"/proc/{pid}/timens_offsets").read_text()
+    except FileNotFoundError:
+        return "" if Path(f"/proc/{pid}").exists() else None
+    except ProcessLookupError:
+        return None
     except OSError:
         return ""
 
