@@ -92,7 +92,9 @@ def snapshot_save(tmp: Path) -> dict:
                       "trigger_to_cut_ms": round((s["cut_ns"] - s["t_ns"]) / 1e6, 1)})
     return {"ring_mb_per_stream": RING_MB, "snapshots": snaps, "cp_raw_ms": copies,
             "median_save_ms": statistics.median(x["save_ms"] for x in snaps) if snaps else None,
-            "max_raw_mib_during_run": round(meta["max_raw_bytes"] / (1 << 20), 1)}
+            "max_raw_mib_during_run": round(meta["max_raw_bytes"] / (1 << 20), 1),
+            # why a SIGUSR2 gave no snapshot, when fewer than asked for were saved
+            "ignored_triggers": meta.get("ignored_triggers", []), "record_rc": proc.returncode}
 
 
 KERNEL_EVENTS = "sched,syscalls"
