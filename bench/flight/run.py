@@ -7,13 +7,22 @@
    as fast as it can (FLIGHT_SPIN=0) under `--flight --ring-mb 64`, SIGUSR2 once the ring has gone
    round; the figure is the snapshot's own `save_ns` (from the cut to its meta.json written),
    next to the time `cp` takes to copy the same raw/ folder in the same run (target: <= 100 ms).
+3. Kernel side against perf: bench/kernel_overhead's pinned pipe ping-pong and getpid loop run
+   bare, under `oslens record --flight --ring-mb 16 --no-import --no-preload --events
+   sched,syscalls` and under `perf record --overwrite -m 16M -e <the same tracepoints>`,
+   alternating (rotated order per round); medians of the programs' own ELAPSED; the ratio
+   oslens_added / perf_added (target: <= 1).
 
-Prints JSON. Kernel events off for (1) (the app side is what rotates per event), on for (2).
+Prints JSON. Kernel events off for (1) (the app side is what rotates per event), on for (2), (3).
+
+usage: run.py [--parts per_event,snapshot,kernel] [--rounds 3] [--pp 200000] [--gp 3000000]
 """
 
+import argparse
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -30,11 +39,16 @@ RING_MB = 64
 SNAPSHOTS = int(os.environ.get("FLIGHT_SNAPSHOTS", "3"))
 
 
-def _record_cost():
-    spec = importlib.util.spec_from_file_location("record_cost_run", ROOT / "bench" / "record_cost" / "run.py")
+def _bench_module(name: str):
+    """Another bench's run.py as a module (bench/ is not a package; its main is guarded)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_run", ROOT / "bench" / name / "run.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _record_cost():
+    return _bench_module("record_cost")
 
 
 def per_event(tmp: Path) -> dict:
@@ -78,18 +92,102 @@ def snapshot_save(tmp: Path) -> dict:
                       "trigger_to_cut_ms": round((s["cut_ns"] - s["t_ns"]) / 1e6, 1)})
     return {"ring_mb_per_stream": RING_MB, "snapshots": snaps, "cp_raw_ms": copies,
             "median_save_ms": statistics.median(x["save_ms"] for x in snaps) if snaps else None,
-            "max_raw_mib_during_run": round(meta["max_raw_bytes"] / (1 << 20), 1)}
+            "max_raw_mib_during_run": round(meta["max_raw_bytes"] / (1 << 20), 1),
+            # why a SIGUSR2 gave no snapshot, when fewer than asked for were saved
+            "ignored_triggers": meta.get("ignored_triggers", []), "record_rc": proc.returncode}
+
+
+KERNEL_EVENTS = "sched,syscalls"
+KERNEL_RING_MB = 16
+
+
+def kernel_command(cfg: str, cmd: list[str], tmp: Path, ko) -> list[str]:
+    """`cmd` bare, under oslens's flight recorder, or under perf's overwrite ring, same tracepoints."""
+    if cfg == "base":
+        return cmd
+    if cfg == "oslens_flight":
+        return [str(OSLENS), "record", "--flight", "--ring-mb", str(KERNEL_RING_MB), "--no-import", "--no-preload",
+                "-f", "-o", str(tmp / "kflight"), "--events", KERNEL_EVENTS, "--", *cmd]
+    full = ["perf", "record", "-q", "--overwrite", "-m", f"{KERNEL_RING_MB}M", "-o", str(tmp / "kperf.data")]
+    for e in (e for s in KERNEL_EVENTS.split(",") for e in ko.TRACEPOINTS[s]):
+        full += ["-e", e]
+    return full + ["--", *cmd]
+
+
+def _kernel_tier(trace: Path) -> str:
+    """What the collector traced with (so a fallback to counters is not read as a win)."""
+    try:
+        k = json.loads((trace / "meta.json").read_text()).get("kernel", {})
+        return f"{k.get('tier')} ({k.get('mechanism', '')[:40]})"
+    except (OSError, ValueError):
+        return "no meta.json"
+
+
+def kernel_vs_perf(tmp: Path, rounds: int, pp: int, gp: int) -> dict:
+    ko = _bench_module("kernel_overhead")
+    exe = ko.build(tmp)
+    cpu = (os.cpu_count() or 1) - 1
+    programs = {"pingpong_pinned": [str(exe["pingpong"]), str(pp), str(cpu)], "getpid": [str(exe["getpid"]), str(gp)]}
+    cfgs = ["base", "oslens_flight", "perf_overwrite"]
+    runs = {name: {c: [] for c in cfgs} for name in programs}
+    failures, tiers = [], set()
+    for r in range(rounds):
+        order = cfgs[r % len(cfgs):] + cfgs[: r % len(cfgs)]
+        for name, cmd in programs.items():
+            for cfg in order:
+                p = subprocess.run(kernel_command(cfg, cmd, tmp, ko), capture_output=True, text=True, timeout=300)
+                t = ko.elapsed(p.stderr)
+                print(json.dumps({"kernel": name, "cfg": cfg, "round": r, "elapsed": t, "rc": p.returncode}), file=sys.stderr, flush=True)
+                if cfg == "oslens_flight":
+                    tiers.add(_kernel_tier(tmp / "kflight"))
+                if p.returncode == 0 and t is not None:
+                    runs[name][cfg].append(t)
+                else:
+                    failures.append({"program": name, "cfg": cfg, "round": r, "rc": p.returncode, "stderr": p.stderr[-300:]})
+    out = {"events": KERNEL_EVENTS, "rounds": rounds, "ring_mb": KERNEL_RING_MB,
+           "perf": f"perf record --overwrite -m {KERNEL_RING_MB}M -e <same tracepoints>", "oslens_tier": sorted(tiers), "programs": {}, "failures": failures}
+    for name, by_cfg in runs.items():
+        med = {c: statistics.median(v) if v else None for c, v in by_cfg.items()}
+        entry = {"median_s": med, "runs": by_cfg}
+        if med["base"] and med["oslens_flight"] and med["perf_overwrite"]:
+            entry["oslens_added_s"] = round(med["oslens_flight"] - med["base"], 4)
+            entry["perf_added_s"] = round(med["perf_overwrite"] - med["base"], 4)
+            if entry["perf_added_s"] > 0:
+                entry["added_ratio_oslens_over_perf"] = round(entry["oslens_added_s"] / entry["perf_added_s"], 3)
+        out["programs"][name] = entry
+    return out
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--parts", default="per_event,snapshot,kernel")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the kernel-side comparison")
+    ap.add_argument("--pp", type=int, default=200_000, help="ping-pong round trips")
+    ap.add_argument("--gp", type=int, default=3_000_000, help="getpid calls")
+    args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    if parts - {"per_event", "snapshot", "kernel"}:
+        print(f"bench/flight: unknown part in --parts {args.parts}", file=sys.stderr)
+        return 2
+    if "kernel" in parts and (os.geteuid() != 0 or shutil.which("perf") is None):
+        print("bench/flight: the kernel part needs root and perf", file=sys.stderr)
+        return 2
+    result = {"benchmark": "flight", "cpus": os.cpu_count(), "repetitions": REPS, "load_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
-        result = {"benchmark": "flight", "cpus": os.cpu_count(), "repetitions": REPS,
-                  "per_event": per_event(Path(tmp)), "snapshot": snapshot_save(Path(tmp)),
-                  "targets": "per_event.ratio_flight_to_normal <= 1.10; snapshot.median_save_ms <= 100"}
+        if "per_event" in parts:
+            result["per_event"] = per_event(Path(tmp))
+        if "snapshot" in parts:
+            result["snapshot"] = snapshot_save(Path(tmp))
+        if "kernel" in parts:
+            result["kernel_vs_perf"] = kernel_vs_perf(Path(tmp), args.rounds, args.pp, args.gp)
+    result["load_after"] = os.getloadavg()[0]
+    result["targets"] = ("per_event.ratio_flight_to_normal <= 1.10; snapshot.median_save_ms <= 100; "
+                         "kernel_vs_perf.programs.*.added_ratio_oslens_over_perf <= 1")
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # perf record mounts tracefs when it is not: leave it as found
+    sys.exit(_bench_module("kernel_overhead").leaving_tracefs_as_found(main))
