@@ -155,8 +155,8 @@ class FlightRecorder:
             ready, _, _ = select.select([fd for fd in (self._watch, self._wake_r, self._sig_r) if fd is not None], [], [], idle)
             for fd in ready:
                 got = _drain(fd)
-                if fd == self._sig_r and signal.SIGUSR2 in got:
-                    self.request("SIGUSR2", "SIGUSR2 sent to oslens record")
+                for _ in range(got.count(int(signal.SIGUSR2)) if fd == self._sig_r else 0):
+                    self.request("SIGUSR2", "SIGUSR2 sent to oslens record")  # each one handled is a snapshot asked for
             try:
                 self._take_triggers()  # first: the watcher reads what trim may delete
                 self.trim()
