@@ -223,9 +223,11 @@ def test_a_third_party_program_attached_counts_as_perf_stat(tmp_path, where):
     prog = "SELECT tid FROM '{t}/threads.parquet' WHERE is_traced AND NOT is_oslens"
     switches = q(f"SELECT count(*) FROM '{{t}}/switches.parquet' WHERE prev_tid IN ({prog})")[0][0]
     calls = q(f"SELECT count(*) FROM '{{t}}/syscalls.parquet' WHERE tid IN ({prog})")[0][0]
-    # perf stat counts sched_switch where it fires, in the task leaving the CPU: the program's switch-outs
-    for ours, theirs in ((switches, perf["sched:sched_switch"]), (calls, perf["raw_syscalls:sys_enter"])):
-        assert theirs >= 40_000 and abs(ours - theirs) <= 0.01 * theirs, (where, ours, theirs)
+    # perf stat counts sched_switch where it fires, in the task leaving the CPU: the program's
+    # switch-outs. 20,000 round trips make 40,000 calls or more; how many of them block (a switch)
+    # is the scheduler's choice (on two idle CPUs a reader finds data waiting now and then).
+    for ours, theirs, least in ((switches, perf["sched:sched_switch"], 20_000), (calls, perf["raw_syscalls:sys_enter"], 40_000)):
+        assert theirs >= least and abs(ours - theirs) <= 0.01 * theirs, (where, ours, theirs)
     names = sorted(r[0] for r in q("SELECT name FROM '{t}/threads.parquet' WHERE is_traced AND NOT is_oslens"))
     assert names == ["stress-ng", "stress-ng-switc", "stress-ng-switc"], names
 
