@@ -273,11 +273,11 @@ impl State {
         if !self.system_wide {
             if issue {
                 if !self.traced.contains(&owner) {
-                    // kept only where it tells a traced request's missing completion from its own
-                    if !self.pending_block.remove(&(dev, sector)) {
-                        self.filtered += 1;
-                        return;
-                    }
+                    // Kept, as every completion is, to tell a traced request's missing completion
+                    // from a later one of the same sector: the rings are drained CPU by CPU, so
+                    // this issue may be read before the traced one it follows (the importer, which
+                    // merges by time, pairs them; block issues are few).
+                    self.pending_block.remove(&(dev, sector));
                     kind = k::BLOCK_ISSUE_OTHER;
                 } else {
                     if self.pending_block.len() > 1 << 16 {
