@@ -97,13 +97,11 @@ def test_a_snapshot_asked_for_looks_at_every_thread_for_the_last_second(recordin
     lo = max(trig["t_ns"] - 1_000_000_000, meta["complete_window"][0] or 0)
     assert window == [{"what": "window", "name": "SIGUSR2", "tid": None, "ns": trig["t_ns"] - lo, "count": 1, "bytes": None}]
     states = {r["name"]: r["ns"] for r in rows if r["what"] == "state"}
-    # the program's one thread, from the window's start to its last evidence in the snapshot (a
-    # thread computing at T has no record at T): each of its nanoseconds once
-    (tid,) = _query(snap, "SELECT tid FROM threads WHERE is_traced AND NOT is_oslens")[0]
-    (last,) = _query(snap, "SELECT greatest((SELECT max(ts) FROM app_events WHERE tid = $1), "
-                           "(SELECT max(end_ns) FROM cpu_slices WHERE tid = $1), "
-                           "(SELECT max(coalesce(end_ns, begin_ns)) FROM regions WHERE tid = $1))", [tid])[0]
-    assert sum(states.values()) == min(trig["t_ns"], last) - lo
+    # the program's one thread, from the window's start to its end in the snapshot (the threads
+    # table's: its last record, which a thread inside the recorder at T, rotating a chunk, made
+    # before T): each of its nanoseconds once
+    (end,) = _query(snap, "SELECT end_ns FROM threads WHERE is_traced AND NOT is_oslens")[0]
+    assert sum(states.values()) == min(trig["t_ns"], end) - lo
     assert states["computation"] > 0
 
 
