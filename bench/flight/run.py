@@ -34,7 +34,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 OSLENS = ROOT / ".venv" / "bin" / "oslens"
-REPS = int(os.environ.get("FLIGHT_REPS", "5"))
 RING_MB = 64
 SNAPSHOTS = int(os.environ.get("FLIGHT_SNAPSHOTS", "3"))
 
@@ -47,22 +46,76 @@ def _bench_module(name: str):
     return mod
 
 
-def _record_cost():
-    return _bench_module("record_cost")
+PAIRS = int(os.environ.get("FLIGHT_PAIRS", "15"))
+EVENTS = int(os.environ.get("FLIGHT_EVENTS", "4000000"))  # 128 MiB: 8 chunks of 16 MiB, 4 deleted by the loop
+
+
+def _pinned_cpu() -> int:
+    """The CPU the program is pinned to: the last one this process may use."""
+    return max(os.sched_getaffinity(0))
+
+
+def _quartiles(v: list[float]) -> list[float]:
+    q = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else [v[0]] * 3
+    return [round(x, 4) for x in q]
+
+
+def _chunks_made(trace: Path) -> int:
+    """Application chunk files the recording thread opened (sequence numbers, deleted ones too)."""
+    seqs = [int(p.stem.rsplit("-", 1)[1]) for p in (trace / "raw").glob("app-*.osl")]
+    return max(seqs) + 1 if seqs else 0
+
+
+def _event_run(program: Path, trace: Path, flags: tuple, cpu: int) -> tuple[float, float, dict]:
+    """One round of one mode: (thread CPU ns/event, wall ns/event, what the recording did)."""
+    env = dict(os.environ, OSLENS_BUFFER_MB=str(EVENTS * 32 // (1 << 20) + 16))  # normal mode: one chunk holds the round
+    cmd = [str(OSLENS), "record", "--no-kernel", "--no-import", "--no-preload", *flags, "-f", "-o", str(trace), "--",
+           "taskset", "-c", str(cpu), str(program), str(EVENTS)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout.split()
+    meta = json.loads((trace / "meta.json").read_text())
+    by_threads = sum(t.get("ring_slots_self_copied", 0) for t in meta["threads"])
+    by_helper = sum(h["ring_slots_copied"] for h in meta.get("recorder_helpers", []))
+    over = (meta.get("flight") or {}).get("overwritten") or []
+    info = {"chunks": _chunks_made(trace), "deleted": sum(o["chunks"] for o in over),
+            "self_copied": round(by_threads / (by_threads + by_helper), 3) if by_threads + by_helper else None}
+    return float(out[0]), float(out[1]), info
 
 
 def per_event(tmp: Path) -> dict:
-    rc = _record_cost()
-    program = rc.build(tmp / "record_cost")
-    modes = {"normal": (), "flight": ("--flight", "--ring-mb", str(RING_MB))}
-    samples = {m: [] for m in modes}
-    for _ in range(REPS):
-        for mode, flags in modes.items():
-            per_thread, _, _ = rc.run_once(program, 1, "event", tmp / f"trace-{mode}", flags)
-            samples[mode].append(statistics.median(per_thread))
-    med = {m: statistics.median(v) for m, v in samples.items()}
-    return {"iterations": rc.ITERATIONS, "ns_per_event": {m: round(v, 2) for m, v in med.items()},
-            "samples": samples, "ratio_flight_to_normal": round(med["flight"] / med["normal"], 3)}
+    """Flight against normal recording, same binary, PAIRS short rounds alternating (AB BA AB ...),
+    the program pinned to one CPU; the figure is the median of the paired ratios, with its IQR.
+    `flight_one_chunk` (a ring four times larger: no rotation in a round) tells a per-record
+    difference from the cost of the rotations themselves."""
+    flags = subprocess.run([OSLENS, "flags", "--cflags", "--libs"], capture_output=True, text=True, check=True).stdout.split()
+    program = tmp / "event_cost"
+    subprocess.run(["gcc", "-O2", "-o", program, HERE / "event_cost.c", *flags], check=True)
+    ring_big = 4 * (EVENTS * 32 // (1 << 20) + 16)
+    modes = {"normal": (), "flight": ("--flight", "--ring-mb", str(RING_MB)),
+             "flight_one_chunk": ("--flight", "--ring-mb", str(ring_big))}
+    cpu = _pinned_cpu()
+    cpu_ns = {m: [] for m in modes}
+    wall_ns = {m: [] for m in modes}
+    info = {m: [] for m in modes}
+    for r in range(PAIRS):
+        order = ["normal", "flight"] if r % 2 == 0 else ["flight", "normal"]
+        for mode in order + ["flight_one_chunk"]:
+            c, w, i = _event_run(program, tmp / f"trace-{mode}", modes[mode], cpu)
+            cpu_ns[mode].append(c)
+            wall_ns[mode].append(w)
+            info[mode].append(i)
+    out = {"events_per_round": EVENTS, "pairs": PAIRS, "pinned_cpu": cpu, "ring_mb": {"flight": RING_MB, "flight_one_chunk": ring_big}}
+    for name, by_mode in (("thread_cpu", cpu_ns), ("wall", wall_ns)):
+        entry = {"ns_per_event_median": {m: round(statistics.median(v), 3) for m, v in by_mode.items()},
+                 "ns_per_event_iqr": {m: _quartiles(v)[::2] for m, v in by_mode.items()}}
+        for other in ("flight", "flight_one_chunk"):
+            ratios = [f / n for f, n in zip(by_mode[other], by_mode["normal"])]
+            q = _quartiles(ratios)
+            entry[f"ratio_{other}_to_normal"] = {"median": q[1], "iqr": [q[0], q[2]]}
+        entry["samples"] = {m: [round(x, 3) for x in v] for m, v in by_mode.items()}
+        out[name] = entry
+    out["per_round"] = {m: {"chunks_made": [i["chunks"] for i in v], "chunks_deleted": [i["deleted"] for i in v],
+                            "slots_self_copied_share": [i["self_copied"] for i in v]} for m, v in info.items()}
+    return out
 
 
 def snapshot_save(tmp: Path) -> dict:
@@ -172,7 +225,7 @@ def main() -> int:
     if "kernel" in parts and (os.geteuid() != 0 or shutil.which("perf") is None):
         print("bench/flight: the kernel part needs root and perf", file=sys.stderr)
         return 2
-    result = {"benchmark": "flight", "cpus": os.cpu_count(), "repetitions": REPS, "load_before": os.getloadavg()[0]}
+    result = {"benchmark": "flight", "cpus": os.cpu_count(), "load_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
         if "per_event" in parts:
             result["per_event"] = per_event(Path(tmp))
