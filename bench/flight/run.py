@@ -111,6 +111,9 @@ def per_event(tmp: Path) -> dict:
             ratios = [f / n for f, n in zip(by_mode[other], by_mode["normal"])]
             q = _quartiles(ratios)
             entry[f"ratio_{other}_to_normal"] = {"median": q[1], "iqr": [q[0], q[2]]}
+        # what one rotation costs the thread: the paired difference to the no-rotation control, over its rotations
+        rot = [(f - o) * EVENTS / max(1, i["chunks"] - 1) / 1e3 for f, o, i in zip(by_mode["flight"], by_mode["flight_one_chunk"], info["flight"])]
+        entry["per_rotation_us"] = {"median": round(statistics.median(rot), 1), "iqr": [round(x, 1) for x in _quartiles(rot)[::2]]}
         entry["samples"] = {m: [round(x, 3) for x in v] for m, v in by_mode.items()}
         out[name] = entry
     out["per_round"] = {m: {"chunks_made": [i["chunks"] for i in v], "chunks_deleted": [i["deleted"] for i in v],
