@@ -35,7 +35,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 OSLENS = ROOT / ".venv" / "bin" / "oslens"
 RING_MB = 64
-SNAPSHOTS = int(os.environ.get("FLIGHT_SNAPSHOTS", "3"))
+SNAPSHOTS = int(os.environ.get("FLIGHT_SNAPSHOTS", "12"))
+SPIN = 400  # flight_stall's work per event in the snapshot part (see snapshot_save)
+GAP_S = 1.5  # between SIGUSR2s
 
 
 def _bench_module(name: str):
@@ -127,30 +129,59 @@ def snapshot_save(tmp: Path) -> dict:
     prog = tmp / "flight_stall"
     subprocess.run(["gcc", "-O2", "-o", prog, src, *flags, "-lpthread"], check=True)
     trace = tmp / "flight"
-    env = dict(os.environ, FLIGHT_SPIN="0")
+    # Not FLIGHT_SPIN=0: as fast as it can, flight_stall reaches its log's cap (2^22 regions) in
+    # 5-11 s and exits, and SIGUSR2s sent after that make no snapshot (the first run's "3 SIGUSR2,
+    # 1 snapshot"). At this spin it writes ~100 MB/s (the ring goes round in under a second) and
+    # outlives the triggers; signals the program did not outlive are counted, not sent.
+    env = dict(os.environ, FLIGHT_SPIN=str(SPIN))
+    seconds = 4 + GAP_S * SNAPSHOTS + 3
     proc = subprocess.Popen([OSLENS, "record", "--flight", "--ring-mb", str(RING_MB), "--no-import", "-o", trace, "--",
-                             prog, tmp / "log", str(4 + 2 * SNAPSHOTS), "1000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    copies = []
-    time.sleep(4)  # 64 MiB per thread is written in about a second: the ring has gone round
+                             prog, tmp / "log", str(seconds), "1000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    copies, sent, not_sent = [], [], 0
+    time.sleep(4)  # the ring has gone round several times
     for i in range(SNAPSHOTS):
         t = time.monotonic()
-        subprocess.run(["cp", "-r", trace / "raw", tmp / f"copy{i}"], capture_output=True)
+        subprocess.run(["cp", "-r", trace / "raw", tmp / "copy"], capture_output=True)
         copies.append(round((time.monotonic() - t) * 1e3, 1))
-        proc.send_signal(signal.SIGUSR2)
-        time.sleep(2)
+        shutil.rmtree(tmp / "copy", ignore_errors=True)
+        if _program_running(proc.pid):
+            sent.append(time.monotonic_ns())
+            proc.send_signal(signal.SIGUSR2)
+        else:
+            not_sent += 1
+        time.sleep(GAP_S)
     proc.communicate()
+    regions = (tmp / "log").read_text().count("\n")
     meta = json.loads((trace / "meta.json").read_text())["flight"]
     snaps = []
     for s in meta["snapshots"]:
         d = trace / s["dir"]
         size = sum(p.stat().st_size for p in (d / "raw").iterdir())
         snaps.append({"dir": s["dir"], "save_ms": round(s["save_ns"] / 1e6, 1), "raw_mib": round(size / (1 << 20), 1),
-                      "trigger_to_cut_ms": round((s["cut_ns"] - s["t_ns"]) / 1e6, 1)})
-    return {"ring_mb_per_stream": RING_MB, "snapshots": snaps, "cp_raw_ms": copies,
-            "median_save_ms": statistics.median(x["save_ms"] for x in snaps) if snaps else None,
+                      "trigger_to_cut_ms": round((s["cut_ns"] - s["t_ns"]) / 1e6, 1), "steps": s.get("save_steps")})
+    saves = [x["save_ms"] for x in snaps]
+    return {"ring_mb_per_stream": RING_MB, "program_seconds": seconds, "flight_spin": SPIN, "program_regions": regions,
+            "sigusr2_sent": len(sent), "sigusr2_not_sent_program_ended": not_sent, "snapshots": snaps, "cp_raw_ms": copies,
+            "median_save_ms": statistics.median(saves) if saves else None, "max_save_ms": max(saves) if saves else None,
+            "median_steps_ms": _median_steps(snaps),
             "max_raw_mib_during_run": round(meta["max_raw_bytes"] / (1 << 20), 1),
             # why a SIGUSR2 gave no snapshot, when fewer than asked for were saved
             "ignored_triggers": meta.get("ignored_triggers", []), "record_rc": proc.returncode}
+
+
+def _program_running(oslens_pid: int) -> bool:
+    """Whether `oslens record` still has its program (a child) running."""
+    try:
+        kids = Path(f"/proc/{oslens_pid}/task/{oslens_pid}/children").read_text().split()
+    except OSError:
+        return False
+    return any(Path(f"/proc/{k}/stat").exists() and Path(f"/proc/{k}/stat").read_text().split(") ")[-1][0] != "Z" for k in kids)
+
+
+def _median_steps(snaps: list[dict]) -> dict:
+    """Per step of a save (flight_snapshot.Steps), the median ms over the snapshots."""
+    steps = [x["steps"]["ms"] for x in snaps if x.get("steps")]
+    return {k: round(statistics.median(st.get(k, 0.0) for st in steps), 2) for k in sorted({k for st in steps for k in st})}
 
 
 KERNEL_EVENTS = "sched,syscalls"

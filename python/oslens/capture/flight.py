@@ -197,11 +197,15 @@ class FlightRecorder:
 
     def _cut(self, fired: dict) -> None:
         number = len(self.snapshots) + 1
+        drain_ns = None
         if self.flush_kernel is not None:
+            t = time.monotonic_ns()
             self.flush_kernel()  # the kernel's records up to now into its chunks before they are cut
-        info = flight_snapshot.cut(self.trace, number, fired, self)
+            drain_ns = time.monotonic_ns() - t
+        info = flight_snapshot.cut(self.trace, number, fired, self, drain_ns)
         self.snapshots.append({"dir": info["dir"], "spec": fired["spec"], "t_ns": fired["t_ns"], "cut_ns": info["cut_ns"],
-                               "complete_from_ns": info["complete_window"][0], "save_ns": info["save_ns"]})
+                               "complete_from_ns": info["complete_window"][0], "save_ns": info["save_ns"],
+                               "save_steps": info["save_steps"]})
 
     # the bound
 
