@@ -179,8 +179,10 @@ def _program_running(oslens_pid: int) -> bool:
 
 
 def _median_steps(snaps: list[dict]) -> dict:
-    """Per step of a save (flight_snapshot.Steps), the median ms over the snapshots."""
-    steps = [x["steps"]["ms"] for x in snaps if x.get("steps")]
+    """Per step of a save (flight_snapshot.Steps), the median ms over the snapshots; with the
+    loop thread's CPU and run-queue wait over the whole save."""
+    steps = [{**x["steps"]["ms"], "thread_cpu": x["steps"]["cpu_ms"], "thread_runq": x["steps"].get("runq_ms", 0.0)}
+             for x in snaps if x.get("steps")]
     return {k: round(statistics.median(st.get(k, 0.0) for st in steps), 2) for k in sorted({k for st in steps for k in st})}
 
 

@@ -50,7 +50,7 @@ def cut(trace: Path, number: int, fired: dict, rec, drain_ns: int | None = None)
     steps.mark("scan")
     streams = {}
     for stream, path in sorted(firsts.items()):
-        h = flight_chunks.held(path, pairs)
+        h = flight_chunks.held(path, pairs, rec.scans, closed=True)  # a link: the loop's scan of its chunk; a copy: read now
         streams[stream] = {"oldest_ns": h.first_ns, "first_chunk": path.name}
     steps.mark("oldest")
     cut_from = [s["oldest_ns"] for k, s in streams.items() if k in before and s["oldest_ns"] is not None]
@@ -70,12 +70,13 @@ def cut(trace: Path, number: int, fired: dict, rec, drain_ns: int | None = None)
 
 class Steps:
     """Where a save's time goes (bench/flight prints it): wall ms per step, the loop thread's CPU
-    ms over them, files linked and copied, bytes copied; the final meta.json write is not in it
-    (it holds the breakdown)."""
+    ms and run-queue wait over them, files linked and copied, bytes copied; the final meta.json
+    write is not in it (it holds the breakdown)."""
 
     def __init__(self, t0_ns: int):
         self.t = t0_ns
         self.cpu0 = time.thread_time_ns()  # wall far above this thread's CPU: it waited (run queue, disk)
+        self.runq0 = _run_delay_ns()
         self.ms: dict[str, float] = {}
         self.linked = self.copied = self.copied_bytes = 0
 
@@ -87,7 +88,17 @@ class Steps:
     def done(self, drain_ns: int | None) -> dict:
         return {"ms": {**({"drain": round(drain_ns / 1e6, 3)} if drain_ns is not None else {}), **self.ms},
                 "cpu_ms": round((time.thread_time_ns() - self.cpu0) / 1e6, 3),
+                **({"runq_ms": round((_run_delay_ns() - self.runq0) / 1e6, 3)} if self.runq0 is not None else {}),
                 "linked": self.linked, "copied": self.copied, "copied_bytes": self.copied_bytes}
+
+
+def _run_delay_ns() -> int | None:
+    """The time this thread has waited runnable for a CPU (schedstat's second field); None without it."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _trigger(fired: dict) -> dict:
