@@ -119,7 +119,10 @@ class FlightRecorder:
     def stop(self, exit_signal: str | None = None) -> dict:
         """Ends the loop; a program that died of a signal is a trigger. Returns meta's flight section."""
         signal.set_wakeup_fd(self._previous_wakeup)
-        signal.signal(signal.SIGUSR2, self._previous_usr2)
+        # A SIGUSR2 after the loop (the program has ended: there is nothing to cut) must not
+        # kill `oslens record` while it writes and imports the last window, as SIG_DFL would.
+        late = self._previous_usr2 in (signal.SIG_DFL, None)
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN if late else self._previous_usr2)
         self._stop.set()
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=30)
