@@ -1,21 +1,29 @@
 """bench/flight: what the flight recorder costs, as ratios within one run (docs/flight.md).
 
-1. Per-event cost: bench/record_cost's program (same build, same per-thread CPU time per event)
-   recorded normally and with `--flight` (chunks rotated and deleted while it runs), alternating
-   within each repetition; the ratio is flight / normal (target: within 10%).
-2. Time to save a snapshot of a full 64 MiB-per-thread window: tests/c/flight_stall.c recording
-   as fast as it can (FLIGHT_SPIN=0) under `--flight --ring-mb 64`, SIGUSR2 once the ring has gone
-   round; the figure is the snapshot's own `save_ns` (from the cut to its meta.json written),
-   next to the time `cp` takes to copy the same raw/ folder in the same run (target: <= 100 ms).
+1. Per-event cost: bench/flight/event_cost.c (one thread, EVENTS osl_event calls, thread CPU
+   time and wall time per event) recorded normally (one chunk holds the round) and with
+   `--flight --ring-mb 64` (16 MiB chunks: 7 rotations a round, 4 chunks deleted by the loop),
+   the same binary in PAIRS short rounds alternating AB BA AB ..., pinned (taskset) to the last
+   CPU. The figure is the median of the paired ratios flight / normal, with its IQR and a 95%
+   interval of the median (target: within 10%). A third mode, `flight_one_chunk` (a ring so
+   large that no rotation happens in a round), tells a per-record difference from the cost of
+   the rotations; `per_rotation_us` is that cost on the thread.
+2. Time to save a snapshot of a full 64 MiB-per-thread window: tests/c/flight_stall.c writing
+   ~100 MB/s under `--flight --ring-mb 64`, SIGUSR2 every GAP_S once the ring has gone round;
+   the figure is each snapshot's own `save_ns` (from the cut to its meta.json written) with its
+   step breakdown (flight_snapshot.Steps: the loop thread's CPU and run-queue wait too), next to
+   the time `cp` takes to copy the same raw/ folder in the same run (target: <= 100 ms).
 3. Kernel side against perf: bench/kernel_overhead's pinned pipe ping-pong and getpid loop run
    bare, under `oslens record --flight --ring-mb 16 --no-import --no-preload --events
    sched,syscalls` and under `perf record --overwrite -m 16M -e <the same tracepoints>`,
    alternating (rotated order per round); medians of the programs' own ELAPSED; the ratio
    oslens_added / perf_added (target: <= 1).
 
-Prints JSON. Kernel events off for (1) (the app side is what rotates per event), on for (2), (3).
+Prints JSON, with the load average before and after. Kernel events off for (1) (the app side
+is what rotates per event), on for (2), (3).
 
 usage: run.py [--parts per_event,snapshot,kernel] [--rounds 3] [--pp 200000] [--gp 3000000]
+environment: FLIGHT_PAIRS (30), FLIGHT_EVENTS (4000000), FLIGHT_SNAPSHOTS (12)
 """
 
 import argparse
@@ -48,7 +56,7 @@ def _bench_module(name: str):
     return mod
 
 
-PAIRS = int(os.environ.get("FLIGHT_PAIRS", "15"))
+PAIRS = int(os.environ.get("FLIGHT_PAIRS", "30"))
 EVENTS = int(os.environ.get("FLIGHT_EVENTS", "4000000"))  # 128 MiB: 8 chunks of 16 MiB, 4 deleted by the loop
 
 
@@ -60,6 +68,17 @@ def _pinned_cpu() -> int:
 def _quartiles(v: list[float]) -> list[float]:
     q = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else [v[0]] * 3
     return [round(x, 4) for x in q]
+
+
+def _median_ci95(v: list[float]) -> list[float] | None:
+    """A distribution-free 95% interval of the median: order statistics by the binomial (n >= 6)."""
+    n = len(v)
+    if n < 6:
+        return None
+    from math import comb
+    s = sorted(v)
+    k = max(j for j in range(n // 2) if sum(comb(n, i) for i in range(j + 1)) / 2 ** n <= 0.025)  # P(at most k below) <= 2.5%
+    return [round(s[k], 4), round(s[n - 1 - k], 4)]
 
 
 def _chunks_made(trace: Path) -> int:
@@ -112,7 +131,7 @@ def per_event(tmp: Path) -> dict:
         for other in ("flight", "flight_one_chunk"):
             ratios = [f / n for f, n in zip(by_mode[other], by_mode["normal"])]
             q = _quartiles(ratios)
-            entry[f"ratio_{other}_to_normal"] = {"median": q[1], "iqr": [q[0], q[2]]}
+            entry[f"ratio_{other}_to_normal"] = {"median": q[1], "iqr": [q[0], q[2]], "median_ci95": _median_ci95(ratios)}
         # what one rotation costs the thread: the paired difference to the no-rotation control, over its rotations
         rot = [(f - o) * EVENTS / max(1, i["chunks"] - 1) / 1e3 for f, o, i in zip(by_mode["flight"], by_mode["flight_one_chunk"], info["flight"])]
         entry["per_rotation_us"] = {"median": round(statistics.median(rot), 1), "iqr": [round(x, 1) for x in _quartiles(rot)[::2]]}
@@ -261,7 +280,7 @@ def main() -> int:
     if "kernel" in parts and (os.geteuid() != 0 or shutil.which("perf") is None):
         print("bench/flight: the kernel part needs root and perf", file=sys.stderr)
         return 2
-    result = {"benchmark": "flight", "cpus": os.cpu_count(), "load_before": os.getloadavg()[0]}
+    result = {"benchmark": "flight", "cpus": os.cpu_count(), "load_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
         if "per_event" in parts:
             result["per_event"] = per_event(Path(tmp))
@@ -269,7 +288,7 @@ def main() -> int:
             result["snapshot"] = snapshot_save(Path(tmp))
         if "kernel" in parts:
             result["kernel_vs_perf"] = kernel_vs_perf(Path(tmp), args.rounds, args.pp, args.gp)
-    result["load_after"] = os.getloadavg()[0]
+    result["load_after"] = list(os.getloadavg())
     result["targets"] = ("per_event.ratio_flight_to_normal <= 1.10; snapshot.median_save_ms <= 100; "
                          "kernel_vs_perf.programs.*.added_ratio_oslens_over_perf <= 1")
     json.dump(result, sys.stdout, indent=2)
