@@ -7,7 +7,8 @@
    CPU. The figure is the median of the paired ratios flight / normal, with its IQR and a 95%
    interval of the median (target: within 10%). A third mode, `flight_one_chunk` (a ring so
    large that no rotation happens in a round), tells a per-record difference from the cost of
-   the rotations; `per_rotation_us` is that cost on the thread.
+   the rotations; `per_rotation_us` is that cost on the thread. The `rotation` part measures it
+   from the dose: rings of 4, 16 and 64 MiB (123, 31 and 7 rotations a round) against normal.
 2. Time to save a snapshot of a full 64 MiB-per-thread window: tests/c/flight_stall.c writing
    ~100 MB/s under `--flight --ring-mb 64`, SIGUSR2 every GAP_S once the ring has gone round;
    the figure is each snapshot's own `save_ns` (from the cut to its meta.json written) with its
@@ -22,7 +23,7 @@
 Prints JSON, with the load average before and after. Kernel events off for (1) (the app side
 is what rotates per event), on for (2), (3).
 
-usage: run.py [--parts per_event,snapshot,kernel] [--rounds 3] [--pp 200000] [--gp 3000000]
+usage: run.py [--parts per_event,rotation,snapshot,kernel] [--rounds 3] [--pp 200000] [--gp 3000000]
 environment: FLIGHT_PAIRS (30), FLIGHT_EVENTS (4000000), FLIGHT_SNAPSHOTS (12)
 """
 
@@ -197,6 +198,39 @@ def _program_running(oslens_pid: int) -> bool:
     return any(Path(f"/proc/{k}/stat").exists() and Path(f"/proc/{k}/stat").read_text().split(") ")[-1][0] != "Z" for k in kids)
 
 
+ROTATION_RINGS_MB = (4, 16, 64)  # 1, 4 and 16 MiB chunks: 123, 31 and 7 rotations a round
+
+
+def rotation(tmp: Path) -> dict:
+    """The thread's cost per rotation, from the dose: flight with rings of 4, 16 and 64 MiB (more
+    rotations per round as the chunk shrinks) and with no rotation, each paired with normal
+    recording in the same round (order reversed every round); per ring, the median paired ratio
+    and the thread CPU per rotation (the paired difference to the no-rotation run over the
+    rotations)."""
+    flags = subprocess.run([OSLENS, "flags", "--cflags", "--libs"], capture_output=True, text=True, check=True).stdout.split()
+    program = tmp / "event_cost"
+    subprocess.run(["gcc", "-O2", "-o", program, HERE / "event_cost.c", *flags], check=True)
+    big = 4 * (EVENTS * 32 // (1 << 20) + 16)
+    modes = {"normal": ()} | {f"ring_{mb}": ("--flight", "--ring-mb", str(mb)) for mb in (*ROTATION_RINGS_MB, big)}
+    cpu, rounds = _pinned_cpu(), max(6, PAIRS // 3)
+    got = {m: [] for m in modes}
+    for r in range(rounds):
+        for mode in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
+            c, _, i = _event_run(program, tmp / f"rot-{mode}", modes[mode], cpu)
+            got[mode].append((c, i["chunks"]))
+    out = {"rounds": rounds, "events_per_round": EVENTS, "no_rotation_ring_mb": big, "rings": {}}
+    for mb in (*ROTATION_RINGS_MB, big):
+        m = f"ring_{mb}"
+        ratios = [a[0] / b[0] for a, b in zip(got[m], got["normal"])]
+        per_rot = [(a[0] - z[0]) * EVENTS / max(1, a[1] - 1) / 1e3 for a, z in zip(got[m], got[f"ring_{big}"])]
+        out["rings"][str(mb)] = {"rotations_per_round": got[m][0][1] - 1, "thread_cpu_ratio_to_normal": _quartiles(ratios),
+                                 "thread_cpu_us_per_rotation": _quartiles(per_rot) if mb != big else None,
+                                 "ns_per_event": [round(x[0], 3) for x in got[m]]}
+    out["normal_ns_per_event"] = [round(x[0], 3) for x in got["normal"]]
+    out["note"] = "ratio and per-rotation figures are [q1, median, q3] over the rounds"
+    return out
+
+
 def _median_steps(snaps: list[dict]) -> dict:
     """Per step of a save (flight_snapshot.Steps), the median ms over the snapshots; with the
     loop thread's CPU and run-queue wait over the whole save."""
@@ -268,13 +302,13 @@ def kernel_vs_perf(tmp: Path, rounds: int, pp: int, gp: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="per_event,snapshot,kernel")
+    ap.add_argument("--parts", default="per_event,rotation,snapshot,kernel")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the kernel-side comparison")
     ap.add_argument("--pp", type=int, default=200_000, help="ping-pong round trips")
     ap.add_argument("--gp", type=int, default=3_000_000, help="getpid calls")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
-    if parts - {"per_event", "snapshot", "kernel"}:
+    if parts - {"per_event", "rotation", "snapshot", "kernel"}:
         print(f"bench/flight: unknown part in --parts {args.parts}", file=sys.stderr)
         return 2
     if "kernel" in parts and (os.geteuid() != 0 or shutil.which("perf") is None):
@@ -284,6 +318,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         if "per_event" in parts:
             result["per_event"] = per_event(Path(tmp))
+        if "rotation" in parts:
+            result["rotation"] = rotation(Path(tmp))
         if "snapshot" in parts:
             result["snapshot"] = snapshot_save(Path(tmp))
         if "kernel" in parts:
