@@ -79,7 +79,9 @@ def scan(path: Path) -> Scan | None:
     if head is None:
         return None
     slots = min(_u64(head, OFF["committed"]), _u64(head, OFF["capacity"]), max(0, (path.stat().st_size - HEADER) // RECORD))
-    tsc = tuple((_u64(head, OFF[f"calib{i}_tsc"]), _u64(head, OFF[f"calib{i}_ns"])) for i in (0, 1)) if _u32(head, OFF["clock"]) == raw.CLOCK_TSC else ()
+    tsc = ()
+    if _u32(head, OFF["clock"]) == raw.CLOCK_TSC:
+        tsc = tuple((_u64(head, OFF[f"calib{i}_tsc"]), _u64(head, OFF[f"calib{i}_ns"])) for i in (0, 1))
     if not slots:
         return Scan(0, None, None, tsc)
     recs = np.memmap(path, dtype=raw.RECORD_DTYPE, mode="r", offset=HEADER, shape=(slots,))
