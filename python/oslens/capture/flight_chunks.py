@@ -97,19 +97,25 @@ def scan(path: Path) -> Scan | None:
     return Scan(records, lo, hi, tsc)
 
 
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """A closed chunk's file as it stays: a hard link shares it; a new file on a reused inode
+    has another size or modification time (a link changes only ctime)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class HeldCache:
-    """Scans of closed chunks by inode: the flight loop scans each closed chunk once (while
-    idle), and a snapshot's hard link to it, or the ring's deletion of it, reuses that."""
+    """Scans of closed chunks by file (`_identity`): the flight loop scans each closed chunk
+    once (while idle), and a snapshot's hard link to it, or the ring's deletion of it, reuses that."""
 
     def __init__(self):
-        self._by_inode: dict[tuple[int, int], Scan] = {}
+        self._by_inode: dict[tuple[int, int, int, int], Scan] = {}
 
     def scan(self, path: Path, closed: bool) -> Scan | None:
         try:
             st = path.stat()
         except OSError:
             return None
-        key = (st.st_dev, st.st_ino)
+        key = _identity(st)
         got = self._by_inode.get(key)
         if got is None:
             got = scan(path)
@@ -122,8 +128,7 @@ class HeldCache:
         live = set()
         for p in paths:
             try:
-                st = p.stat()
-                live.add((st.st_dev, st.st_ino))
+                live.add(_identity(p.stat()))
             except OSError:
                 pass
         self._by_inode = {k: v for k, v in self._by_inode.items() if k in live}

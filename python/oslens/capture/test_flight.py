@@ -107,3 +107,17 @@ def test_a_closed_chunk_is_scanned_once_and_its_link_reuses_the_scan(tmp_path):
         assert (h.records, h.first_ns, h.last_ns) == (2, 10, 11) and calls == ["app-1-1-1.osl"]
     finally:
         flight_chunks.scan = real
+
+
+def test_a_new_chunk_on_a_deleted_ones_inode_is_read_again(tmp_path):
+    from oslens.capture import flight_chunks
+
+    cache = flight_chunks.HeldCache()
+    (tmp_path / "raw").mkdir()
+    path = tmp_path / "raw" / "app-1-1-0.osl"
+    _chunk(tmp_path / "raw", path.name, [5, 9])
+    assert flight_chunks.held(path, [], cache, closed=True).records == 2
+    path.unlink()
+    _chunk(tmp_path / "raw", path.name, [20, 21, 22])  # the file system may hand out the same inode
+    h = flight_chunks.held(path, [], cache, closed=True)
+    assert (h.records, h.first_ns, h.last_ns) == (3, 20, 22)
