@@ -62,31 +62,91 @@ class Held:
         return {"stream": self.stream, "seq": self.seq, "records": self.records, "first_ns": self.first_ns, "last_ns": self.last_ns}
 
 
-def held(path: Path, pairs: list[tuple[int, int]]) -> Held:
-    """What a closed chunk held, from its header and its records mapped in place (a 16 MiB chunk
-    in ~10 ms: the loop must keep up with a ring that turns over many times a second). Records
-    are its committed slots less continuation slots; `pairs` are calibration pairs for TSC
-    chunks (the recording's), besides the chunk's own."""
-    stream, seq = stream_of(path.name) or (path.stem, 0)
+@dataclass(frozen=True)
+class Scan:
+    """A chunk's records read once: counts and raw time range (the clock's own units) with
+    what converts them; a closed chunk never changes, so its scan is kept (HeldCache)."""
+    records: int
+    lo: int | None
+    hi: int | None
+    tsc_pairs: tuple = ()  # the chunk's own calibration pairs when its clock is the TSC, else ()
+
+
+def scan(path: Path) -> Scan | None:
+    """Reads a chunk's records in place (mapped; no copy of a field): a 16 MiB chunk in a few
+    ms. Records are its committed slots less continuation slots. None: unreadable."""
     head = read_header(path)
     if head is None:
-        return Held(stream, seq, 0, None, None)
+        return None
     slots = min(_u64(head, OFF["committed"]), _u64(head, OFF["capacity"]), max(0, (path.stat().st_size - HEADER) // RECORD))
+    tsc = ()
+    if _u32(head, OFF["clock"]) == raw.CLOCK_TSC:
+        tsc = tuple((_u64(head, OFF[f"calib{i}_tsc"]), _u64(head, OFF[f"calib{i}_ns"])) for i in (0, 1))
     if not slots:
-        return Held(stream, seq, 0, None, None)
+        return Scan(0, None, None, tsc)
     recs = np.memmap(path, dtype=raw.RECORD_DTYPE, mode="r", offset=HEADER, shape=(slots,))
     kinds = recs["kind"]
-    timed = recs["ts"][(kinds != raw.CONT) & (kinds != raw.NAME)]
-    records = int(slots - np.count_nonzero(kinds == raw.CONT))
-    if not len(timed):
-        return Held(stream, seq, records, None, None)
-    lo, hi = int(timed.min()), int(timed.max())
-    del recs, kinds, timed
-    if _u32(head, OFF["clock"]) == raw.CLOCK_TSC:
-        own = [(_u64(head, OFF[f"calib{i}_tsc"]), _u64(head, OFF[f"calib{i}_ns"])) for i in (0, 1)]
-        conv = raw.ClockConverter([tuple(p) for p in pairs] + own)
+    cont = kinds == raw.CONT
+    timed = ~(cont | (kinds == raw.NAME))
+    records = int(slots - np.count_nonzero(cont))
+    if not timed.any():
+        return Scan(records, None, None, tsc)
+    ts = recs["ts"]
+    lo, hi = int(ts.min(where=timed, initial=np.iinfo(ts.dtype).max)), int(ts.max(where=timed, initial=0))
+    del recs, kinds, ts
+    return Scan(records, lo, hi, tsc)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """A closed chunk's file as it stays: a hard link shares it; a new file on a reused inode
+    has another size or modification time (a link changes only ctime)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class HeldCache:
+    """Scans of closed chunks by file (`_identity`): the flight loop scans each closed chunk
+    once (while idle), and a snapshot's hard link to it, or the ring's deletion of it, reuses that."""
+
+    def __init__(self):
+        self._by_inode: dict[tuple[int, int, int, int], Scan] = {}
+
+    def scan(self, path: Path, closed: bool) -> Scan | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        key = _identity(st)
+        got = self._by_inode.get(key)
+        if got is None:
+            got = scan(path)
+            if closed and got is not None:
+                self._by_inode[key] = got
+        return got
+
+    def keep_only(self, paths: list[Path]) -> None:
+        """Forgets chunks no longer in raw/ (deleted by the ring; a snapshot's link keeps the inode but is never trimmed)."""
+        live = set()
+        for p in paths:
+            try:
+                live.add(_identity(p.stat()))
+            except OSError:
+                pass
+        self._by_inode = {k: v for k, v in self._by_inode.items() if k in live}
+
+
+def held(path: Path, pairs: list[tuple[int, int]], cache: HeldCache | None = None, closed: bool = False) -> Held:
+    """What a chunk held, in CLOCK_MONOTONIC ns (`scan`, through `cache` when given; `closed`:
+    the chunk will not change, so its scan may be kept); `pairs` are calibration pairs for TSC
+    chunks (the recording's), besides the chunk's own."""
+    stream, seq = stream_of(path.name) or (path.stem, 0)
+    sc = cache.scan(path, closed) if cache is not None else scan(path)
+    if sc is None:
+        return Held(stream, seq, 0, None, None)
+    lo, hi = sc.lo, sc.hi
+    if lo is not None and sc.tsc_pairs:
+        conv = raw.ClockConverter([tuple(p) for p in pairs] + list(sc.tsc_pairs))
         lo, hi = (int(v) for v in conv.to_ns([lo, hi]))
-    return Held(stream, seq, records, lo, hi)
+    return Held(stream, seq, sc.records, lo, hi)
 
 
 def _pread(fd: int, n: int, at: int) -> bytes:

@@ -68,3 +68,57 @@ def test_trim_never_deletes_past_an_open_chunk_and_honours_the_window(tmp_path):
     r.trim()
     assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == ["app-1-1-2.osl", "app-2-2-0.osl", "app-2-2-1.osl"]
     assert [(o["stream"], o["chunks"]) for o in r.overwritten_list()] == [("app-1-1", 2)]
+
+
+def test_a_sigusr2_after_the_loop_stopped_is_not_fatal(tmp_path):
+    import os
+    import signal
+
+    (tmp_path / "raw").mkdir()
+    before = signal.getsignal(signal.SIGUSR2)
+    signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+    try:
+        r = FlightRecorder(tmp_path, FlightOptions(ring_bytes=4 << 20), {}, []).start()
+        r.stop()
+        # as the program's end leaves it: a late `kill -USR2` while oslens imports would kill it with SIG_DFL
+        assert signal.getsignal(signal.SIGUSR2) not in (signal.SIG_DFL, None)
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert r.snapshots == []
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+
+
+def test_a_closed_chunk_is_scanned_once_and_its_link_reuses_the_scan(tmp_path):
+    import os
+
+    from oslens.capture import flight_chunks
+
+    r = _recorder(tmp_path)
+    _chunk(tmp_path / "raw", "app-1-1-0.osl", [5, 9, 7])
+    _chunk(tmp_path / "raw", "app-1-1-1.osl", [10, 11], closed=False)
+    r.trim()
+    calls = []
+    real = flight_chunks.scan
+    flight_chunks.scan = lambda p: calls.append(p.name) or real(p)
+    try:
+        os.link(tmp_path / "raw" / "app-1-1-0.osl", tmp_path / "link.osl")
+        h = flight_chunks.held(tmp_path / "link.osl", [], r.scans, closed=True)
+        assert (h.records, h.first_ns, h.last_ns) == (3, 5, 9) and calls == []
+        h = flight_chunks.held(tmp_path / "raw" / "app-1-1-1.osl", [], r.scans)  # open: read each time
+        assert (h.records, h.first_ns, h.last_ns) == (2, 10, 11) and calls == ["app-1-1-1.osl"]
+    finally:
+        flight_chunks.scan = real
+
+
+def test_a_new_chunk_on_a_deleted_ones_inode_is_read_again(tmp_path):
+    from oslens.capture import flight_chunks
+
+    cache = flight_chunks.HeldCache()
+    (tmp_path / "raw").mkdir()
+    path = tmp_path / "raw" / "app-1-1-0.osl"
+    _chunk(tmp_path / "raw", path.name, [5, 9])
+    assert flight_chunks.held(path, [], cache, closed=True).records == 2
+    path.unlink()
+    _chunk(tmp_path / "raw", path.name, [20, 21, 22])  # the file system may hand out the same inode
+    h = flight_chunks.held(path, [], cache, closed=True)
+    assert (h.records, h.first_ns, h.last_ns) == (3, 20, 22)
