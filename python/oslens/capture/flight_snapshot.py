@@ -43,6 +43,7 @@ def cut(trace: Path, number: int, fired: dict, rec) -> dict:
     meta = {**rec.meta, "clock_pairs": [list(p) for p in pairs], "end_ns": cut_ns, "snapshot_of": str(trace.resolve())}
     meta["flight"] = {"complete": False, "trigger": _trigger(fired), "cut_ns": cut_ns}
     _write_meta(out, meta)
+    _take_names(trace / "raw", out / "raw")  # first too: a snapshot cut short by a SIGKILL still names its records
     firsts, before, slots = _take_chunks(trace / "raw", out / "raw", rec)
     streams = {}
     for stream, path in sorted(firsts.items()):
@@ -98,6 +99,12 @@ def _take_chunks(raw: Path, dest: Path, rec) -> tuple[dict[str, Path], set[str],
         firsts.setdefault(stream, dest / src.name)
         slots[stream] = slots.get(stream, 0) + committed - start
     return firsts, before, slots
+
+
+def _take_names(raw: Path, dest: Path) -> None:
+    """The names chunks as they are now; _take_chunks copies them again, last, for later names."""
+    for src in sorted(raw.glob("names-*.osl")):
+        flight_chunks.copy_cut(src, dest / src.name)
 
 
 def _take(src: Path, dst: Path, start: int) -> int | None:
