@@ -186,18 +186,18 @@ def _kill_during_a_snapshot(proc, victim: int, trace: Path) -> Path:
 
 @pytest.mark.parametrize("victim", ["oslens", "program"])
 def test_sigkill_during_a_snapshot_leaves_it_readable_and_salvageable(flight_started, compile_c, tmp_path, victim):
-    """A 32 MiB ring of a program recording as fast as it can: a snapshot copies an 8 MiB open
-    chunk, time enough to be killed in. Killing oslens leaves the snapshot incomplete: it imports,
+    """A 32 MiB ring of a program recording some 2 M records a second: a snapshot copies an open
+    chunk of up to 8 MiB, time enough to be killed in. Killing oslens leaves the snapshot incomplete: it imports,
     its regions and events are named (the names are copied first), and its numbered regions run
     without a hole, each in the program's own log. Killing the program lets oslens end the
     snapshot, and its death is a trigger of its own."""
     prog = compile_c("flight_stall.c")
     trace, log = tmp_path / "t", tmp_path / "log"
     proc = subprocess.Popen([*OSLENS, "record", "--flight", "--ring-mb", "32", "--no-import", "-o", trace, "--", prog, log,
-                             "3", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, FLIGHT_SPIN="0"))
+                             "2.5", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, FLIGHT_SPIN="100"))
     while not (trace / "flight.pid").exists() and proc.poll() is None:
         time.sleep(0.05)
-    time.sleep(1.0)  # the ring goes round (an 8 MiB chunk in well under 0.5 s)
+    time.sleep(1.0)  # the ring goes round (in about 0.5 s)
     program = json.loads((trace / "meta.json").read_text())["pid"]
     snap = _kill_during_a_snapshot(proc, proc.pid if victim == "oslens" else program, trace)
     rc = proc.wait()
