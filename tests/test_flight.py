@@ -27,10 +27,17 @@ SECONDS, STALLS, ASK_AT = 60, (20, 30), 45  # the run, its stalls and the `oslen
 RATE = 4000  # regions a second, 23 records each: the ring goes round about every 1.5 s
 
 
+def _complete(meta: Path) -> bool:
+    try:
+        return bool(json.loads(meta.read_text()).get("flight", {}).get("complete"))
+    except (OSError, ValueError):
+        return False  # not there yet
+
+
 def _wait_for(path: Path, timeout: float, proc=None) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if path.exists() and json.loads(path.read_text()).get("flight", {}).get("complete"):
+        if _complete(path):
             return True
         if proc is not None and proc.poll() is not None:
             return False
@@ -45,7 +52,8 @@ def _du(path: Path) -> int:
 
 class _LongRun:
     """The 60 s recording, started at once; a thread samples `du` of raw/ every 0.1 s and asks for
-    a snapshot at ASK_AT; memory_watch samples the processes every 0.5 s."""
+    a snapshot at ASK_AT, another imports each snapshot once complete (while the run goes on, so
+    the tests that read them wait less), memory_watch samples the processes every 0.5 s."""
 
     def __init__(self, prog: Path, d: Path):
         self.trace, self.log = d / "t", d / "log"
@@ -55,9 +63,10 @@ class _LongRun:
                                       "-o", self.trace, "--", prog, self.log, str(SECONDS), stalls, d / "mark"],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.memory = memory_watch.Sampler(self.proc.pid, self.trace)
-        self.du, self.asked, self.result = [], None, None
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
+        self.du, self.asked, self.result, self.imported = [], None, None, set()
+        self.threads = [threading.Thread(target=f, daemon=True) for f in (self._watch, self._import)]
+        for t in self.threads:
+            t.start()
 
     def _watch(self) -> None:
         start = time.monotonic()
@@ -67,10 +76,22 @@ class _LongRun:
                 self.asked = run_oslens("snapshot", self.trace, check=False)
             time.sleep(0.1)
 
+    def _import(self) -> None:
+        while True:
+            running = self.proc.poll() is None
+            for snap in _snapshots(self.trace):
+                if snap.name not in self.imported and _complete(snap / "meta.json"):
+                    run_oslens("import", snap, check=False)
+                    self.imported.add(snap.name)
+            if not running:
+                return
+            time.sleep(0.5)
+
     def wait(self) -> dict:
         if self.result is None:
             out, err = self.proc.communicate()
-            self.thread.join()
+            for t in self.threads:
+                t.join()
             self.result = {"trace": self.trace, "log": self.log, "du": self.du, "stderr": err, "rc": self.proc.returncode,
                            "asked": self.asked, "memory": self.memory.stop()}
         return self.result
@@ -267,7 +288,10 @@ def test_a_snapshot_is_a_normal_trace_and_its_report_opens_with_the_trigger(flig
     """On the long recording's first snapshot (a region's: the first stall's, or one preempted as
     long), while the recording goes on."""
     snap = flight_started.trace / "snapshot-001"
-    assert _wait_for(snap / "meta.json", STALLS[0] + 30, flight_started.proc)
+    end = time.monotonic() + STALLS[0] + 30
+    while snap.name not in flight_started.imported and time.monotonic() < end:  # imported by the run's thread
+        time.sleep(0.1)
+    assert snap.name in flight_started.imported
     assert _flight(snap)["trigger"]["spec"] == "region:work>95ms"
     out = run_oslens("report", snap).stdout
     head = out[:out.index("program pid")]
