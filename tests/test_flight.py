@@ -112,7 +112,8 @@ def flight(flight_started):
     return r
 
 
-def _regions_log(log: Path) -> tuple[dict[int, tuple[int, int]], list[int]]:
+def _regions_and_stalls(log: Path) -> tuple[dict[int, tuple[int, int]], list[int]]:
+    """The program's log: each region's (begin, end) by number, and the stalled regions' numbers."""
     regions, stalls = {}, []
     for line in log.read_text().splitlines():
         parts = line.split()
@@ -121,6 +122,12 @@ def _regions_log(log: Path) -> tuple[dict[int, tuple[int, int]], list[int]]:
         else:
             regions[int(parts[0])] = (int(parts[1]), int(parts[2]))
     return regions, stalls
+
+
+def _regions_log(log: Path) -> tuple[dict[int, tuple[int, int]], int | None]:
+    """The regions and the first stall (tests/test_flight_attach.py stalls once)."""
+    regions, stalls = _regions_and_stalls(log)
+    return regions, (stalls[0] if stalls else None)
 
 
 def _query(trace: Path, sql: str):
@@ -151,7 +158,7 @@ def _snapshots(trace: Path) -> list[Path]:
 
 def _stall_snapshots(flight) -> list[Path]:
     """Per stall, the snapshot it triggered: the trigger's region holds the stalled region's number."""
-    _, stalls = _regions_log(flight["log"])
+    _, stalls = _regions_and_stalls(flight["log"])
     assert len(stalls) == len(STALLS)
     out = []
     for stall in stalls:
@@ -329,7 +336,7 @@ def test_region_snapshots_match_the_programs_own_log_of_slow_regions(flight):
 
 
 def test_each_stall_snapshot_holds_its_slow_region_and_the_sleep_that_made_it_slow(flight):
-    _, stalls = _regions_log(flight["log"])
+    _, stalls = _regions_and_stalls(flight["log"])
     for snap, stall in zip(_stall_snapshots(flight), stalls):
         slow = _query(snap, "SELECT tid, begin_ns, end_ns FROM regions WHERE name = 'work' AND duration_ns >= 100000000")
         sleeps = [_query(snap, f"SELECT end_ns - start_ns FROM syscalls WHERE tid = {tid} AND name LIKE '%nanosleep%' "
@@ -341,7 +348,7 @@ def test_each_stall_snapshot_holds_its_slow_region_and_the_sleep_that_made_it_sl
 
 def test_the_second_stall_gives_a_second_snapshot_without_the_first_ones_records(flight):
     one, two = _stall_snapshots(flight)
-    _, (first, second) = _regions_log(flight["log"])
+    _, (first, second) = _regions_and_stalls(flight["log"])
     assert two.name > one.name and first not in _seqs(two) and second not in _seqs(one)
     assert set(_seqs(one)).isdisjoint(_seqs(two))
     # the kernel's records too: no context switch (a CPU and an instant) is in both
