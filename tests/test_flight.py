@@ -397,10 +397,6 @@ COLLECTOR_ALLOWANCE = 32 * MIB  # the collector: its binary, heap and the block 
 GROWTH = {"record": 4 * MIB, "collector": 1 * MIB, "chunks": 256}
 
 
-def _late(samples, after: float):
-    return [s for s in samples if s["t"] > after]
-
-
 def test_peak_memory_of_the_recording_stays_within_the_bound_and_does_not_grow(flight):
     """The processes' own figures (/proc/PID/status, smaps) every 0.5 s: after 40 s none is above
     its bound, and the largest from 40 s to the end is no larger than from 20 s to 40 s, whatever
@@ -410,12 +406,13 @@ def test_peak_memory_of_the_recording_stays_within_the_bound_and_does_not_grow(f
     streams = 1 + kernel["cpus"]
     bpf = 1 << (kernel["ring_mib"] * kernel["cpus"] - 1).bit_length()  # the collector's BPF ring, MiB (setup.rs)
     figures = {  # KiB of each sample, and its bound
+        # at most every stream's ring read or copied at once (it reads chunks to count what is overwritten)
         "record": (lambda s: s["record"]["VmRSS"], RECORD_ALLOWANCE + streams * RING_MB * MIB),
         # its own kernel buffers (--ring-mib per CPU, not the flight ring): the BPF ring's data pages are mapped twice
         "collector": (lambda s: s["collector"]["VmRSS"], 2 * bpf * MIB + COLLECTOR_ALLOWANCE),
         "chunks": (lambda s: s["program"]["chunks"], RING_MB * MIB // 4 + STAGE_BYTES // 1024 + 1 * MIB),  # + names chunk
     }
-    late, early = _late(samples, 40), [s for s in samples if 20 <= s["t"] <= 40]
+    late, early = [s for s in samples if s["t"] > 40], [s for s in samples if 20 <= s["t"] <= 40]
     assert len(late) > 20 and len(early) > 20, [s["t"] for s in samples]
     for name, (kib, bound) in figures.items():
         assert max(map(kib, late)) <= bound, (name, max(map(kib, late)), bound)
