@@ -122,6 +122,8 @@ extern "C" fn helper_main(_: *mut libc::c_void) -> *mut libc::c_void {
     ON_HELPER.with(|h| h.set(true));
     // SAFETY: names the calling thread (at most 15 bytes and a NUL).
     unsafe { libc::pthread_setname_np(libc::pthread_self(), c"oslens-helper".as_ptr()) };
+    // SAFETY: no preconditions.
+    crate::helper_started(unsafe { libc::gettid() } as u32);
     helper_loop()
 }
 

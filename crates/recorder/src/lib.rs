@@ -113,6 +113,12 @@ fn wake() {
     instruments::record_all_counters(oslens_format::kinds::COUNTER_ASKED);
 }
 
+/// The helper thread names itself in the names chunk too: a flight snapshot may hold none of the
+/// kernel records that named it (here, at the crate root, so helper.rs need not depend on names.rs).
+pub(crate) fn helper_started(tid: u32) {
+    names::define_kept(oslens_format::kinds::NAME_THREAD, tid, 0, "oslens-helper");
+}
+
 /// Reads the environment once. Called by the library constructor and, for static links where
 /// the constructor may not be pulled in, by the first call that finds the recorder uninitialised.
 pub(crate) fn init() {

@@ -19,6 +19,7 @@ from oslens.analysis import (
     sync_summary,
     tasks,
     transitions,
+    trigger_window,
 )
 
 
@@ -38,6 +39,7 @@ def run_all(con) -> dict[str, pa.Table]:
     t["io_summary"] = io_timeline.io_summary(con, t["io_requests"])
     t["transitions"] = transitions.transition_matrix(con)
     t["crosscheck"] = crosscheck.crosscheck(con)
+    t["trigger_window"] = trigger_window.trigger_window(con)
     t["findings"] = findings.findings(con, {k: t[k] for k in ("breakdown", "tasks", "sync", "crosscheck")})
     return t
 

@@ -93,12 +93,11 @@ class FlightRecorder:
         # signal's number to this pipe at once, whichever thread took it (signal.set_wakeup_fd).
         self._sig_r, self._sig_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._previous_wakeup = -1
-        self._previous_usr2 = None
         self._thread = threading.Thread(target=self._loop, name="oslens-flight", daemon=True)
         self.watcher = None
 
     def start(self) -> "FlightRecorder":
-        self._previous_usr2 = signal.signal(signal.SIGUSR2, lambda _s, _f: None)  # the byte in the pipe is the trigger
+        signal.signal(signal.SIGUSR2, lambda _s, _f: None)  # the byte in the pipe is the trigger
         self._previous_wakeup = signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
         (self.trace / PID_FILE).write_text(f"{os.getpid()}\n")
         if self.options.triggers:
@@ -117,8 +116,11 @@ class FlightRecorder:
 
     def stop(self, exit_signal: str | None = None) -> dict:
         """Ends the loop; a program that died of a signal is a trigger. Returns meta's flight section."""
+        (self.trace / PID_FILE).unlink(missing_ok=True)
         signal.set_wakeup_fd(self._previous_wakeup)
-        signal.signal(signal.SIGUSR2, self._previous_usr2)
+        # a SIGUSR2 that comes after the loop (`oslens snapshot` racing the program's end) must not
+        # kill the import by its default action: it is said and dropped
+        signal.signal(signal.SIGUSR2, _too_late)
         self._stop.set()
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=30)
@@ -132,7 +134,6 @@ class FlightRecorder:
         for fd in (self._watch, self._wake_r, self._wake_w, self._sig_r, self._sig_w):
             if fd is not None and fd >= 0:
                 os.close(fd)
-        (self.trace / PID_FILE).unlink(missing_ok=True)
         return self.summary()
 
     def summary(self) -> dict:
@@ -172,7 +173,7 @@ class FlightRecorder:
             self._trigger(self._requests.pop(0))
         if self.watcher is not None:
             for f in self.watcher.poll():
-                self._trigger({"spec": f.spec, "detail": f.detail, "t_ns": f.t_ns})
+                self._trigger({"spec": f.spec, "detail": f.detail, "t_ns": f.t_ns, "tid": f.tid, "begin_ns": f.begin_ns})
         now = time.monotonic_ns()
         for p in [p for p in self.pending if p["cut_at_ns"] <= now]:
             self.pending.remove(p)
@@ -254,3 +255,7 @@ def _drain(fd: int) -> bytes:
     except (BlockingIOError, OSError):
         pass
     return got
+
+
+def _too_late(_signum, _frame) -> None:
+    print("oslens: SIGUSR2 after the program ended: no snapshot taken (the flight recording is over)", file=sys.stderr, flush=True)

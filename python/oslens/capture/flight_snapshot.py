@@ -63,7 +63,7 @@ def cut(trace: Path, number: int, fired: dict, rec) -> dict:
 
 
 def _trigger(fired: dict) -> dict:
-    return {k: fired[k] for k in ("spec", "detail", "t_ns") if k in fired}
+    return {k: fired[k] for k in ("spec", "detail", "t_ns", "tid", "begin_ns") if fired.get(k) is not None}
 
 
 # raw/ files of no stream a snapshot keeps whole: `record -p`'s state dump (capture/attach_state.py)

@@ -40,11 +40,14 @@ APP_KINDS = {"region": (raw.REGION_BEGIN, raw.REGION_END), "timer": (raw.TIMER_S
 
 @dataclass(frozen=True)
 class Fired:
-    """A trigger that fired: when (CLOCK_MONOTONIC ns), which spec, and what, in one line."""
+    """A trigger that fired: when (CLOCK_MONOTONIC ns), which spec, and what, in one line; the
+    thread it names and when the interval it measured began (a region, a call, an off-CPU wait)."""
 
     t_ns: int
     spec: str
     detail: str
+    tid: int | None = None
+    begin_ns: int | None = None
 
 
 def _ms(ns: float) -> str:
@@ -316,7 +319,7 @@ class Watcher:
 
     def _event(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
         specs = [t.spec for t in self.specs if t.first.kind == "event" and t.first.name == name]
-        return [Fired(t, s, f"event {name} on tid {h['tid']}") for t in self._ns(h, r["ts"]).tolist() for s in specs]
+        return [Fired(t, s, f"event {name} on tid {h['tid']}", h["tid"]) for t in self._ns(h, r["ts"]).tolist() for s in specs]
 
     def _counter(self, h: dict, name: str, ident: int, r: np.ndarray) -> list[Fired]:
         """A value over the threshold whose predecessor (of the same process's counter) was not."""
@@ -328,7 +331,7 @@ class Watcher:
         for t in self.specs:
             if t.first.kind == "counter" and t.first.name == name:
                 up = (before <= t.first.threshold) & (value > t.first.threshold)
-                out += [Fired(ts, t.spec, f"counter {name} reached {v} (over {t.first.threshold:g}) on tid {h['tid']}")
+                out += [Fired(ts, t.spec, f"counter {name} reached {v} (over {t.first.threshold:g}) on tid {h['tid']}", h["tid"])
                         for ts, v in zip(self._ns(h, r["ts"][up]).tolist(), value[up].tolist())]
         return out
 
@@ -341,7 +344,7 @@ class Watcher:
                 if t.within:
                     self.joint.append((end, tid, begin, t, what))
                 else:
-                    out.append(Fired(end, t.spec, what))
+                    out.append(Fired(end, t.spec, what, tid, begin))
         return out
 
     def _kernel(self, now: int) -> list[Fired]:
@@ -383,10 +386,10 @@ class Watcher:
             if t.first.kind == "offcpu":
                 for x in got[off > t.first.threshold].tolist():
                     out.append(Fired(x[2], t.spec, f"tid {x[0]} was off CPU {_ms(x[2] - x[1])}, "
-                                                   f"{_ms(x[2] - x[3])} of it waiting for a CPU"))
+                                                   f"{_ms(x[2] - x[3])} of it waiting for a CPU", x[0], x[1]))
             elif t.first.kind == "runq":
                 for x in got[runq > t.first.threshold].tolist():
-                    out.append(Fired(x[2], t.spec, f"tid {x[0]} waited {_ms(x[2] - x[3])} for a CPU"))
+                    out.append(Fired(x[2], t.spec, f"tid {x[0]} waited {_ms(x[2] - x[3])} for a CPU", x[0], x[3]))
         return out
 
     def _joint(self, end: int, tid: int, begin: int, t: Trigger, what: str) -> list[Fired]:
@@ -395,5 +398,5 @@ class Watcher:
         if all(got[c.kind] > c.threshold for c in t.within):
             words = {"offcpu": "off CPU", "runq": "waiting for a CPU"}
             parts = [f"{_ms(got[c.kind])} of it {words[c.kind]}" for c in t.within]
-            return [Fired(end, t.spec, f"{what}, {', '.join(parts)}")]
+            return [Fired(end, t.spec, f"{what}, {', '.join(parts)}", tid, begin)]
         return []

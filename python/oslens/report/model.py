@@ -209,7 +209,7 @@ def recorder_cost_line(h: dict) -> str | None:
 def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Report:
     tables = tables if tables is not None else suite.run_all(con)
     ks = db.kernel_status(con)
-    S = _program_sections(con, tables, ks) + _kernel_sections(con, tables, ks)
+    S = _trigger_sections(tables) + _program_sections(con, tables, ks) + _kernel_sections(con, tables, ks)
     S.append(Section(
         "findings", "Findings", "Kohr et al. section 6",
         "Anomalies, in plain words, with the numbers behind them. The plot shows which tasks took CPUs from the "
@@ -220,6 +220,26 @@ def build(con, trace: str = "", tables: dict[str, pa.Table] | None = None) -> Re
         notes=[findings.threshold_note()] if tables["findings"].num_rows else ["Nothing unusual found."],
     ))
     return Report(trace=trace, header=header_info(con, trace, tables), kernel=ks, sections=S, tables=tables)
+
+
+def _trigger_sections(tables: dict[str, pa.Table]) -> list[Section]:
+    """A flight-recorder snapshot's first section: what its trigger's thread was doing just before."""
+    t = tables.get("trigger_window")
+    if t is None or t.num_rows == 0:
+        return []
+    w = t.to_pylist()[0]
+    who = f"thread {w['tid']}" if w["tid"] is not None else f"the program's {w['count']} thread(s)"
+    return [Section(
+        "trigger", "Before the trigger", "docs/flight.md",
+        f"What {who} did in the {units.fmt_ns(w['ns'])} the trigger measured (or the last second before it): where "
+        "the time went (its off-CPU reasons), which tasks held its CPU while it waited for one, its system calls "
+        "and block I/O.",
+        available=True,
+        views=[TableView("trigger_window", "Before the trigger", [
+            C("what", "what"), C("name", "name"), C("ns", "time", "ns"), C("count", "count", "int"),
+            C("bytes", "bytes", "int"), C("tid", "tid", "int", terminal=False),
+        ])],
+    )]
 
 
 def _program_sections(con, tables: dict[str, pa.Table], ks: dict) -> list[Section]:

@@ -72,8 +72,9 @@ def render(report: Report, console: Console | None = None) -> None:
         head.append(f"\nthe kernel skipped tracepoint runs (its eBPF recursion guard, counted for every task): {runs}")
     console.print(Panel(head, expand=False))
 
-    # findings first: they are what a reader wants
-    order = ["findings"] + [s.id for s in report.sections if s.id != "findings"]
+    # a snapshot's trigger, then the findings: they are what a reader wants
+    first = [sid for sid in ("trigger", "findings") if any(s.id == sid for s in report.sections)]
+    order = first + [s.id for s in report.sections if s.id not in first]
     for sid in order:
         s = report.section(sid)
         console.rule(f"[bold]{s.title}[/]  [dim]{s.reference}[/]", align="left")

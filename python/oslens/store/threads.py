@@ -81,8 +81,10 @@ def build(app_threads, extent, names: dict, meta: dict, tasks: pa.Table | None) 
                 parent_of[tid] = parent
             r = rows.get(tid)
             if r is None:
+                # a task no kernel record in this trace named (a flight snapshot's) may be named by its process's names chunk
+                named = comm or names.get(pid, {}).get((NAME_THREAD, tid)) or ""
                 rows[tid] = {
-                    "pid": pid if pid is not None else tid, "tid": tid, "name": comm or "", "parent_tid": parent,
+                    "pid": pid if pid is not None else tid, "tid": tid, "name": named, "parent_tid": parent,
                     "start_ns": s, "end_ns": e, "is_traced": False, "source": "kernel", "app_records": 0,
                     "lost_events": 0, "exec_ns": x, "is_oslens": bool(own),
                 }

@@ -25,14 +25,18 @@ def preemption_counts(con, prog) -> dict[int, int]:
     return {int(t): int(n) for t, n in rows}
 
 
-def _preempted_waits(con, prog):
-    """Every preempted interval of every program thread, with the CPU it waits for (the one it
-    last ran on) and the thread: four arrays, or None when there is none."""
+def _preempted_waits(con, prog, tids=None, window=None):
+    """Every preempted interval of the program threads `tids` (default: all), cut to `window`
+    when given, with the CPU it waits for (the one it last ran on) and the thread: four arrays,
+    or None when there is none."""
     tls = states.timelines(con, prog)
     w_s, w_e, w_cpu, w_tid = [], [], [], []
-    for tid in prog.tids:
+    for tid in prog.tids if tids is None else tids:
         tl = tls[tid]
         ps, pe = intervals.merge_intervals(*tl.intervals(states.PREEMPTED))
+        if window is not None:
+            ps, pe = np.maximum(ps, window[0]), np.minimum(pe, window[1])
+            ps, pe = ps[pe > ps], pe[pe > ps]
         if len(ps) == 0 or tl.slice_start is None or len(tl.slice_start) == 0:
             continue
         order = np.argsort(tl.slice_end, kind="stable")
@@ -76,19 +80,20 @@ def _held_on_cpu(con, cpu: int, window, qs, qe, qt) -> dict[int, int]:
     return {int(task): int(round(v)) for task, v in zip(tasks.tolist(), sums.tolist())}
 
 
-def runnable_wait_holders(con, prog) -> dict[int, int]:
-    """For each task: the time program threads spent runnable, waiting for the CPU they last ran
-    on, while that task held it (summed over the waiting threads)."""
+def runnable_wait_holders(con, prog, tids=None, window=None) -> dict[int, int]:
+    """For each task: the time program threads (`tids`, default all) spent runnable, waiting for
+    the CPU they last ran on, while that task held it (summed over the waiting threads); only
+    inside `window` when given."""
     if not db.table_exists(con, "cpu_slices") or not prog.tids or not prog.window:
         return {}
-    waits = _preempted_waits(con, prog)
+    waits = _preempted_waits(con, prog, tids, window)
     if waits is None:
         return {}
     w_s, w_e, w_cpu, w_tid = waits
     out: dict[int, int] = {}
     for c in np.unique(w_cpu).tolist():
         m = w_cpu == c
-        for task, v in _held_on_cpu(con, c, prog.window, w_s[m], w_e[m], w_tid[m]).items():
+        for task, v in _held_on_cpu(con, c, window or prog.window, w_s[m], w_e[m], w_tid[m]).items():
             out[task] = out.get(task, 0) + v
     # waiting time no recorded slice covers: the CPU ran tasks whose switches were not recorded
     covered = sum(out.values())
