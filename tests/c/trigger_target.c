@@ -9,14 +9,21 @@
  *   - event "checkpoint" 3 times; counter "items" recorded at 1..8;
  *   - a 30 ms nanosleep outside any region; an fsync of FILE (argv[2], when given);
  *   - a second thread's region "work" slowed by a 70 ms nanosleep, joined at the end.
- * MODE "spin": region "spin" computing 150 ms of CPU time (run beside a CPU hog on the same
- * CPU, its wall time is mostly waiting for the CPU), then region "spin" again.
+ * MODE "hog" CPU: puts itself on CPU alone and under SCHED_FIFO RT_PRIO (as chrt and taskset
+ * would, without exec'ing the program in place), so that no normal task can take its CPU. A hog
+ * thread, SCHED_FIFO HOG_PRIO_ABOVE above it on the same CPU, waits on a pipe. Region "slow"
+ * computes LONG_MS of CPU time (it never waits for the CPU); region "slow" again computes 10 ms,
+ * wakes the hog, which holds the CPU for HOG_MS of wall time, then computes 10 ms more: about
+ * HOG_MS of it waiting for the CPU. OTHER is the hog's tid.
  * Prints "tids MAIN OTHER" at the end. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <sched.h>
 #include <oslens.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,18 +96,64 @@ static int basic(const char *file) {
     return 0;
 }
 
-static int spin(void) {
-    for (int i = 0; i < 2; i++) {
-        osl_region_begin("spin");
-        compute_ms(150);
-        osl_region_end("spin");
+#define LONG_MS 150
+#define HOG_MS 80
+#define HOG_PRIO_ABOVE 10
+#define RT_PRIO 10
+
+static double wall_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Holds the CPU for HOG_MS of wall time per byte read; ends when the pipe is closed. */
+static void *hog_thread(void *arg) {
+    int fd = (int)(intptr_t)arg;
+    char c;
+    other = gettid();
+    while (read(fd, &c, 1) == 1) {
+        double until = wall_ms() + HOG_MS;
+        while (wall_ms() < until)
+            for (int i = 0; i < 10000; i++) sink += i;
     }
+    return NULL;
+}
+
+static int hog(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    struct sched_param me = {.sched_priority = RT_PRIO};
+    int fds[2];
+    if (sched_setaffinity(0, sizeof one, &one) != 0 || sched_setscheduler(0, SCHED_FIFO, &me) != 0) {
+        perror("trigger_target hog: SCHED_FIFO on one CPU");
+        return 3;
+    }
+    pthread_attr_t attr;
+    struct sched_param above = {.sched_priority = me.sched_priority + HOG_PRIO_ABOVE};
+    pthread_attr_init(&attr);
+    pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+    pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+    pthread_attr_setschedparam(&attr, &above);
+    pthread_t t;
+    if (pipe(fds) || pthread_create(&t, &attr, hog_thread, (void *)(intptr_t)fds[0])) return 1;
+    osl_region_begin("slow");
+    compute_ms(LONG_MS);
+    osl_region_end("slow");
+    osl_region_begin("slow");
+    compute_ms(10);
+    if (write(fds[1], "h", 1) != 1) return 1; /* the hog takes the CPU here, being above us on it */
+    compute_ms(10);
+    osl_region_end("slow");
+    close(fds[1]);
+    pthread_join(t, NULL);
     return 0;
 }
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "basic";
-    int rc = strcmp(mode, "spin") == 0 ? spin() : basic(argc > 2 ? argv[2] : NULL);
+    int rc = strcmp(mode, "hog") == 0 ? hog(argc > 2 ? atoi(argv[2]) : 0) : basic(argc > 2 ? argv[2] : NULL);
     printf("tids %d %d\n", (int)gettid(), (int)other);
     return rc;
 }

@@ -46,6 +46,8 @@ def cut(trace: Path, number: int, fired: dict, rec, drain_ns: int | None = None)
     meta["flight"] = {"complete": False, "trigger": _trigger(fired), "cut_ns": cut_ns}
     _write_meta(out, meta)
     steps.mark("first_meta")
+    _take_names(trace / "raw", out / "raw")  # first too: a snapshot cut short by a SIGKILL still names its records
+    steps.mark("names")
     firsts, before, slots = _take_chunks(trace / "raw", out / "raw", rec, steps)
     steps.mark("scan")
     streams = {}
@@ -141,6 +143,12 @@ def _take_chunks(raw: Path, dest: Path, rec, steps: Steps) -> tuple[dict[str, Pa
         firsts.setdefault(stream, dest / src.name)
         slots[stream] = slots.get(stream, 0) + committed - start
     return firsts, before, slots
+
+
+def _take_names(raw: Path, dest: Path) -> None:
+    """The names chunks as they are now; _take_chunks copies them again, last, for later names."""
+    for src in sorted(raw.glob("names-*.osl")):
+        flight_chunks.copy_cut(src, dest / src.name)
 
 
 def _take(src: Path, dst: Path, start: int, steps: Steps) -> int | None:

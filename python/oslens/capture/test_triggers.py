@@ -122,7 +122,7 @@ def _query(tables: Path, sql: str):
     import duckdb
 
     con = duckdb.connect()
-    for name in ("regions", "cpu_slices"):
+    for name in ("regions", "cpu_slices", "switches"):
         con.execute(f"create view {name} as select * from '{tables / name}.parquet'")
     return con.execute(sql).fetchall()
 
@@ -132,6 +132,21 @@ def _off_cpu(tables: Path, tid: int, begin: int, end: int) -> int:
     on = _query(tables, f"select coalesce(sum(least(end_ns, {end}) - greatest(start_ns, {begin})), 0) from cpu_slices "
                         f"where tid = {tid} and end_ns > {begin} and start_ns < {end}")[0][0]
     return end - begin - on
+
+
+def _waiting(tables: Path, tid: int, begin: int, end: int) -> int:
+    """ns thread `tid` waited for a CPU inside [begin, end], by the import's switches (the oracle):
+    from each switch that left it runnable (prev_state R) to the next switch back onto it."""
+    rows = _query(tables, f"select ts, prev_tid = {tid} and prev_state like 'R%' from switches "
+                          f"where (prev_tid = {tid} or next_tid = {tid}) order by ts")
+    total, left = 0, None
+    for ts, preempted in rows:
+        if preempted:
+            left = ts
+        elif left is not None:
+            total += max(0, min(ts, end) - max(left, begin))
+            left = None
+    return total
 
 
 def _words(f) -> str:
@@ -226,28 +241,59 @@ def test_polling_in_steps_fires_the_same_once_each_when_it_happens(basic, tmp_pa
     assert len(slow) == 3
 
 
-def test_a_cpu_hog_on_the_same_cpu_fires_the_runq_joint_trigger(target, tmp_path):
-    """Both the program and a busy loop pinned to one CPU: each 150 ms of computing in region
-    spin waits for the CPU while the hog runs. Presence and agreement with the import, no timing bound."""
-    if shutil.which("taskset") is None:
-        pytest.skip("no taskset")
-    cpu = str(sorted(__import__("os").sched_getaffinity(0))[0])
-    hog = subprocess.Popen(["taskset", "-c", cpu, "sh", "-c", "while :; do :; done"])
-    try:
-        trace = tmp_path / "T"
-        main, _ = _record(target, trace, "spin", prefix=("taskset", "-c", cpu))
-    finally:
-        hog.kill()
-        hog.wait()
-    joint = triggers.Watcher(trace / "raw", [triggers.parse("region:spin>50ms and runq>20ms")]).poll()
-    got = [re.match(r"region spin took ([\d.]+) ms on tid (\d+), ([\d.]+) ms of it waiting for a CPU$", f.detail).groups()
-           for f in joint]
-    assert [tid for _, tid, _ in got] == [str(main)] * 2
-    assert all(float(wait) <= float(took) for took, _, wait in got)
-    shutil.copytree(trace, tmp_path / "I")
-    _oslens("import", tmp_path / "I")
-    ends = _query(tmp_path / "I" / "tables", "select end_ns from regions where name = 'spin' order by end_ns")
-    assert all(abs(f.t_ns - e) < 50_000 for f, (e,) in zip(joint, ends))
+@pytest.fixture(scope="module")
+def hogged(target, tmp_path_factory):
+    """trigger_target hog, alone on one CPU under SCHED_FIFO (it sets both itself: `chrt` and
+    `taskset` would exec it in place, and the watcher does not follow an exec'd image's chunks):
+    region "slow" computing 150 ms, then region "slow" computing 20 ms while a SCHED_FIFO thread
+    above it on its CPU holds the CPU for 80 ms. No normal task can preempt either (the fair
+    deadline server waits for ~950 ms of starvation, RT throttling allows 950 ms a second: both
+    far beyond these 250 ms); (trace, main tid, hog tid, the imported copy's tables)."""
+    if __import__("os").geteuid() != 0:
+        pytest.skip("not root: SCHED_FIFO needs CAP_SYS_NICE")
+    cpu = str(sorted(__import__("os").sched_getaffinity(0))[-1])
+    base = tmp_path_factory.mktemp("hog")
+    trace = base / "T"
+    main, hog = _record(target, trace, "hog", cpu)
+    shutil.copytree(trace, base / "I")
+    _oslens("import", base / "I")
+    return trace, main, hog, base / "I" / "tables"
+
+
+HOG_SPECS = ["region:slow>60ms", "region:slow>60ms and runq>30ms", "region:slow>60ms and offcpu>30ms"]
+
+
+def test_a_joint_trigger_fires_on_the_region_a_cpu_hog_slowed_and_not_on_the_one_computing_longer(hogged):
+    trace, main, hog, tables = hogged
+    got = _by_spec(triggers.Watcher(trace / "raw", [triggers.parse(s) for s in HOG_SPECS]).poll())
+    regions = _query(tables, "select tid, begin_ns, end_ns, duration_ns from regions where name = 'slow' order by begin_ns")
+    assert [r[0] for r in regions] == [main, main] and all(took > 60 * MS for *_, took in regions)
+    (_, b1, e1, _), (_, b2, e2, _) = regions
+    # the oracle: the import's time waiting for a CPU and off it; the computing region never waited
+    # (nothing may preempt it), the hogged one waited the hog's 80 ms (wall time, less a little
+    # the hog itself may be held up by interrupts)
+    assert _waiting(tables, main, b1, e1) < 2 * MS and _off_cpu(tables, main, b1, e1) < 2 * MS
+    waited = _waiting(tables, main, b2, e2)
+    assert 75 * MS < waited <= _off_cpu(tables, main, b2, e2) < 85 * MS
+    assert [abs(f.t_ns - e) < 50_000 for f, e in zip(got.pop("region:slow>60ms"), (e1, e2))] == [True, True]
+    runq = got.pop("region:slow>60ms and runq>30ms")
+    assert len(runq) == 1 and abs(runq[0].t_ns - e2) < 50_000
+    m = re.match(r"region slow took ([\d.]+) ms on tid (\d+), ([\d.]+) ms of it waiting for a CPU$", runq[0].detail)
+    assert m and int(m.group(2)) == main and abs(float(m.group(3)) - waited / 1e6) <= 0.2, runq[0].detail
+    off = got.pop("region:slow>60ms and offcpu>30ms")
+    assert [(f.t_ns, int(DETAIL.match(f.detail).group(4))) for f in off] == [(runq[0].t_ns, main)]
+    assert abs(float(DETAIL.match(off[0].detail).group(5)) - _off_cpu(tables, main, b2, e2) / 1e6) <= 0.2
+    assert got == {}
+
+
+@pytest.mark.xfail(strict=True, reason="the watcher never reads past a chunk of the image that exec'd away (it is never "
+                                       "closed), and the two images share a pid: a flight trigger on `env|chrt|taskset CMD` "
+                                       "does not fire")
+def test_a_program_started_through_env_fires_as_it_does_alone(target, tmp_path):
+    """`env` execs the program in place (same pid and tid): the import finds its 3 slow regions."""
+    trace = tmp_path / "T"
+    _oslens("record", "--no-import", "-o", trace, "--", "env", target, "basic")
+    assert len(triggers.Watcher(trace / "raw", [triggers.parse("region:work>50ms")]).poll()) == 3
 
 
 def test_watching_a_live_recording_fires_what_the_finished_one_holds(target, tmp_path):
