@@ -9,6 +9,10 @@
    in batches of 1,000 (it logs each batch's end), with windows of --window seconds bare,
    attached by oslens and attached by perf, alternating; the batch rate in each window from the
    program's own log; added cost = bare rate / traced rate - 1, and the ratio oslens / perf.
+   Where the cost goes, per tool (the worker thread's /proc schedstat and sched across each
+   tool's whole run): CPU time per batch (tracing paid in the program's own context) and the
+   share of the span it waited runnable for a CPU, with its involuntary switches per second
+   (the tracer's process competing for the CPUs).
 
 Prints one JSON object. Root (kernel tracepoints). Figures are one run on whatever machine it is:
 rerun on a quiet one before quoting them.
@@ -81,15 +85,37 @@ def perf_window(pid: int, work: Path, window: float) -> tuple[int, int, str]:
     return t0 + 500_000_000, t0 + int(window * 1e9), r.stderr[-300:]
 
 
+def worker_sched(pid: int) -> tuple[int, int, int]:
+    """The worker thread's (run ns, runnable-wait ns, involuntary switches) from /proc."""
+    tid = max(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    run, wait, _ = (int(v) for v in Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split())
+    sched = Path(f"/proc/{pid}/task/{tid}/sched").read_text()
+    invol = next(int(line.split(":")[1]) for line in sched.splitlines() if line.startswith("nr_involuntary_switches"))
+    return run, wait, invol
+
+
+def cost_split(spans: list[tuple], ends: list[int]) -> dict:
+    """Per tool: the worker's CPU µs per batch, its share of time waiting for a CPU, involuntary switches/s."""
+    acc: dict[str, list[float]] = {}
+    for tool, t0, s0, t1, s1 in spans:
+        n = sum(1 for t in ends if t0 <= t <= t1)
+        a = acc.setdefault(tool, [0, 0, 0, 0, 0])
+        for i, v in enumerate((n, s1[0] - s0[0], s1[1] - s0[1], s1[2] - s0[2], t1 - t0)):
+            a[i] += v
+    return {t: {"cpu_us_per_batch": round(a[1] / a[0] / 1e3, 2) if a[0] else None, "wait_share": round(a[2] / a[4], 3),
+                "involuntary_per_s": round(a[3] / (a[4] / 1e9), 1)} for t, a in acc.items()}
+
+
 def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> dict:
     gap = 1.5  # each tool's start and end stay outside the windows
     total = 3600  # ended by SIGTERM after the last window
     log = work / "spin.log"
     p = start_spin(exe, 0, 1, total, log)
-    windows = []
+    windows, spans = [], []
     for _ in range(rounds):
         for tool in ("bare", "oslens", "bare", "perf"):
             time.sleep(gap)
+            t0, s0 = time.monotonic_ns(), worker_sched(p.pid)
             if tool == "bare":
                 t0 = time.monotonic_ns()
                 time.sleep(window)
@@ -99,6 +125,7 @@ def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> di
                 windows.append((tool, m["attach"]["ts_ns"], m["attach"]["detach_ns"], str(m.get("kernel", {}).get("lost"))))
             else:
                 windows.append((tool, *perf_window(p.pid, work, window)))
+            spans.append((tool, t0, s0, time.monotonic_ns(), worker_sched(p.pid)))
     p.terminate()
     p.wait(timeout=60)
     ends = [int(line.split()[1]) for line in log.read_text().splitlines()]
@@ -110,7 +137,7 @@ def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> di
     return {"batches_per_s": {t: round(v, 1) for t, v in med.items()},
             "added": {t: round(v, 4) for t, v in added.items()},
             "oslens_added_over_perf_added": round(added["oslens"] / added["perf"], 3) if added["perf"] > 0 else None,
-            "program_batches": len(ends), "program_span_s": round((ends[-1] - ends[0]) / 1e9, 3) if ends else 0,
+            "where": cost_split(spans, ends), "program_batches": len(ends), "program_span_s": round((ends[-1] - ends[0]) / 1e9, 3) if ends else 0,
             "windows": [{"tool": t, "from_s": round((lo - ends[0]) / 1e9, 3) if ends else None, "s": round((hi - lo) / 1e9, 3),
                          "note": n} for t, lo, hi, n in windows]}
 

@@ -159,19 +159,18 @@ impl Ring {
     /// Calls `f(type, misc, body)` for each record in [from, to); records that wrap around the
     /// end of the ring are copied into `scratch` first. Returns the position reached.
     pub fn walk(&self, from: u64, to: u64, scratch: &mut Vec<u8>, mut f: impl FnMut(u32, u16, &[u8])) -> u64 {
+        // the data area is a power of two: a mask, not a division per byte (the drain's hot loop)
+        let size = self.size as usize;
+        let mask = size - 1;
         let mut pos = from;
         while pos + 8 <= to {
-            let off = (pos % self.size) as usize;
-            let size = self.size as usize;
-            // header: u32 type, u16 misc, u16 size (may itself wrap)
-            let mut hdr = [0u8; 8];
-            for (i, b) in hdr.iter_mut().enumerate() {
-                // SAFETY: index reduced modulo the ring size.
-                *b = unsafe { *self.data.add((off + i) % size) };
-            }
-            let typ = u32::from_le_bytes(hdr[0..4].try_into().unwrap());
-            let misc = u16::from_le_bytes(hdr[4..6].try_into().unwrap());
-            let rsize = u16::from_le_bytes(hdr[6..8].try_into().unwrap()) as usize;
+            let off = pos as usize & mask;
+            // header: u32 type, u16 misc, u16 size (8-aligned, so it never wraps itself)
+            // SAFETY: off + 8 <= size since records and the ring are 8-byte aligned.
+            let hdr = unsafe { std::ptr::read_unaligned(self.data.add(off) as *const u64) };
+            let typ = hdr as u32;
+            let misc = (hdr >> 32) as u16;
+            let rsize = (hdr >> 48) as usize;
             if rsize < 8 || pos + rsize as u64 > to {
                 break;
             }
@@ -180,11 +179,13 @@ impl Ring {
                 let body = unsafe { std::slice::from_raw_parts(self.data.add(off + 8), rsize - 8) };
                 f(typ, misc, body);
             } else {
+                // SAFETY: two slices inside the data area: the record's end and its wrapped rest.
+                let (a, b) = unsafe {
+                    (std::slice::from_raw_parts(self.data.add(off + 8), size - off - 8), std::slice::from_raw_parts(self.data, off + rsize - size))
+                };
                 scratch.clear();
-                for i in 8..rsize {
-                    // SAFETY: index reduced modulo the ring size.
-                    scratch.push(unsafe { *self.data.add((off + i) % size) });
-                }
+                scratch.extend_from_slice(a);
+                scratch.extend_from_slice(b);
                 f(typ, misc, scratch);
             }
             pos += rsize as u64;
