@@ -12,6 +12,7 @@ pub const SW_CONTEXT_SWITCHES: u64 = 3;
 pub const SW_CPU_MIGRATIONS: u64 = 4;
 pub const SW_PAGE_FAULTS_MIN: u64 = 5;
 pub const SW_PAGE_FAULTS_MAJ: u64 = 6;
+pub const SW_DUMMY: u64 = 9;
 
 pub const SAMPLE_IP: u64 = 1 << 0;
 pub const SAMPLE_TID: u64 = 1 << 1;
@@ -34,6 +35,8 @@ pub const RECORD_SAMPLE: u32 = 9;
 pub const MISC_CPUMODE_MASK: u16 = 7;
 pub const MISC_KERNEL: u16 = 1;
 
+pub const FLAG_FD_NO_GROUP: libc::c_ulong = 1;
+pub const FLAG_FD_OUTPUT: libc::c_ulong = 2;
 pub const FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
 const IOC_ENABLE: libc::c_ulong = 0x2400;
@@ -85,6 +88,33 @@ pub fn open(attr: &Attr, pid: i32, cpu: i32, group: i32) -> Result<i32, i32> {
     } else {
         Ok(fd as i32)
     }
+}
+
+/// Opens one event writing into the ring of `out` from the start (PERF_FLAG_FD_OUTPUT: no
+/// SET_OUTPUT ioctl), as a member of `out`'s group when `join`. A kernel refusing the flag gets
+/// the open and the ioctl apart.
+pub fn open_into(attr: &Attr, pid: i32, cpu: i32, out: i32, join: bool) -> Result<i32, i32> {
+    let flags = FLAG_FD_CLOEXEC | FLAG_FD_OUTPUT | if join { 0 } else { FLAG_FD_NO_GROUP };
+    // SAFETY: attr points to a valid perf_event_attr of the size it states.
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr as *const Attr, pid, cpu, out, flags) };
+    if fd >= 0 {
+        return Ok(fd as i32);
+    }
+    let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    if e != libc::EINVAL {
+        return Err(e);
+    }
+    let fd = open(attr, pid, cpu, if join { out } else { -1 })?;
+    if let Err(e) = set_output(fd, out) {
+        close(fd);
+        return Err(e);
+    }
+    Ok(fd)
+}
+
+pub fn close(fd: i32) {
+    // SAFETY: our fd.
+    unsafe { libc::close(fd) };
 }
 
 pub fn enable(fd: i32) {
