@@ -17,6 +17,9 @@ use oslens_format::kernel as k;
 /// program that creates threads without end must not hold the attach forever).
 const ATTACH_LISTINGS: usize = 50;
 
+/// The per-task tracepoints' attributes and names, in the same order.
+type TaskEvents<'a> = (&'a [perf::Attr], &'a [&'a str]);
+
 /// A tracepoint to open: its handler, whether it is opened for every task of a CPU, its format.
 struct Chosen {
     tp: &'static str,
@@ -81,9 +84,10 @@ impl Collector {
         let opened = |tp: &str| wide_opened.iter().any(|e| e == tp) || task.iter().any(|t| t.tp == tp);
         self.enabled.extend(chosen.iter().filter(|c| opened(c.tp)).map(|c| c.tp.to_string()));
         let attrs: Vec<perf::Attr> = task.iter().map(|c| self.tracepoint_attr(c, 0)).collect();
+        let names: Vec<&str> = task.iter().map(|c| c.tp).collect();
         let tids = self.task_targets();
-        self.open_task_groups(&attrs, &tids, &rings)?;
-        self.open_late_threads(&attrs, &rings)?;
+        self.open_task_groups((&attrs, &names), &tids, &rings)?;
+        self.open_late_threads((&attrs, &names), &rings)?;
         if self.enabled.is_empty() {
             self.close_all();
             return Err("no tracepoint could be opened".into());
@@ -166,7 +170,8 @@ impl Collector {
         let mut ok = vec![];
         let mut held = task_events::Held::default();
         for c in task {
-            match perf::open(&self.tracepoint_attr(c, 0), 0, self.cpus[0] as i32, -1) {
+            // without inherit (as for -1): the opening workers must not inherit these tries
+            match perf::open(&self.tracepoint_attr(c, -1), 0, self.cpus[0] as i32, -1) {
                 Ok(fd) => {
                     held.0.push(fd);
                     ok.push(c);
@@ -244,8 +249,8 @@ impl Collector {
 
     /// The per-task events of `tids` on every CPU (task_events); a thread that ended is skipped
     /// in an attach and ends the tier for a launched program.
-    fn open_task_groups(&mut self, attrs: &[perf::Attr], tids: &[i32], rings: &[(u32, i32)]) -> Result<(), String> {
-        match task_events::open_all(attrs, tids, rings) {
+    fn open_task_groups(&mut self, task: TaskEvents, tids: &[i32], rings: &[(u32, i32)]) -> Result<(), String> {
+        match task_events::open_all(task.0, tids, rings) {
             Ok(g) if g.gone > 0 && self.opts.attach.is_empty() => {
                 let mut g = g;
                 g.close();
@@ -259,7 +264,7 @@ impl Collector {
             }
             Err(r) => {
                 self.close_all();
-                Err(format!("perf_event_open on a tracepoint of thread {} was refused: {}", r.tid, errno_text(r.errno)))
+                Err(format!("perf_event_open on {} for thread {} was refused: {}", task.1[r.index], r.tid, errno_text(r.errno)))
             }
         }
     }
@@ -364,8 +369,8 @@ impl Collector {
 
     /// perf: per-task events for the threads the attached processes created while their
     /// events were being opened, until a listing finds none.
-    fn open_late_threads(&mut self, attrs: &[perf::Attr], rings: &[(u32, i32)]) -> Result<(), String> {
-        if self.opts.attach.is_empty() || attrs.is_empty() {
+    fn open_late_threads(&mut self, task: TaskEvents, rings: &[(u32, i32)]) -> Result<(), String> {
+        if self.opts.attach.is_empty() || task.0.is_empty() {
             return Ok(());
         }
         for _ in 0..ATTACH_LISTINGS {
@@ -373,7 +378,7 @@ impl Collector {
             if tids.is_empty() {
                 break;
             }
-            self.open_task_groups(attrs, &tids, rings)?;
+            self.open_task_groups(task, &tids, rings)?;
         }
         Ok(())
     }
