@@ -7,6 +7,9 @@ use crate::perf;
 
 /// Threads per opening worker below which one more worker is not worth its start.
 const THREADS_PER_WORKER: usize = 32;
+/// At most this many workers: the kernel finds a tracepoint's event under one mutex
+/// (perf_trace_init, event_mutex), so more would mostly queue there.
+const MAX_WORKERS: usize = 4;
 
 /// Events opened for some threads: group leaders (enabled and disabled one by one), their members
 /// (which follow the leader), and how many threads had ended before their turn.
@@ -101,12 +104,12 @@ fn open_part(attrs: &[perf::Attr], tids: &[i32], rings: &[(u32, i32)]) -> Result
 }
 
 /// The groups of every thread of `tids` on every CPU of `rings`, the threads split across up to
-/// one worker per CPU; on a refusal nothing stays open.
+/// one worker per CPU (MAX_WORKERS at most); on a refusal nothing stays open.
 pub fn open_all(attrs: &[perf::Attr], tids: &[i32], rings: &[(u32, i32)]) -> Result<Groups, Refused> {
     if attrs.is_empty() || tids.is_empty() {
         return Ok(Groups::default());
     }
-    let workers = rings.len().min(tids.len().div_ceil(THREADS_PER_WORKER)).max(1);
+    let workers = rings.len().min(MAX_WORKERS).min(tids.len().div_ceil(THREADS_PER_WORKER)).max(1);
     if workers == 1 {
         return open_part(attrs, tids, rings);
     }
