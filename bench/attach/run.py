@@ -9,6 +9,10 @@
    in batches of 1,000 (it logs each batch's end), with windows of --window seconds bare,
    attached by oslens and attached by perf, alternating; the batch rate in each window from the
    program's own log; added cost = bare rate / traced rate - 1, and the ratio oslens / perf.
+   Where the cost goes, per tool (the worker thread's /proc schedstat and sched, sampled every
+   20 ms, cut at each window): CPU time per batch (tracing paid in the program's own context) and the
+   share of the span it waited runnable for a CPU, with its involuntary switches per second
+   (the tracer's process competing for the CPUs).
 
 Prints one JSON object. Root (kernel tracepoints). Figures are one run on whatever machine it is:
 rerun on a quiet one before quoting them.
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -81,12 +86,61 @@ def perf_window(pid: int, work: Path, window: float) -> tuple[int, int, str]:
     return t0 + 500_000_000, t0 + int(window * 1e9), r.stderr[-300:]
 
 
+def worker_sched(pid: int) -> tuple[int, int, int]:
+    """The worker thread's (run ns, runnable-wait ns, involuntary switches) from /proc."""
+    tid = max(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    run, wait, _ = (int(v) for v in Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split())
+    sched = Path(f"/proc/{pid}/task/{tid}/sched").read_text()
+    invol = next(int(line.split(":")[1]) for line in sched.splitlines() if line.startswith("nr_involuntary_switches"))
+    return run, wait, invol
+
+
+class SchedSampler(threading.Thread):
+    """Reads the worker's schedstat every 20 ms with its instant, so each window's share can be
+    cut out afterwards (an oslens window's edges are known only from its meta.json)."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.done = pid, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.02):
+            try:
+                self.samples.append((time.monotonic_ns(), *worker_sched(self.pid)))
+            except (OSError, ValueError):
+                return
+
+    def between(self, lo: int, hi: int) -> tuple[int, tuple, tuple] | None:
+        inside = [s for s in self.samples if lo <= s[0] <= hi]
+        return (inside[-1][0] - inside[0][0], inside[0][1:], inside[-1][1:]) if len(inside) >= 2 else None
+
+
+def cost_split(windows: list[tuple], sampler: SchedSampler, ends: list[int]) -> dict:
+    """Per tool, inside its windows: the worker's CPU µs per batch (tracing paid in its own
+    context), the share of the time it waited runnable for a CPU, involuntary switches per second."""
+    acc: dict[str, list[float]] = {}
+    for tool, lo, hi, _ in windows:
+        cut = sampler.between(lo, hi)
+        if cut is None:
+            continue
+        span, s0, s1 = cut
+        t0 = next(s[0] for s in sampler.samples if s[0] >= lo)
+        n = sum(1 for t in ends if t0 <= t <= t0 + span)
+        a = acc.setdefault(tool, [0, 0, 0, 0, 0])
+        for i, v in enumerate((n, s1[0] - s0[0], s1[1] - s0[1], s1[2] - s0[2], span)):
+            a[i] += v
+    return {t: {"cpu_us_per_batch": round(a[1] / a[0] / 1e3, 2) if a[0] else None, "wait_share": round(a[2] / a[4], 3),
+                "involuntary_per_s": round(a[3] / (a[4] / 1e9), 1)} for t, a in acc.items()}
+
+
 def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> dict:
     gap = 1.5  # each tool's start and end stay outside the windows
     total = 3600  # ended by SIGTERM after the last window
     log = work / "spin.log"
     p = start_spin(exe, 0, 1, total, log)
     windows = []
+    sampler = SchedSampler(p.pid)
+    sampler.start()
     for _ in range(rounds):
         for tool in ("bare", "oslens", "bare", "perf"):
             time.sleep(gap)
@@ -99,6 +153,8 @@ def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> di
                 windows.append((tool, m["attach"]["ts_ns"], m["attach"]["detach_ns"], str(m.get("kernel", {}).get("lost"))))
             else:
                 windows.append((tool, *perf_window(p.pid, work, window)))
+    sampler.done.set()
+    sampler.join()
     p.terminate()
     p.wait(timeout=60)
     ends = [int(line.split()[1]) for line in log.read_text().splitlines()]
@@ -110,7 +166,7 @@ def overhead(exe: Path, work: Path, window: float, rounds: int, env: dict) -> di
     return {"batches_per_s": {t: round(v, 1) for t, v in med.items()},
             "added": {t: round(v, 4) for t, v in added.items()},
             "oslens_added_over_perf_added": round(added["oslens"] / added["perf"], 3) if added["perf"] > 0 else None,
-            "program_batches": len(ends), "program_span_s": round((ends[-1] - ends[0]) / 1e9, 3) if ends else 0,
+            "where": cost_split(windows, sampler, ends), "program_batches": len(ends), "program_span_s": round((ends[-1] - ends[0]) / 1e9, 3) if ends else 0,
             "windows": [{"tool": t, "from_s": round((lo - ends[0]) / 1e9, 3) if ends else None, "s": round((hi - lo) / 1e9, 3),
                          "note": n} for t, lo, hi, n in windows]}
 

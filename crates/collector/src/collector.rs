@@ -44,7 +44,10 @@ pub struct Collector {
     pub tracefs_how: Option<String>,
     pub enabled: Vec<String>,
     pub missing: Vec<String>,
+    /// Events enabled and disabled one by one: per-CPU ones and per-task group leaders.
     pub fds: Vec<i32>,
+    /// Per-task group members: they follow their leader's enable and disable.
+    pub members: Vec<i32>,
     pub rings: Vec<RingSlot>,
     /// The fd owning each ring: poll()able, readable when the ring is a quarter full.
     pub leaders: Vec<i32>,
@@ -88,6 +91,7 @@ impl Collector {
             enabled: vec![],
             missing: vec![],
             fds: vec![],
+            members: vec![],
             rings: vec![],
             leaders: vec![],
             counters: vec![],
@@ -109,7 +113,7 @@ impl Collector {
     pub fn close_all(&mut self) {
         self.bpf = None;
         self.rings.clear();
-        for fd in self.fds.drain(..) {
+        for fd in self.fds.drain(..).chain(self.members.drain(..)) {
             // SAFETY: our fd.
             unsafe { libc::close(fd) };
         }

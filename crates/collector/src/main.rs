@@ -22,7 +22,8 @@
 //! Modules, top down (each uses only those after it): `setup` (the tiers: attach), `collector`
 //! (enable, drain, finish), `perf_records` and `bpf_records` (decoding the two kinds of ring),
 //! `state` (what decoding remembers, where records go), `tracepoints` (which tracepoints, which
-//! fields), then the leaves: `cli`, `attach` (the threads of running processes), `perf`, `bpf`, `tracefs`, `chunk`, `counters`, `signals`,
+//! fields), then the leaves: `cli`, `attach` (the threads of running processes), `task_events` (their
+//! per-task events, opened in parallel), `perf`, `bpf`, `tracefs`, `chunk`, `counters`, `signals`,
 //! `sys`, `json`.
 
 mod attach;
@@ -38,6 +39,7 @@ mod perf_records;
 mod setup;
 mod signals;
 mod state;
+mod task_events;
 mod sys;
 mod tracefs;
 mod tracepoints;

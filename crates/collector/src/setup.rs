@@ -8,6 +8,7 @@ use crate::counters::{Counter, ProcSwitches};
 use crate::perf;
 use crate::perf_records::RingKind;
 use crate::sys::errno_text;
+use crate::task_events;
 use crate::tracefs::{self, Field, Format};
 use crate::tracepoints::{fields_of, optional_field, Ev, Handler, TRACEPOINTS};
 use oslens_format::kernel as k;
@@ -15,6 +16,9 @@ use oslens_format::kernel as k;
 /// How many times an attach lists a process's threads again for ones created meanwhile (a
 /// program that creates threads without end must not hold the attach forever).
 const ATTACH_LISTINGS: usize = 50;
+
+/// The per-task tracepoints' attributes and names, in the same order.
+type TaskEvents<'a> = (&'a [perf::Attr], &'a [&'a str]);
 
 /// A tracepoint to open: its handler, whether it is opened for every task of a CPU, its format.
 struct Chosen {
@@ -66,12 +70,24 @@ impl Collector {
                 self.st.newtask_id = c.format.id;
             }
         }
-        let mut leaders = vec![];
-        let tids = self.task_targets();
+        let (wide, task): (Vec<&Chosen>, Vec<&Chosen>) = chosen.iter().partition(|c| c.per_cpu);
+        let (task, _probes) = self.probe_task_events(task)?;
+        let before = self.enabled.len();
+        let mut rings = vec![];
         for &cpu in &self.cpus.clone() {
-            leaders.push((cpu, self.open_cpu(cpu, &chosen, &tids, None)?));
+            if let Some(ring) = self.open_cpu(cpu, &wide, !task.is_empty())? {
+                rings.push((cpu, ring));
+            }
         }
-        self.open_late_threads(&chosen, &leaders)?;
+        // listed in the table's order, per-CPU and per-task ones mixed as before
+        let wide_opened = self.enabled.split_off(before);
+        let opened = |tp: &str| wide_opened.iter().any(|e| e == tp) || task.iter().any(|t| t.tp == tp);
+        self.enabled.extend(chosen.iter().filter(|c| opened(c.tp)).map(|c| c.tp.to_string()));
+        let attrs: Vec<perf::Attr> = task.iter().map(|c| self.tracepoint_attr(c, 0)).collect();
+        let names: Vec<&str> = task.iter().map(|c| c.tp).collect();
+        let tids = self.task_targets();
+        self.open_task_groups((&attrs, &names), &tids, &rings)?;
+        self.open_late_threads((&attrs, &names), &rings)?;
         if self.enabled.is_empty() {
             self.close_all();
             return Err("no tracepoint could be opened".into());
@@ -146,64 +162,111 @@ impl Collector {
         Ok(())
     }
 
-    /// Opens the chosen tracepoints on one CPU, all writing into one ring (the first one's), the
-    /// per-task ones for each of `tids`; with a `leader` (threads found late by an attach) only
-    /// the per-task ones, into its ring. Returns the ring's leader.
-    fn open_cpu(&mut self, cpu: u32, chosen: &[Chosen], tids: &[i32], mut leader: Option<i32>) -> Result<Option<i32>, String> {
-        let ring_bytes = self.opts.ring_mib << 20;
-        let first = leader.is_none();
-        for c in chosen {
-            if !first && c.per_cpu {
-                continue;
-            }
-            let tp = c.tp;
-            let targets: &[i32] = if c.per_cpu { &[-1] } else { tids };
-            let mut opened = false;
-            for &pid in targets {
-                let a = self.tracepoint_attr(c, pid);
-                let fd = match perf::open(&a, pid, cpu as i32, -1) {
-                    Ok(fd) => fd,
-                    Err(e) if e == libc::EACCES || e == libc::EPERM => {
-                        self.close_all();
-                        return Err(format!("perf_event_open on {tp} was refused ({}): tracepoints need root or CAP_PERFMON", errno_text(e)));
-                    }
-                    // a thread of an attached process that ended since it was listed
-                    Err(e) if e == libc::ESRCH && !self.opts.attach.is_empty() && pid != -1 => continue,
-                    Err(e) if e == libc::ESRCH => {
-                        self.close_all();
-                        return Err(format!("the traced process {} is gone", self.opts.pid));
-                    }
-                    Err(e) => {
-                        if cpu == self.cpus[0] && first {
-                            self.missing.push(format!("{tp} ({})", errno_text(e)));
-                        }
-                        break;
-                    }
-                };
-                self.fds.push(fd);
-                opened = true;
-                match leader {
-                    None => {
-                        let ring = perf::Ring::map(fd, ring_bytes).map_err(|e| {
-                            format!("cannot map a {} MiB ring buffer for CPU {cpu}: {}", self.opts.ring_mib, errno_text(e))
-                        })?;
-                        self.rings.push(RingSlot { cpu, kind: RingKind::Trace, ring });
-                        self.leaders.push(fd);
-                        leader = Some(fd);
-                    }
-                    Some(l) => {
-                        if let Err(e) = perf::set_output(fd, l) {
-                            self.close_all();
-                            return Err(format!("cannot share the CPU {cpu} ring with {tp}: {}", errno_text(e)));
-                        }
-                    }
+    /// The per-task tracepoints the kernel opens, tried on the collector itself (a refusal there
+    /// is one for every thread); the others are noted missing, a refused privilege ends the tier.
+    /// The tries stay open until dropped: closing the last event of a tracepoint unregisters it,
+    /// and registering it again waits for RCU.
+    fn probe_task_events<'a>(&mut self, task: Vec<&'a Chosen>) -> Result<(Vec<&'a Chosen>, task_events::Held), String> {
+        let mut ok = vec![];
+        let mut held = task_events::Held::default();
+        for c in task {
+            // without inherit (as for -1): the opening workers must not inherit these tries
+            match perf::open(&self.tracepoint_attr(c, -1), 0, self.cpus[0] as i32, -1) {
+                Ok(fd) => {
+                    held.0.push(fd);
+                    ok.push(c);
                 }
-            }
-            if opened && first && cpu == self.cpus[0] {
-                self.enabled.push(tp.to_string());
+                Err(e) if e == libc::EACCES || e == libc::EPERM => {
+                    self.close_all();
+                    return Err(format!("perf_event_open on {} was refused ({}): tracepoints need root or CAP_PERFMON", c.tp, errno_text(e)));
+                }
+                Err(e) => self.missing.push(format!("{} ({})", c.tp, errno_text(e))),
             }
         }
-        Ok(leader)
+        Ok((ok, held))
+    }
+
+    /// Opens the per-CPU tracepoints on one CPU, all writing into one ring (the first one's, or a
+    /// dummy event's when only per-task events will write into it: `need_ring`). Returns the
+    /// ring's owner, None when nothing opened and none is needed.
+    fn open_cpu(&mut self, cpu: u32, wide: &[&Chosen], need_ring: bool) -> Result<Option<i32>, String> {
+        let mut ring: Option<i32> = None;
+        for c in wide {
+            let a = self.tracepoint_attr(c, -1);
+            let opened = match ring {
+                None => perf::open(&a, -1, cpu as i32, -1),
+                Some(r) => perf::open_into(&a, -1, cpu as i32, r, false),
+            };
+            let fd = match opened {
+                Ok(fd) => fd,
+                Err(e) if e == libc::EACCES || e == libc::EPERM => {
+                    self.close_all();
+                    return Err(format!("perf_event_open on {} was refused ({}): tracepoints need root or CAP_PERFMON", c.tp, errno_text(e)));
+                }
+                Err(e) => {
+                    if cpu == self.cpus[0] {
+                        self.missing.push(format!("{} ({})", c.tp, errno_text(e)));
+                    }
+                    continue;
+                }
+            };
+            self.fds.push(fd);
+            if cpu == self.cpus[0] {
+                self.enabled.push(c.tp.to_string());
+            }
+            if ring.is_none() {
+                self.map_ring(cpu, fd)?;
+                ring = Some(fd);
+            }
+        }
+        if ring.is_none() && need_ring {
+            // the per-task events need a ring owner per CPU: an event that never fires
+            let mut a = perf::Attr::new(perf::TYPE_SOFTWARE, perf::SW_DUMMY);
+            a.flags = perf::F_DISABLED | perf::F_USE_CLOCKID | perf::F_WATERMARK;
+            a.clockid = libc::CLOCK_MONOTONIC;
+            a.wakeup = ((self.opts.ring_mib << 20) / 4) as u32;
+            let fd = perf::open(&a, -1, cpu as i32, -1).map_err(|e| {
+                self.close_all();
+                format!("cannot open the CPU {cpu} ring's owner (a dummy event): {}", errno_text(e))
+            })?;
+            self.fds.push(fd);
+            self.map_ring(cpu, fd)?;
+            ring = Some(fd);
+        }
+        Ok(ring)
+    }
+
+    fn map_ring(&mut self, cpu: u32, fd: i32) -> Result<(), String> {
+        let ring = perf::Ring::map(fd, self.opts.ring_mib << 20).map_err(|e| {
+            let why = format!("cannot map a {} MiB ring buffer for CPU {cpu}: {}", self.opts.ring_mib, errno_text(e));
+            self.close_all();
+            why
+        })?;
+        self.rings.push(RingSlot { cpu, kind: RingKind::Trace, ring });
+        self.leaders.push(fd);
+        Ok(())
+    }
+
+    /// The per-task events of `tids` on every CPU (task_events); a thread that ended is skipped
+    /// in an attach and ends the tier for a launched program.
+    fn open_task_groups(&mut self, task: TaskEvents, tids: &[i32], rings: &[(u32, i32)]) -> Result<(), String> {
+        match task_events::open_all(task.0, tids, rings) {
+            Ok(g) if g.gone > 0 && self.opts.attach.is_empty() => {
+                let mut g = g;
+                g.close();
+                self.close_all();
+                Err(format!("the traced process {} is gone", self.opts.pid))
+            }
+            Ok(mut g) => {
+                self.fds.append(&mut g.leaders);
+                self.members.append(&mut g.members);
+                Ok(())
+            }
+            Err(r) => {
+                self.close_all();
+                Err(format!("perf_event_open on {} for thread {} was refused: {}", task.1[r.index], r.tid, errno_text(r.errno)))
+            }
+        }
     }
 
     fn tracepoint_attr(&self, c: &Chosen, pid: i32) -> perf::Attr {
@@ -306,8 +369,8 @@ impl Collector {
 
     /// perf: per-task events for the threads the attached processes created while their
     /// events were being opened, until a listing finds none.
-    fn open_late_threads(&mut self, chosen: &[Chosen], leaders: &[(u32, Option<i32>)]) -> Result<(), String> {
-        if self.opts.attach.is_empty() || chosen.iter().all(|c| c.per_cpu) {
+    fn open_late_threads(&mut self, task: TaskEvents, rings: &[(u32, i32)]) -> Result<(), String> {
+        if self.opts.attach.is_empty() || task.0.is_empty() {
             return Ok(());
         }
         for _ in 0..ATTACH_LISTINGS {
@@ -315,11 +378,7 @@ impl Collector {
             if tids.is_empty() {
                 break;
             }
-            for &(cpu, leader) in leaders {
-                if leader.is_some() {
-                    self.open_cpu(cpu, chosen, &tids, leader)?;
-                }
-            }
+            self.open_task_groups(task, &tids, rings)?;
         }
         Ok(())
     }

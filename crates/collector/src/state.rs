@@ -16,7 +16,7 @@ pub struct State {
     pub handlers: Vec<Handler>,
     pub by_id: Vec<u16>,
     pub newtask_id: u16,
-    pub writers: HashMap<u32, Writer>,
+    pub writers: HashMap<u32, Writer, Fast>,
     pub traced: HashSet<u32, Fast>,
     pub comms: HashMap<u32, [u8; 16], Fast>,
     pub irq_names: HashSet<i64, Fast>,
@@ -39,7 +39,7 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(system_wide: bool, writers: HashMap<u32, Writer>) -> State {
+    pub fn new(system_wide: bool, writers: HashMap<u32, Writer, Fast>) -> State {
         State {
             system_wide,
             filter_switches: !system_wide,
