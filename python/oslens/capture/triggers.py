@@ -156,6 +156,7 @@ class Watcher:
         self.sched = Sched(nrs, any(t.first.kind in ("runq", "offcpu") or t.within for t in self.specs))
         self.tails: dict[str, _native.ChunkTail] = {}
         self.done: set[str] = set()
+        self.execd: set[str] = set()  # open chunks whose last record is an exec: their successors may be read
         self.listed: set[str] = set()
         self.clock = _Clock()
         self.stacks: dict[tuple[int, int], list[int]] = {}   # (tid, region id) -> begin timestamps
@@ -196,6 +197,12 @@ class Watcher:
         if name not in self.listed or h is not None and h["closed"] and tail.seen >= h["committed"]:
             del self.tails[name]  # a closed chunk gets nothing more, nor one deleted (read to its end above)
             self.done.add(name)
+        elif len(records):
+            # an image that exec'd away never closes its chunk; the next image (same pid and tid) goes on in the next
+            if records["kind"][-1] == raw.PROCESS_EXEC:
+                self.execd.add(name)
+            else:
+                self.execd.discard(name)
         return h, records
 
     def _in_order(self, prefix: str):
@@ -210,7 +217,7 @@ class Watcher:
         for chunks in streams.values():
             for _, n in sorted(chunks):
                 yield n
-                if n in self.tails:  # still open after its read: its successors wait
+                if n in self.tails and n not in self.execd:  # still open after its read: its successors wait
                     break
 
     # -- polling ---------------------------------------------------------------------------
@@ -229,7 +236,7 @@ class Watcher:
                     self.clock.add(zip(cp["ts"].tolist(), cp["a"].tolist()))
                 if len(r) and len(self.app_kinds):
                     app.append((h, r[np.isin(r["kind"], self.app_kinds)], False))
-        for name in self._in_order("names-"):
+        for name in [n for n in self.tails if n.startswith("names-")]:  # one per image or session: any order
             h, r = self._read(name)
             if len(r) and (r["kind"] == raw.NAME).any():
                 try:
