@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Do two builds of oslens give the same tables for the same workload? Records a few process
 start-up workloads (a shell loop of /bin/true, a Python program that forks in every way the
-preload sees, `make -j2` of a small C project) with the `oslens` given, then compares two such
+preload sees, `make -j2` of a small C project, tests/c/fork_markers.c) with the `oslens` given, then compares two such
 sets of traces table by table, row for row, with what differs between any two runs taken out:
 timestamps and durations (columns ending in `ns`, `ts`, floats), CPU numbers, paths, and pids,
 which are replaced by their rank in the trace (a sequential workload forks in the same order
@@ -56,6 +56,8 @@ WORKLOADS = {
     "shell_loop": (["sh", "-c", "for i in $(seq 20); do /bin/true; done"], True),
     "python_forks": ([sys.executable, "-c", FORKING_PY], True),
     "make_j2": (["make", "-s", "-j2", "-C", "{src}"], False),
+    # children that exec, fail an exec, exit(), _exit(), record an event, are killed
+    "fork_markers": (["{src}/fork_markers", "4"], True),
 }
 PID_COLUMNS = {"pid", "tid", "parent_tid", "ppid"}
 
@@ -64,6 +66,8 @@ def record(oslens: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     src = out / "src"
     write_project(src, 6)
+    flags = subprocess.run([oslens, "flags", "--cflags", "--libs"], capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run(["gcc", "-O2", "-o", str(src / "fork_markers"), str(HERE.parent.parent / "tests" / "c" / "fork_markers.c"), *flags], check=True)
     for name, (cmd, _ordered) in WORKLOADS.items():
         subprocess.run(["make", "-s", "-C", str(src), "clean"], check=True)
         cmd = [c.format(src=src) for c in cmd]
