@@ -93,7 +93,10 @@ def _norm(row: dict, ranks: dict, ordered: bool) -> tuple:
     process = str(row.get("kind", "")).startswith("process_")
     for k in sorted(row):
         v = row[k]
-        if _timing(k) or isinstance(v, float) or (k in PID_COLUMNS and not ordered):
+        if _timing(k) or isinstance(v, float):
+            out.append((k, v is None))  # whether the time is known, not its value
+            continue
+        if k in PID_COLUMNS and not ordered:
             continue
         if k in ("value", "b") and "kind" in row and not process:
             continue  # clock pairs' times, locks' addresses (ASLR)
