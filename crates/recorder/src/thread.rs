@@ -104,6 +104,14 @@ struct Listed {
 
 static CURSORS: AtomicPtr<Listed> = AtomicPtr::new(std::ptr::null_mut());
 
+/// What flushes the preload's lock counts (interpose/, which calls into this module, sets it).
+static EXIT_FLUSH: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Sets what a process's exit flushes before its main thread's ledger markers are ended.
+pub fn set_exit_flush(flush: fn()) {
+    EXIT_FLUSH.store(flush as *mut (), Relaxed);
+}
+
 /// The calling thread's cursor (see WRITER).
 pub fn writer() -> *mut Cursor {
     WRITER.with(|w| {
@@ -548,7 +556,11 @@ extern "C" fn on_process_exit() {
     if markers {
         // lock counts are records of the thread's own: they make its chunk, which takes the
         // markers, whichever exit handler runs first
-        crate::interpose::flush_lock_counts();
+        let flush = EXIT_FLUSH.load(Relaxed);
+        if !flush.is_null() {
+            // SAFETY: set by set_exit_flush to a plain function.
+            unsafe { std::mem::transmute::<*mut (), fn()>(flush)() };
+        }
     }
     instruments::record_all_counters(kinds::COUNTER_FINAL);
     if markers && current_if_exists().is_none() {

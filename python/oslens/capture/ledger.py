@@ -148,7 +148,7 @@ def thread_chunks(chunks: list[raw.ChunkData]) -> list[raw.ChunkData]:
     opened: dict[tuple, list] = {}  # (pid, tid) -> [(opening raw clock, seq)] of its own chunks
     for c in own:
         if c.header:
-            opened.setdefault((c.pid, c.tid), []).append((c.header["calib"][0][0], c.header["seq"]))
+            opened.setdefault((c.pid, c.tid), []).append(((c.header.get("calib") or [(0, 0)])[0][0], c.header.get("seq", 0)))
     return from_names(names, {(c.pid, c.tid) for c in own}, opened)
 
 

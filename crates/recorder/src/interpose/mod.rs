@@ -133,14 +133,6 @@ pub(crate) fn rec_marker(kind: u8, id: u32, a: u64, b: u64) {
     }
 }
 
-/// Writes the lock counts not yet flushed (thread.rs, at the exit of a process whose markers are
-/// in the ledger: a count is a record of its own, which must make the thread's chunk first).
-pub(crate) fn flush_lock_counts() {
-    if recording() {
-        counts::flush_all();
-    }
-}
-
 /// Runs a call into the recorder unless this thread is already inside it.
 #[inline(always)]
 fn in_recorder(call: impl FnOnce()) {

@@ -286,6 +286,9 @@ static CONSTRUCTOR: extern "C" fn() = {
         note_keep();
         if recording() {
             counts::create_exit_key();
+            // at exit, counts are flushed before a main thread's ledger markers are ended: a
+            // count is a record of its own, which makes the thread's chunk that takes them
+            crate::thread::set_exit_flush(counts::flush_all);
             // a return from main exits through glibc's own exit call, not the wrapper
             // SAFETY: registering a plain function.
             unsafe { libc::atexit(flush_counts_at_exit) };
