@@ -41,6 +41,9 @@ struct Names {
 }
 
 static LOCK: AtomicBool = AtomicBool::new(false);
+/// Set once the process's names exist (`with_names`): a process that never named anything ends
+/// without making them (a HashSet's random seed is a `getrandom` in every process image).
+static TOUCHED: AtomicBool = AtomicBool::new(false);
 /// The thread holding LOCK, so a re-entry (a wrapped libc call made under the lock that
 /// records, say) is refused instead of spinning forever.
 static OWNER: AtomicU32 = AtomicU32::new(0);
@@ -70,6 +73,7 @@ fn with_names(f: impl FnOnce(&mut Names)) {
     if !lock() {
         return;
     }
+    TOUCHED.store(true, Ordering::Relaxed);
     // SAFETY: NAMES is only touched with LOCK held.
     let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new(), kept: Vec::new(), kept_ids: HashSet::new(), ends_held: 0 }) };
     f(names);
@@ -280,6 +284,9 @@ fn open_chunk(names: &mut Names) {
 }
 
 pub fn close_for_exit() {
+    if !TOUCHED.load(Ordering::Relaxed) && crate::space::no_chunk_drops().2 == 0 {
+        return; // named nothing, and no thread lost a record: no names chunk to close or make
+    }
     let helper = crate::helper::helper_cost();
     with_names(|names| {
         if names.chunk.is_none() && crate::space::no_chunk_drops().2 > 0 {
