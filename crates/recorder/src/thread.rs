@@ -57,7 +57,7 @@ thread_local! {
     static EXIT_DEFERRED: Cell<bool> = const { Cell::new(false) };
     /// This thread's start while it is in the ledger (no chunk of its own yet).
     static PENDING: Cell<Option<Started>> = const { Cell::new(None) };
-    /// The process markers (fork, exec) this main thread put in the ledger, having no chunk.
+    /// The process markers (fork, exec, exit) this main thread put in the ledger, having no chunk.
     static MARKERS: Cell<Option<Markers>> = const { Cell::new(None) };
 }
 
