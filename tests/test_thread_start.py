@@ -1,6 +1,7 @@
 """Threads that record nothing of their own (issue 22): under the preload their start and end go
 to their process's thread ledger in its names chunk, not to chunk files, and the store still
-lists every one of them with its start, end and name (docs/recorder.md, "Start-up")."""
+lists every one of them with its start, end and name (docs/recorder.md, "Start-up"). So do a
+fork()ed child's fork, exec and exit markers (issue 31)."""
 
 import signal
 
@@ -93,3 +94,40 @@ def test_ledger_threads_agree_with_the_kernel(tmp_path, prog):
     assert len(bounds) == len(rows) - 2
     for tid, k_start, k_end, first, last in bounds:
         assert k_start <= first and (k_end is None or last <= k_end), tid
+
+
+EXECS = 6
+
+
+def test_children_that_record_nothing_but_fork_exec_exit_make_one_file(tmp_path, compile_c):
+    """A fork()ed child's fork, exec and exit markers go to its thread ledger (docs/recorder.md,
+    "Start-up"): a child that records nothing else makes its names chunk only, and the store,
+    `oslens dump` and meta.json show exactly the markers and threads the program's log says."""
+    trace = tmp_path / "trace"
+    proc = run_oslens("record", "--no-kernel", "-f", "-o", trace, "--", compile_c("fork_markers.c"), EXECS)
+    log = [line.split("=") for line in proc.stdout.split()]
+    kids = {kind: [int(p) for k, p in log if k == kind] for kind in ("exec", "failed", "xit", "_exit", "record", "killed")}
+    assert len(kids["exec"]) == EXECS and all(len(v) == 1 for k, v in kids.items() if k != "exec")
+    children = [int(p) for _, p in log]
+    files = sorted(p.name for p in (trace / "raw").glob("*.osl"))
+    parent = int(files[0].split("-")[1])
+    # the parent's chunk and names chunk, a names chunk per child, and the recording child's chunk
+    assert files == sorted([f"app-{parent}-{parent}-0.osl", f"names-{parent}-0.osl", f"app-{kids['record'][0]}-{kids['record'][0]}-0.osl"]
+                           + [f"names-{c}-0.osl" for c in children])
+    records = dump(trace)
+    forks = [(r["pid"], r["value"], r["b"]) for r in records if r["kind"] == "process_fork"]
+    assert sorted(forks) == sorted([(parent, c, 0) for c in children] + [(c, 0, parent) for c in children])
+    execs = [(r["pid"], r["name"], r["value"]) for r in records if r["kind"] == "process_exec"]
+    failed, rec = kids["failed"][0], kids["record"][0]
+    assert sorted(execs) == sorted([(c, "/bin/true", 0) for c in kids["exec"] + [rec]]
+                                   + [(failed, "/nonexistent/prog", 0), (failed, "/nonexistent/prog", 2), (failed, "/bin/true", 0)])
+    assert [(r["pid"], r["value"]) for r in records if r["kind"] == "process_exit"] == [(kids["xit"][0], 3)]
+    # the recording child's chunk holds its fork marker first, once, then its event and exec
+    assert [r["kind"] for r in records if r["pid"] == rec] == ["process_fork", "event", "process_exec"]
+    # the killed child keeps its fork marker; the exit()ing child its closing clock pair
+    assert [r["kind"] for r in records if r["pid"] == kids["killed"][0]] == ["process_fork"]
+    assert [r["kind"] for r in records if r["pid"] == kids["xit"][0] and r["tid"]] == ["process_fork", "process_exit", "clock_pair"]
+    rows = sql(trace, "SELECT pid, tid, app_records FROM threads WHERE is_traced ORDER BY tid")
+    want = {c: 2 for c in kids["exec"]} | {failed: 4, kids["xit"][0]: 3, kids["_exit"][0]: 1, rec: 3, kids["killed"][0]: 1}
+    assert {p: n for p, t, n in rows if p != parent} == want and all(p == t for p, t, _ in rows)
+    assert len(meta(trace)["threads"]) == len(rows) and not meta(trace)["damage"]

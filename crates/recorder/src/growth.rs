@@ -1,7 +1,7 @@
 //! How much of a thread's buffer exists before it is needed. A thread's chunk file starts with
 //! 32 KiB of record slots, written in place with no staging ring and so no helper thread: a
-//! thread or process that records a few events (a fork()ed child's fork and exec markers, a
-//! short-lived worker's start) costs one small file. When the thread needs more, the same file
+//! thread or process that records a few events costs one small file (a fork()ed child whose only
+//! records are its fork, exec and exit markers has none: they go to its thread ledger, names.rs). When the thread needs more, the same file
 //! is extended to the buffer size asked for (OSLENS_BUFFER_MB) and given its staging ring
 //! (Chunk::extend): no second file, because a new name in the directory is what a chunk costs
 //! most. Figures: docs/recorder.md, "Start-up".

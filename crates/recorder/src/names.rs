@@ -41,6 +41,9 @@ struct Names {
 }
 
 static LOCK: AtomicBool = AtomicBool::new(false);
+/// Set once the process's names exist (`with_names`): a process that never named anything ends
+/// without making them (a HashSet's random seed is a `getrandom` in every process image).
+static TOUCHED: AtomicBool = AtomicBool::new(false);
 /// The thread holding LOCK, so a re-entry (a wrapped libc call made under the lock that
 /// records, say) is refused instead of spinning forever.
 static OWNER: AtomicU32 = AtomicU32::new(0);
@@ -70,6 +73,7 @@ fn with_names(f: impl FnOnce(&mut Names)) {
     if !lock() {
         return;
     }
+    TOUCHED.store(true, Ordering::Relaxed);
     // SAFETY: NAMES is only touched with LOCK held.
     let names = unsafe { (*std::ptr::addr_of_mut!(NAMES)).get_or_insert_with(|| Names { chunk: None, opened: false, defined: HashSet::new(), kept: Vec::new(), kept_ids: HashSet::new(), ends_held: 0 }) };
     f(names);
@@ -225,6 +229,43 @@ pub fn ledger_end(tid: u32, how: u64, name: &str) {
     });
 }
 
+/// Puts a process marker (PROCESS_FORK in a fork()ed child, PROCESS_EXEC) of the process's
+/// main thread `tid` (= pid: the reader knows the thread by it), which has no chunk, into the
+/// ledger. The first (`open` = the calibration pair read with it and the thread's name) also
+/// names the thread and writes that pair (CLOCK_PAIR, id = tid, a = ns), where the chunk the
+/// reader makes of the markers opens, with room held for the entry's void (THREAD_END, b =
+/// THREAD_END_OWN_CHUNK, written by `ledger_end` when the thread gets a chunk after all).
+/// False when the names chunk cannot take it: the marker then goes to a chunk of the thread's own.
+pub fn ledger_marker(tid: u32, open: Option<((u64, u64), &str)>, rec: Record) -> bool {
+    if config().is_none() {
+        return false;
+    }
+    let mut done = false;
+    with_names(|names| {
+        if !names.opened {
+            open_chunk(names);
+        }
+        let name_slots = open.map_or(0, |(_, n)| 2 + n.len().div_ceil(CONT_PAYLOAD) as u64);
+        if !room(names, 1 + name_slots + if open.is_some() { LEDGER_END_SLOTS } else { 0 }) {
+            return;
+        }
+        if let Some((pair, name)) = open {
+            if names.defined.insert((kinds::NAME_THREAD, tid)) {
+                write_name(names, kinds::NAME_THREAD, tid, 0, name);
+            }
+            names.ends_held += LEDGER_END_SLOTS;
+            if let Some(chunk) = names.chunk.as_mut() {
+                chunk.push(Record::new(pair.0, tid, rec.cpu, kinds::CLOCK_PAIR, pair.1, 0));
+            }
+        }
+        if let Some(chunk) = names.chunk.as_mut() {
+            chunk.push(rec);
+            done = true;
+        }
+    });
+    done
+}
+
 /// A process's names chunk repeats the kept names (instruments created before a fork, say), so
 /// every process's names are complete in its own chunk.
 fn open_chunk(names: &mut Names) {
@@ -243,6 +284,9 @@ fn open_chunk(names: &mut Names) {
 }
 
 pub fn close_for_exit() {
+    if !TOUCHED.load(Ordering::Relaxed) && crate::space::no_chunk_drops().2 == 0 {
+        return; // named nothing, and no thread lost a record: no names chunk to close or make
+    }
     let helper = crate::helper::helper_cost();
     with_names(|names| {
         if names.chunk.is_none() && crate::space::no_chunk_drops().2 > 0 {

@@ -13,6 +13,7 @@ use crate::buffer::{Chunk, Cursor};
 use crate::config::OnFull;
 use crate::{clock, config, growth, instruments, names, INACTIVE, SLOTS_LEFT, TRIGGERED};
 use oslens_format::kinds;
+use oslens_format::record::Record;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
@@ -56,6 +57,22 @@ thread_local! {
     static EXIT_DEFERRED: Cell<bool> = const { Cell::new(false) };
     /// This thread's start while it is in the ledger (no chunk of its own yet).
     static PENDING: Cell<Option<Started>> = const { Cell::new(None) };
+    /// The process markers (fork, exec, exit) this main thread put in the ledger, having no chunk.
+    static MARKERS: Cell<Option<Markers>> = const { Cell::new(None) };
+}
+
+/// Process markers a main thread may keep in the ledger: a fork's, an exec's and an exit's, and
+/// a failed exec's (a fifth makes its chunk, which then holds them all).
+const MARKERS_MAX: usize = 4;
+
+/// A main thread's markers in the ledger, kept until it has a chunk (which then opens at `pair`,
+/// read with the first, and holds them) or its image ends (an exec, a kill: they stay there).
+#[derive(Clone, Copy)]
+struct Markers {
+    tid: u32,
+    pair: (u64, u64),
+    recs: [Record; MARKERS_MAX],
+    n: usize,
 }
 
 /// A thread's start kept until it has a chunk or ends: its THREAD_START's fields and the
@@ -86,6 +103,14 @@ struct Listed {
 }
 
 static CURSORS: AtomicPtr<Listed> = AtomicPtr::new(std::ptr::null_mut());
+
+/// What flushes the preload's lock counts (interpose/, which calls into this module, sets it).
+static EXIT_FLUSH: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Sets what a process's exit flushes before its main thread's ledger markers are ended.
+pub fn set_exit_flush(flush: fn()) {
+    EXIT_FLUSH.store(flush as *mut (), Relaxed);
+}
 
 /// The calling thread's cursor (see WRITER).
 pub fn writer() -> *mut Cursor {
@@ -223,6 +248,9 @@ fn create() -> Option<&'static mut ThreadState> {
         if let Some(s) = PENDING.take() {
             state.begin_with(s);
         }
+        if let Some(m) = MARKERS.take() {
+            state.begin_with_markers(m);
+        }
         state
     });
     if result.is_none() {
@@ -260,6 +288,49 @@ pub fn started(creator: u64, pthread: u64) {
         }
     }
     crate::record_raw(kinds::THREAD_START, 0, creator, pthread);
+}
+
+/// A process marker (PROCESS_FORK in a fork()ed child, PROCESS_EXEC, PROCESS_EXIT): into the
+/// ledger when the calling thread is its process's main thread and has no chunk, so a child
+/// that forks, execs or exits and records nothing else makes no chunk file (docs/recorder.md,
+/// "Start-up"); else recorded as any record.
+pub fn marker(kind: u8, id: u32, a: u64, b: u64) {
+    if !crate::active() {
+        return;
+    }
+    let ledger = current_if_exists().is_none()
+        && !BUSY.with(|b| b.get())
+        && !NO_CHUNK.with(|n| n.get())
+        && !crate::helper::on_helper_thread()
+        && PENDING.with(|p| p.get().is_none());
+    // SAFETY: no preconditions.
+    let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+    if ledger && pid == tid {
+        let mut m = MARKERS.take();
+        if m.map_or(true, |m| m.n < MARKERS_MAX) {
+            let first = m.is_none();
+            let pair = m.map_or_else(clock::pair, |m| m.pair);
+            let ts = if first { pair.0 } else { clock::now() };
+            let rec = Record::new(ts, id, clock::cpu(), kind, a, b);
+            BUSY.with(|b| b.set(true));
+            let name = first.then(thread_name);
+            let kept = names::ledger_marker(tid, name.as_ref().map(|n| (pair, &**n)), rec);
+            BUSY.with(|b| b.set(false));
+            if kept {
+                let mut got = m.unwrap_or(Markers { tid, pair, recs: [Record::default(); MARKERS_MAX], n: 0 });
+                got.recs[got.n] = rec;
+                got.n += 1;
+                m = Some(got);
+            }
+            MARKERS.with(|c| c.set(m));
+            if kept {
+                return;
+            }
+        } else {
+            MARKERS.with(|c| c.set(m));
+        }
+    }
+    crate::record_raw(kind, id, a, b);
 }
 
 /// (records, resident bytes taken from the budget) of a new thread's buffer.
@@ -312,6 +383,20 @@ impl ThreadState {
             self.chunk.push(oslens_format::record::Record::new(s.pair.0, 0, s.cpu, kinds::THREAD_START, s.creator, s.pthread));
         }
         names::ledger_end(s.tid, kinds::THREAD_END_OWN_CHUNK, "");
+    }
+
+    /// The first records of a main thread whose fork and exec markers were in the ledger: the
+    /// chunk opens at the first marker's calibration pair and holds them, and the ledger's
+    /// markers are voided, so readers see the one chunk the thread had before the ledger took them.
+    fn begin_with_markers(&mut self, m: Markers) {
+        self.chunk.set_header_u64(oslens_format::header::offset::CALIB0_TSC, m.pair.0);
+        self.chunk.set_header_u64(oslens_format::header::offset::CALIB0_NS, m.pair.1);
+        for rec in &m.recs[..m.n] {
+            if self.take_slots(1) {
+                self.chunk.push(*rec);
+            }
+        }
+        names::ledger_end(self.chunk.tid, kinds::THREAD_END_OWN_CHUNK, "");
     }
 
     /// Reserves `n` slots for one event: false when the event must be dropped (buffer full)
@@ -467,7 +552,24 @@ extern "C" fn on_thread_exit(state: *mut libc::c_void) {
 }
 
 extern "C" fn on_process_exit() {
+    let markers = MARKERS.with(|m| m.get().is_some());
+    if markers {
+        // lock counts are records of the thread's own: they make its chunk, which takes the
+        // markers, whichever exit handler runs first
+        let flush = EXIT_FLUSH.load(Relaxed);
+        if !flush.is_null() {
+            // SAFETY: set by set_exit_flush to a plain function.
+            unsafe { std::mem::transmute::<*mut (), fn()>(flush)() };
+        }
+    }
     instruments::record_all_counters(kinds::COUNTER_FINAL);
+    if markers && current_if_exists().is_none() {
+        if let Some(m) = MARKERS.take() {
+            // still recorded nothing of its own: its end (name, calibration pair) goes to the
+            // ledger too, where readers make it the end of the markers' chunk
+            names::ledger_end(m.tid, kinds::THREAD_END_NOTHING, &thread_name());
+        }
+    }
     if let Some(t) = current_if_exists() {
         t.chunk.set_name(&thread_name());
         t.chunk.write_clock_pair();
@@ -494,8 +596,9 @@ pub fn forget_after_fork() {
     }
     BUSY.with(|b| b.set(false));
     NO_CHUNK.with(|n| n.set(false));
-    // the thread's ledger entry is the parent's
+    // the thread's ledger entry and markers are the parent's
     PENDING.with(|p| p.set(None));
+    MARKERS.with(|m| m.set(None));
 }
 
 /// The thread-exit key and the process-exit hook, once.

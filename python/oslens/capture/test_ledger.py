@@ -58,3 +58,49 @@ def test_records_carry_the_formats_check_byte(tmp_path):
     path = tmp_path / "c.osl"
     _native.write_chunk(str(path), {"pid": 1, "tid": 2}, rows)
     assert ledger._records(rows).tobytes() == raw.read_chunk(path).records.tobytes()
+
+
+FORK, EXEC, EXIT = ledger.MARKER_KINDS
+
+
+def markers_chunk(rows, names=()):
+    """A names chunk of PID holding these (ts, id, cpu, kind, a, b) rows and NAMEs (tid, name)."""
+    header = {"source": raw.SOURCE_APP_THREAD, "clock": raw.CLOCK_TSC, "pid": PID, "tid": 0, "ppid": 1, "cpu": 0, "seq": 0}
+    return raw.ChunkData(path=Path(f"raw/names-{PID}-0.osl"), header=header, records=ledger._records(rows),
+                         names=[(tid, NAME_THREAD, 0, name) for tid, name in names], payloads={})
+
+
+def test_a_childs_markers_are_the_chunk_it_had():
+    # the first marker's pair opens them (id = tid), then the fork and exec markers as recorded
+    nc = markers_chunk([(5, PID, 0, raw.NAME, NAME_THREAD, 2), (5, PID, 1, raw.CLOCK_PAIR, 50, 0),
+                        (5, 0, 1, FORK, 0, 1), (7, 3, 1, EXEC, 0, 0)], [(PID, "sh")])
+    (c,) = ledger.thread_chunks([nc])
+    assert (c.pid, c.tid, c.header["name"], c.header["closed"], c.header["seq"]) == (PID, PID, "sh", False, -1)
+    assert c.header["calib"] == [(5, 50), (0, 0)]
+    assert [tuple(int(r[k]) for k in ("ts", "id", "cpu", "kind", "a", "b")) for r in c.records] == [
+        (5, 0, 1, FORK, 0, 1), (7, 3, 1, EXEC, 0, 0)]
+    # and not twice: `oslens dump` leaves the ledger's own records out of the names chunk's
+    assert [ledger.is_ledger_record(int(r["kind"]), int(r["id"])) for r in nc.records] == [False, True, True, True]
+
+
+def test_an_exiting_childs_markers_end_with_its_pair_and_name_and_a_void_leaves_none():
+    rows = [(5, PID, 0, raw.CLOCK_PAIR, 50, 0), (5, 0, 0, FORK, 0, 1), (8, 0, 0, EXIT, 3, 0),
+            (9, PID, 0, raw.NAME, NAME_THREAD, 3), (9, PID, 1, ledger.THREAD_END, 90, 0)]
+    (c,) = ledger.thread_chunks([markers_chunk(rows, [(PID, "cc1")])])
+    assert c.header["name"] == "cc1" and c.header["calib"] == [(5, 50), (9, 90)]
+    assert c.records["kind"].tolist() == [FORK, EXIT, raw.CLOCK_PAIR] and c.records["a"].tolist() == [0, 3, 90]
+    # the child went on to record: its chunk holds the markers (THREAD_END, b = own chunk)
+    void = rows[:2] + [(6, PID, 0, ledger.THREAD_END, 60, ledger.THREAD_END_OWN_CHUNK)]
+    assert ledger.thread_chunks([markers_chunk(void)]) == []
+
+
+def test_markers_sort_among_the_threads_own_chunks_by_time():
+    """An exec'd image's chunk has the same pid and tid as the markers of the image before it."""
+    nc = markers_chunk([(50, PID, 0, raw.CLOCK_PAIR, 500, 0), (50, 0, 0, EXEC, 0, 0)])
+    own = [raw.ChunkData(path=Path(f"raw/app-{PID}-{PID}-{s}.osl"), header={**nc.header, "tid": PID, "seq": s, "calib": [(t, t * 10), (0, 0)]},
+                         records=nc.records[:0], names=[], payloads={}) for s, t in ((0, 10), (1, 90))]
+    (c,) = ledger.thread_chunks([nc, *own])
+    from oslens.store.app_tables import chunk_order_key
+
+    assert [x.path.name for x in sorted([*own, c], key=chunk_order_key)] == [
+        f"app-{PID}-{PID}-0.osl", f"names-{PID}-0.osl#markers-{PID}", f"app-{PID}-{PID}-1.osl"]

@@ -41,7 +41,7 @@ def decoded_records(trace):
         in_ledger = ledger.is_names_chunk(chunk)
         for i, rec in enumerate(recs):
             kind = int(rec["kind"])
-            if kind == raw.NAME or (in_ledger and kind in ledger.KINDS):
+            if kind == raw.NAME or (in_ledger and ledger.is_ledger_record(kind, int(rec["id"]))):
                 continue
             ident = int(rec["id"])
             cls = _NAME_CLASS_OF_KIND.get(kind)

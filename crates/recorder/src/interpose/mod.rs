@@ -124,6 +124,15 @@ pub(crate) fn rec(kind: u8, id: u32, a: u64, b: u64) {
     }
 }
 
+/// A process marker (fork in the child, exec): into the thread ledger when the thread has no
+/// chunk (thread.rs, `marker`), so a child that only forks and execs makes one file, not two.
+#[inline(always)]
+pub(crate) fn rec_marker(kind: u8, id: u32, a: u64, b: u64) {
+    if recording() {
+        in_recorder(|| crate::thread::marker(kind, id, a, b));
+    }
+}
+
 /// Runs a call into the recorder unless this thread is already inside it.
 #[inline(always)]
 fn in_recorder(call: impl FnOnce()) {

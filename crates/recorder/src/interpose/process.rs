@@ -1,6 +1,7 @@
 //! The process wrappers: fork / posix_spawn (PROCESS_FORK), exec* (PROCESS_EXEC, id = program
 //! name) and exit (PROCESS_EXIT); _exit is not wrapped: after vfork it runs on the parent's
-//! memory and thread state. Recording as decided in mod.rs.
+//! memory and thread state. Recording as decided in mod.rs; a main thread with no chunk puts
+//! its child-side fork, exec and exit markers in the thread ledger (`rec_marker`).
 //!
 //! exec*, posix_spawn* given an explicit environment get OSLENS_* and LD_PRELOAD put back if
 //! the program left them out, so children are traced into the same trace.
@@ -8,7 +9,7 @@
 //! glibc implements them with its internal execve, so their children are still traced through
 //! the inherited environment, only without the PROCESS_EXEC marker.
 
-use super::{counts, define_name, errno, real, rec, recording, system_alloc, system_free};
+use super::{counts, define_name, errno, real, rec, rec_marker, recording, system_alloc, system_free};
 use std::alloc::Layout;
 use oslens_format::kinds;
 use std::ffi::{c_char, c_int, CStr};
@@ -23,7 +24,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     let pid = real();
     if pid == 0 {
         counts::after_fork_child();
-        rec(kinds::PROCESS_FORK, 0, 0, libc::getppid() as u64);
+        rec_marker(kinds::PROCESS_FORK, 0, 0, libc::getppid() as u64);
     } else if pid > 0 {
         rec(kinds::PROCESS_FORK, 0, pid as u64, 0);
     }
@@ -156,13 +157,13 @@ unsafe fn merge_preload(want: &[u8], their_entry: &[u8]) -> Option<*const c_char
 fn record_exec(path: *const c_char) -> u32 {
     counts::flush_all();
     let id = define_name(kinds::NAME_COMMAND, path);
-    rec(kinds::PROCESS_EXEC, id, 0, 0);
+    rec_marker(kinds::PROCESS_EXEC, id, 0, 0);
     id
 }
 
 fn record_exec_failed(id: u32) {
     let err = errno();
-    rec(kinds::PROCESS_EXEC, id, err as u64, 0);
+    rec_marker(kinds::PROCESS_EXEC, id, err as u64, 0);
     // SAFETY: restoring the caller's errno.
     unsafe { *libc::__errno_location() = err };
 }
@@ -269,7 +270,7 @@ pub unsafe extern "C" fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char
 pub unsafe extern "C" fn exit(status: c_int) -> ! {
     let real = real!(c"exit" => fn(c_int) -> !);
     counts::flush_all();
-    rec(kinds::PROCESS_EXIT, 0, status as u64, 0);
+    rec_marker(kinds::PROCESS_EXIT, 0, status as u64, 0);
     real(status)
 }
 
@@ -285,6 +286,9 @@ static CONSTRUCTOR: extern "C" fn() = {
         note_keep();
         if recording() {
             counts::create_exit_key();
+            // at exit, counts are flushed before a main thread's ledger markers are ended: a
+            // count is a record of its own, which makes the thread's chunk that takes them
+            crate::thread::set_exit_flush(counts::flush_all);
             // a return from main exits through glibc's own exit call, not the wrapper
             // SAFETY: registering a plain function.
             unsafe { libc::atexit(flush_counts_at_exit) };
