@@ -46,6 +46,20 @@ def test_compare_attach_leaves_out_threads_with_one_reading_and_says_so():
         "DISAGREES with the kernel in 1 of 4 counts (trace / /proc status, /proc schedstat): voluntary switches 90 vs 100")
 
 
+def test_compare_attach_allows_the_cpu_time_the_hypervisor_stole_and_says_so():
+    """The trace's slices hold stolen time, /proc's CPU time does not (capture/steal.py): 300 ms
+    more in the trace disagrees, unless up to 300 ms were stolen over the attach."""
+    before = [_reading(10, 0, 5, 1, 1_000_000, 6)]
+    after = [_reading(10, 100, 105, 3, 951_000_000, 108)]
+    trace = {10: {"voluntary": 100, "involuntary": 2, "cpu_ns": 1_250_000_000, "unknown_ns": 0, "switches": 102}}
+    cpu = lambda t: next(r for r in t.to_pylist() if r["count"] == "CPU time")
+    assert not cpu(crosscheck.compare_attach(before, after, trace))["agrees"]
+    stolen = crosscheck.stolen_at_most({"steal": {"cpu0": 29, "cpu1": 0, "tick_ns": 10_000_000}}, None)
+    assert stolen == 310_000_000  # whole ticks: below (gained + 1) per CPU
+    row = cpu(crosscheck.compare_attach(before, after, trace, stolen=stolen))
+    assert row["agrees"] and "the hypervisor stole up to 310 ms" in row["note"]
+
+
 def _checked(trace):
     con = store.open_trace(trace, quiet=True)
     try:

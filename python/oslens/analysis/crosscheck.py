@@ -342,7 +342,8 @@ def window_counts(con, windows: dict[int, tuple[int, int]]) -> dict[int, dict]:
     return out
 
 
-def compare_attach(before: list[dict], after: list[dict], trace: dict[int, dict], lagged: int = 0) -> pa.Table:
+def compare_attach(before: list[dict], after: list[dict], trace: dict[int, dict], lagged: int = 0,
+                   stolen: int = 0) -> pa.Table:
     """The trace's counts over each thread's window against the deltas of its two readings, over
     the threads read at both (a thread created or ended during the attach has one reading: left
     out, and said). Each thread is read at its own instant, so the count slack is per thread."""
@@ -366,7 +367,10 @@ def compare_attach(before: list[dict], after: list[dict], trace: dict[int, dict]
         if lag and t < k:
             notes.append(f"the kernel may have charged them {lag / 1e6:,.1f} ms that other tasks ran "
                          "(skipped clock updates after wakeups)")
-        agrees = _agrees(name, t, k, switches, unknown, 0, lag) if "CPU" in name else \
+        steal = float(stolen) if "CPU" in name else 0.0
+        if steal and t > k:
+            notes.append(f"the hypervisor stole up to {steal / 1e6:,.0f} ms, which the kernel's CPU time leaves out")
+        agrees = _agrees(name, t, k, switches, unknown, steal, lag) if "CPU" in name else \
             abs(t - k) <= max(TOLERANCE * abs(k), SLACK * max(len(both), 1))
         out.append({"count": name, "source": source, "trace": t, "kernel": k, "difference": t - k,
                     "agrees": agrees, "note": "; ".join(notes)})
@@ -384,7 +388,8 @@ def crosscheck_attach(con, m: dict[str, str]) -> pa.Table:
     tick = m.get("sched_tick_ns")
     lags = clock_lags(con, int(tick) if tick and tick.isdigit() else None)
     pids = {r["pid"] for r in before}
-    return compare_attach(before, after, window_counts(con, windows), lagged_into(lags, pids, set(windows)))
+    stolen = stolen_at_most(kernel_from_meta(m), program.program(con).cpus or None)
+    return compare_attach(before, after, window_counts(con, windows), lagged_into(lags, pids, set(windows)), stolen)
 
 
 def crosscheck(con) -> pa.Table:

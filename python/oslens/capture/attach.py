@@ -17,6 +17,7 @@ from pathlib import Path
 
 from oslens import _native
 from oslens.capture import attach_state, instruments, kernel
+from oslens.capture.steal import steal_during, steal_ticks
 from oslens.capture.session import RAW_SCHEMA_VERSION, Session, machine_info, make_trace_dir, recorder_environment
 from oslens.errors import OslensError
 from oslens.version import __version__
@@ -199,6 +200,7 @@ class AttachSession(Session):
             flight = self._start_flight()  # --flight: armed before the instruments wake (capture/flight.py)
             self.meta["attach"]["ts_ns"] = time.monotonic_ns()
             self.meta["attach"]["kernel_counts"] = {"at_attach": kernel_counts(self.pids)}
+            steal_at_attach = steal_ticks()  # the slices hold stolen time, the kernel's CPU times do not
             states = [attach_state.dump(self.trace / "raw", p) for p in self.pids]
             self.meta["attach"]["state_dump_ns"] = time.monotonic_ns() - self.meta["attach"]["ts_ns"]
             self._wake_instruments()
@@ -212,6 +214,9 @@ class AttachSession(Session):
             self._wait()
             if "kernel_counts" in self.meta["attach"]:  # read while the collector still records
                 self.meta["attach"]["kernel_counts"]["at_detach"] = kernel_counts(self.pids)
+                stolen = steal_during(steal_at_attach, steal_ticks())
+                if stolen:
+                    self.meta["steal"] = stolen
         finally:
             if self.meta["attach"].get("instruments"):
                 began = time.monotonic_ns()
