@@ -5,6 +5,7 @@
 //! falls behind they copy a slot out themselves: recording never waits for it. Its CPU time and
 //! the slots it copied are measured (`helper_cost`) and kept in the trace.
 
+use crate::buffer::Chunk;
 use crate::space::Space;
 use crate::stage::Stage;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
@@ -20,6 +21,8 @@ pub struct Ring {
     /// Cleared when the writer unmaps the chunk; `busy` holds the unmap until a copy ends.
     alive: AtomicBool,
     busy: AtomicBool,
+    /// The chunk to follow this one when it fills (rotating mode), prepared here ahead.
+    pub successor: Successor,
 }
 
 impl Ring {
@@ -35,6 +38,71 @@ impl Ring {
         self.alive.store(false, SeqCst);
         while self.busy.load(SeqCst) {
             std::thread::yield_now();
+        }
+    }
+}
+
+/// Where a successor chunk stands: the writer asks (REQUESTED) once its chunk is half full, the
+/// helper prepares it (PREPARING -> READY, or FAILED), and the writer takes it when full (or
+/// gives it up at close) by swapping in TAKEN: it never waits, and whichever side loses the race
+/// for a prepared chunk that nobody will use discards it.
+const IDLE: u32 = 0;
+const REQUESTED: u32 = 1;
+const PREPARING: u32 = 2;
+const READY: u32 = 3;
+const FAILED: u32 = 4;
+const TAKEN: u32 = 5;
+
+#[derive(Default)]
+pub struct Successor {
+    state: AtomicU32,
+    /// What the writer asked for: the capacity in records, and (pid << 32 | tid).
+    capacity: AtomicU64,
+    ids: AtomicU64,
+    /// Written by the helper before READY, read by the writer only after it swapped READY out.
+    chunk: std::cell::UnsafeCell<Option<Chunk>>,
+}
+
+// SAFETY: `chunk` is touched by one side at a time, as `state` hands it over (see above).
+unsafe impl Sync for Successor {}
+
+impl Successor {
+    /// The writer asks for the next chunk (once per chunk) and wakes the helper.
+    pub fn request(&self, capacity: u64, pid: u32, tid: u32) {
+        self.capacity.store(capacity, Relaxed);
+        self.ids.store((pid as u64) << 32 | tid as u64, Relaxed);
+        if self.state.compare_exchange(IDLE, REQUESTED, Release, Relaxed).is_ok() {
+            wake();
+        }
+    }
+
+    /// The writer's: the prepared chunk if it is ready; from now on the helper keeps none.
+    pub fn take(&self) -> Option<Chunk> {
+        if self.state.swap(TAKEN, AcqRel) != READY {
+            return None;
+        }
+        // SAFETY: READY: the helper wrote the chunk and let go of it.
+        unsafe { (*self.chunk.get()).take() }
+    }
+
+    /// The helper's: prepares the requested chunk (a spare file, sized, its ring's pages given).
+    fn serve(&self) {
+        if self.state.compare_exchange(REQUESTED, PREPARING, Acquire, Relaxed).is_err() {
+            return;
+        }
+        let ids = self.ids.load(Relaxed);
+        let Some(chunk) = Chunk::create_unnamed(self.capacity.load(Relaxed), (ids >> 32) as u32, ids as u32) else {
+            let _ = self.state.compare_exchange(PREPARING, FAILED, Relaxed, Relaxed);
+            return;
+        };
+        // SAFETY: PREPARING: the writer does not touch the chunk until it sees READY.
+        unsafe { *self.chunk.get() = Some(chunk) };
+        if self.state.compare_exchange(PREPARING, READY, Release, Relaxed).is_err() {
+            // the writer rotated (or closed) without it meanwhile
+            // SAFETY: TAKEN while PREPARING: the writer never reads it.
+            if let Some(c) = unsafe { (*self.chunk.get()).take() } {
+                c.discard();
+            }
         }
     }
 }
@@ -67,7 +135,7 @@ fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
 /// Hands a ring to the helper; when the list cannot grow (out of memory) the ring is still
 /// returned, and its writer copies its own slots as it does whenever the helper is behind.
 pub fn register(stage: Stage, space: Arc<Space>) -> Arc<Ring> {
-    let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
+    let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false), successor: Successor::default() });
     with_rings(|rings| {
         if rings.try_reserve(1).is_ok() {
             rings.push(ring.clone());
@@ -161,6 +229,8 @@ fn helper_loop() -> ! {
                 r.write_behind();
             }
             r.busy.store(false, SeqCst);
+            // outside `busy`: the writer's close never waits for a successor being prepared
+            r.successor.serve();
         }
         SLEEPING.store(true, SeqCst);
         if GENERATION.load(SeqCst) == seen {
