@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import run_oslens
+from oslens import _native
 from oslens.capture import raw
 
 THREADS = 3  # more writers than this VM's 2 CPUs, and the helper with them
@@ -43,6 +44,10 @@ def test_a_rotating_recording_under_load_keeps_every_record_in_order(compile_c, 
             assert not c.damage and c.header["dropped_events"] == 0, (tid, c.path.name)
         # every full one was closed (the exiting thread's last one is left open, complete, by design)
         assert all(c.header["closed"] for c in mine[:-1]), tid
+        # ...and, its close finished (by the helper, or at exit), cut at its last record, no ring left
+        for c in mine[:-1]:
+            assert c.path.stat().st_size == _native.HEADER_SIZE + c.header["capacity"] * _native.RECORD_SIZE, c.path.name
+            assert c.header["capacity"] == c.header["committed"], c.path.name
         # every event, in chunk order then position order: exactly the program's numbers
         seqs = np.concatenate([c.records["b"][c.records["kind"] == raw.EVENT] for c in mine])
         assert len(seqs) == written[tid], tid

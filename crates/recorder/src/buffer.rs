@@ -480,6 +480,7 @@ impl Chunk {
     /// goes straight to the records). The chunk then reads as one without a ring. The caller's
     /// fast limits must be reset.
     pub fn unstage(&mut self) {
+        helper::finish_handed_closes();
         let Some(stage) = self.stage else { return };
         self.drain_stage();
         stage.remove();
@@ -695,6 +696,35 @@ impl Chunk {
         self.base = std::ptr::null_mut();
         self.space.close_fd();
         crate::memlimit::give_back(std::mem::take(&mut self.budget));
+    }
+
+    /// Closes a full chunk of a rotating thread, leaving what takes time to the helper: the
+    /// chunk is marked closed here, with its last records maybe still in full ring slots (read
+    /// from there, as after a crash, until copied out); the helper copies them out, drops the
+    /// ring, cuts the file at the last record and unmaps it (helper::Ring::hand_over_close).
+    /// Closes it here when it has no ring or the process has no helper.
+    pub fn close_rotated(mut self) {
+        let Some(stage) = self.stage.filter(|_| helper::running() && self.ring.is_some()) else {
+            return self.close();
+        };
+        self.write_clock_pair();
+        self.finish_slot(stage);
+        let ring = self.ring.take().expect("checked above");
+        if let Some(next) = ring.successor.take() {
+            next.discard();
+        }
+        // SAFETY: CLOSED lies inside the header.
+        unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
+        let keep = self.pos();
+        self.cursor().detach();
+        ring.hand_over_close(helper::Closing {
+            base: self.base,
+            map_len: self.map_len,
+            records_end: records_bytes(keep),
+            capacity: keep,
+            path: std::mem::take(&mut self.path),
+            budget: std::mem::take(&mut self.budget),
+        });
     }
 
     pub fn set_budget(&mut self, bytes: u64) {

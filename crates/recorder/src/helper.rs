@@ -23,6 +23,87 @@ pub struct Ring {
     busy: AtomicBool,
     /// The chunk to follow this one when it fills (rotating mode), prepared here ahead.
     pub successor: Successor,
+    /// A rotated chunk's close, handed over by its writer (CLOSING_HANDED) and finished by
+    /// whoever wins the swap to CLOSING_TAKEN: the helper, or the process's exit.
+    closing: AtomicU32,
+    close: std::cell::UnsafeCell<Option<Closing>>,
+}
+
+const CLOSING_NONE: u32 = 0;
+const CLOSING_HANDED: u32 = 1;
+const CLOSING_TAKEN: u32 = 2;
+
+/// What is left of a rotated chunk's close once its writer marked it closed (Chunk::close_rotated):
+/// copy the ring's last slots out, drop the ring, cut the file at its last record, unmap.
+pub struct Closing {
+    pub base: *mut u8,
+    pub map_len: usize,
+    /// The file's length without the ring and the unused positions, and the capacity that leaves.
+    pub records_end: u64,
+    pub capacity: u64,
+    pub path: std::ffi::CString,
+    pub budget: u64,
+}
+
+impl Ring {
+    /// The writer's: its chunk is marked closed, with records maybe still in full ring slots
+    /// (readers take them from there, as after a crash); the rest is the helper's.
+    pub fn hand_over_close(&self, closing: Closing) {
+        // SAFETY: CLOSING_NONE: nobody else touches the cell until the release below.
+        unsafe { *self.close.get() = Some(closing) };
+        PENDING_CLOSES.fetch_add(1, SeqCst);
+        self.closing.store(CLOSING_HANDED, Release);
+        wake();
+    }
+
+    /// Finishes a handed-over close, when there is one and nobody else took it.
+    fn finish_close(&self) {
+        if self.closing.load(Acquire) != CLOSING_HANDED || self.closing.swap(CLOSING_TAKEN, AcqRel) != CLOSING_HANDED {
+            return;
+        }
+        // SAFETY: CLOSING_TAKEN by this call: the cell is ours.
+        let Some(c) = (unsafe { (*self.close.get()).take() }) else { return };
+        // the writer finished its last slot and left: every slot is free or full
+        self.stage.drain();
+        self.stage.remove();
+        // a copy the helper is making of this ring ends before the mapping goes
+        self.retire();
+        let fd = self.space.fd();
+        // SAFETY: our descriptor (checked by Space::fd), else the path (the chunk holds its records).
+        let cut = fd >= 0 && unsafe { libc::ftruncate(fd, c.records_end as libc::off_t) } == 0;
+        if !cut {
+            // SAFETY: a valid C string.
+            unsafe { libc::truncate(c.path.as_ptr(), c.records_end as libc::off_t) };
+        }
+        // SAFETY: an aligned u64 of the header page, which stays mapped until below.
+        unsafe { (*(c.base.add(oslens_format::header::offset::CAPACITY) as *const AtomicU64)).store(c.capacity, Relaxed) };
+        // SAFETY: the chunk's mapping, which its writer no longer uses.
+        unsafe { libc::munmap(c.base as *mut libc::c_void, c.map_len) };
+        self.space.close_fd();
+        crate::memlimit::give_back(c.budget);
+        PENDING_CLOSES.fetch_sub(1, SeqCst);
+    }
+}
+
+/// Rotated chunks whose close was handed over and is not finished.
+static PENDING_CLOSES: AtomicU32 = AtomicU32::new(0);
+
+/// Before a thread's last chunk goes (thread or process exit): finishes the rotated chunks'
+/// closes the helper has not (it stops with the process), so no closed chunk is left with its
+/// ring. Chunks read the same either way; nothing to do (one load) outside rotating mode.
+pub fn finish_handed_closes() {
+    if PENDING_CLOSES.load(SeqCst) == 0 {
+        return;
+    }
+    let mut pending: Vec<Arc<Ring>> = Vec::new();
+    with_rings(|rings| {
+        if pending.try_reserve(rings.len()).is_ok() {
+            pending.extend(rings.iter().filter(|r| r.closing.load(Acquire) == CLOSING_HANDED).cloned());
+        }
+    });
+    for r in pending {
+        r.finish_close();
+    }
 }
 
 impl Ring {
@@ -107,6 +188,11 @@ impl Successor {
     }
 }
 
+// SAFETY: `close` is touched by one side at a time, as `closing` hands it over; the mapping it
+// names is used by nobody else once handed over.
+unsafe impl Sync for Ring {}
+unsafe impl Send for Ring {}
+
 /// A spin lock (not a Mutex) so a fork()ed child can reset it.
 static LOCK: AtomicBool = AtomicBool::new(false);
 static mut RINGS: Vec<Arc<Ring>> = Vec::new();
@@ -135,13 +221,18 @@ fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
 /// Hands a ring to the helper; when the list cannot grow (out of memory) the ring is still
 /// returned, and its writer copies its own slots as it does whenever the helper is behind.
 pub fn register(stage: Stage, space: Arc<Space>) -> Arc<Ring> {
-    let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false), successor: Successor::default() });
+    let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false), successor: Successor::default(), closing: AtomicU32::new(CLOSING_NONE), close: Default::default() });
     with_rings(|rings| {
         if rings.try_reserve(1).is_ok() {
             rings.push(ring.clone());
         }
     });
     ring
+}
+
+/// True once this process's helper thread runs (it finishes handed-over closes).
+pub fn running() -> bool {
+    HELPER.load(Acquire) != 0
 }
 
 /// (CPU ns, slots copied) of this process's helper so far; None when it never started.
@@ -231,6 +322,7 @@ fn helper_loop() -> ! {
             r.busy.store(false, SeqCst);
             // outside `busy`: the writer's close never waits for a successor being prepared
             r.successor.serve();
+            r.finish_close();
         }
         SLEEPING.store(true, SeqCst);
         if GENERATION.load(SeqCst) == seen {
@@ -259,6 +351,7 @@ pub fn forget_after_fork() {
     });
     STARTED.store(false, Release);
     SLEEPING.store(false, Release);
+    PENDING_CLOSES.store(0, Release);
     HELPER.store(0, Release);
     HELPER_COPIES.store(0, Release);
 }

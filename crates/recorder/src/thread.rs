@@ -412,7 +412,7 @@ impl ThreadState {
         }
         let cpu_id = old.cursor().cpu_id;
         add_pause(old.take_paused());
-        old.close();
+        if cfg.rotate { old.close_rotated() } else { old.close() }
         self.chunk.adopt_cursor(writer());
         self.chunk.cursor().cpu_id = cpu_id;
         self.fast_limit = 0;
