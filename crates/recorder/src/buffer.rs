@@ -143,6 +143,13 @@ impl Chunk {
                 stage.prepare_slot(j);
             }
             chunk.slots_used = (1 << stage::SLOTS) - 1;
+            // Mapped here too (the process's page tables are the writer's): its first store to
+            // the header and to each ring page takes no fault.
+            // SAFETY: the header page and the ring lie inside the chunk's own mapping.
+            unsafe {
+                libc::madvise(chunk.base as *mut libc::c_void, HEADER_SIZE, libc::MADV_POPULATE_WRITE);
+                libc::madvise(chunk.base.add(stage.ring_offset()) as *mut libc::c_void, Stage::bytes() as usize, libc::MADV_POPULATE_WRITE);
+            }
         }
         Some(chunk)
     }
