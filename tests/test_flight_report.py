@@ -95,13 +95,14 @@ def test_a_snapshot_asked_for_looks_at_every_thread_for_the_last_second(recordin
     assert "tid" not in trig
     meta = json.loads((snap / "meta.json").read_text())["flight"]
     lo = max(trig["t_ns"] - 1_000_000_000, meta["complete_window"][0] or 0)
-    assert window == [{"what": "window", "name": "SIGUSR2", "tid": None, "ns": trig["t_ns"] - lo, "count": 1, "bytes": None}]
+    assert window == [{"what": "window", "name": "SIGUSR2", "tid": None, "ns": trig["t_ns"] - lo, "count": 1, "bytes": None}], \
+        (window, _query(snap, "SELECT tid, name, is_oslens FROM threads WHERE is_traced"))
     states = {r["name"]: r["ns"] for r in rows if r["what"] == "state"}
     # the program's one thread, from the window's start to its end in the snapshot (the threads
     # table's: its last record, which a thread inside the recorder at T, rotating a chunk, made
     # before T): each of its nanoseconds once
-    (end,) = _query(snap, "SELECT end_ns FROM threads WHERE is_traced AND NOT is_oslens")[0]
-    assert sum(states.values()) == min(trig["t_ns"], end) - lo
+    (start, end) = _query(snap, "SELECT start_ns, end_ns FROM threads WHERE is_traced AND NOT is_oslens")[0]
+    assert sum(states.values()) == min(trig["t_ns"], end) - max(lo, start), (rows, trig, meta["complete_window"], start, end)
     assert states["computation"] > 0
 
 
