@@ -261,17 +261,23 @@ fn create() -> Option<&'static mut ThreadState> {
     result
 }
 
+/// Whether the calling thread's record may go to the ledger: it has no chunk (nor is making one,
+/// nor failed to), it is not the helper, and it has no ledger entry open.
+fn ledger_usable() -> bool {
+    current_if_exists().is_none()
+        && !BUSY.with(|b| b.get())
+        && !NO_CHUNK.with(|n| n.get())
+        && !crate::helper::on_helper_thread()
+        && PENDING.with(|p| p.get().is_none())
+}
+
 /// A thread's start (the preload's THREAD_START: a = creator's tid, b = its pthread_t): into the
 /// process's ledger, not a chunk, when the thread has none yet; else recorded as any record.
 pub fn started(creator: u64, pthread: u64) {
     if !crate::active() {
         return;
     }
-    let ledger = current_if_exists().is_none()
-        && !BUSY.with(|b| b.get())
-        && !NO_CHUNK.with(|n| n.get())
-        && !crate::helper::on_helper_thread()
-        && PENDING.with(|p| p.get().is_none());
+    let ledger = ledger_usable();
     if ledger {
         let pair = clock::pair();
         // SAFETY: no preconditions.
@@ -298,11 +304,7 @@ pub fn marker(kind: u8, id: u32, a: u64, b: u64) {
     if !crate::active() {
         return;
     }
-    let ledger = current_if_exists().is_none()
-        && !BUSY.with(|b| b.get())
-        && !NO_CHUNK.with(|n| n.get())
-        && !crate::helper::on_helper_thread()
-        && PENDING.with(|p| p.get().is_none());
+    let ledger = ledger_usable();
     // SAFETY: no preconditions.
     let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
     if ledger && pid == tid {
