@@ -78,8 +78,6 @@ pub struct Chunk {
     ring_on_extend: bool,
     /// Pause ticks not yet taken by the writer (take_paused).
     paused: u64,
-    /// A rotating thread's chunk asks the helper for its successor once half full (helper.rs).
-    want_successor: bool,
     path: CString,
     pub pid: u32,
     pub tid: u32,
@@ -102,6 +100,13 @@ impl Chunk {
     /// A thread or process that records little so costs a small file and no helper thread.
     #[allow(clippy::too_many_arguments)]
     pub fn create_growing(raw_dir: &str, stem: &str, mut seq: u32, capacity: u64, pid: u32, tid: u32, name: &str, staged: bool, in_file: u64) -> Option<Chunk> {
+        let in_file = in_file.min(capacity);
+        let ring_on_extend = staged && in_file < capacity;
+        let staged = staged && !ring_on_extend;
+        let records_len = HEADER_SIZE + capacity as usize * RECORD_SIZE;
+        // the whole extent (the ring included) is mapped now; only what the file holds is touched
+        let map_len = records_len + if staged || ring_on_extend { Stage::bytes() as usize } else { 0 };
+        let file_len = if in_file < capacity { HEADER_SIZE + in_file as usize * RECORD_SIZE } else { map_len };
         // a spare file from the trace's pool when there is one (spare.rs): no new inode
         let mut spare = spare::take();
         let (fd, path) = loop {
@@ -127,94 +132,6 @@ impl Chunk {
             }
             seq += 1;
         };
-        Self::from_file(fd, path, seq, capacity, pid, tid, name, staged, in_file)
-    }
-
-    /// The next chunk of a rotating thread, prepared on the helper thread (helper::Successor):
-    /// a spare file, sized, mapped, its ring's pages given, but not yet named as a chunk (it
-    /// stays in spare/ until `name_as`, so readers and the flight loop never see it). None when
-    /// the trace keeps no spare pool.
-    pub fn create_unnamed(capacity: u64, pid: u32, tid: u32) -> Option<Chunk> {
-        let spare = spare::take()?;
-        let fd = spare.open()?;
-        let mut chunk = Self::from_file(fd, spare.path().to_owned(), 0, capacity, pid, tid, "", true, capacity)?;
-        if let Some(stage) = chunk.stage {
-            for j in (0..stage::SLOTS).filter(|j| chunk.slots_used & (1 << j) == 0) {
-                stage.prepare_slot(j);
-            }
-            chunk.slots_used = (1 << stage::SLOTS) - 1;
-            // Mapped here too (the process's page tables are the writer's): its first store to
-            // the header and to each ring page takes no fault.
-            // SAFETY: the header page and the ring lie inside the chunk's own mapping.
-            unsafe {
-                libc::madvise(chunk.base as *mut libc::c_void, HEADER_SIZE, libc::MADV_POPULATE_WRITE);
-                libc::madvise(chunk.base.add(stage.ring_offset()) as *mut libc::c_void, Stage::bytes() as usize, libc::MADV_POPULATE_WRITE);
-            }
-        }
-        Some(chunk)
-    }
-
-    /// The chunk to follow this one: the one the helper prepared when there is one of the size
-    /// asked for (then only renamed here), else created as `create` does.
-    #[allow(clippy::too_many_arguments)]
-    pub fn successor(&self, raw_dir: &str, stem: &str, seq: u32, capacity: u64, pid: u32, tid: u32, name: &str, staged: bool) -> Option<Chunk> {
-        if let Some(mut next) = self.ring.as_ref().and_then(|r| r.successor.take()) {
-            if staged && next.capacity == capacity && next.name_as(raw_dir, stem, seq, name) {
-                return Some(next);
-            }
-            next.discard();
-        }
-        Self::create(raw_dir, stem, seq, capacity, pid, tid, name, staged)
-    }
-
-    /// Names a prepared chunk `raw/<stem>-<seq>.osl` (the next sequence number when that
-    /// exists), its header first: readers see it complete from its first instant under that name.
-    fn name_as(&mut self, raw_dir: &str, stem: &str, mut seq: u32, name: &str) -> bool {
-        // the chunk's time range starts now, not when the helper made it
-        let (raw, ns) = clock::pair();
-        self.set_header_u64(offset::CALIB0_TSC, raw);
-        self.set_header_u64(offset::CALIB0_NS, ns);
-        self.set_header_u32(offset::CPU, clock::cpu() as u32);
-        self.set_name(name);
-        while seq <= 100_000 {
-            let Ok(path) = CString::new(format!("{raw_dir}/{stem}-{seq}.osl")) else { return false };
-            self.set_header_u32(offset::SEQ, seq);
-            match spare::rename(&self.path, &path) {
-                spare::Claim::Opened(_) => {
-                    self.path = path;
-                    self.seq = seq;
-                    return true;
-                }
-                spare::Claim::Exists => seq += 1,
-                spare::Claim::Missing => return false,
-            }
-        }
-        false
-    }
-
-    /// Gives up a prepared chunk nobody will use (it holds no record): unmapped and unlinked.
-    pub fn discard(mut self) {
-        if let Some(ring) = self.ring.take() {
-            ring.retire();
-        }
-        // SAFETY: our own mapping, not used after this; a valid C string naming our file.
-        unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.map_len);
-            libc::unlink(self.path.as_ptr());
-        }
-        self.space.close_fd();
-    }
-
-    /// The rest of `create_growing`, on the file `fd` (named `path`).
-    #[allow(clippy::too_many_arguments)]
-    fn from_file(fd: i32, path: CString, seq: u32, capacity: u64, pid: u32, tid: u32, name: &str, staged: bool, in_file: u64) -> Option<Chunk> {
-        let in_file = in_file.min(capacity);
-        let ring_on_extend = staged && in_file < capacity;
-        let staged = staged && !ring_on_extend;
-        let records_len = HEADER_SIZE + capacity as usize * RECORD_SIZE;
-        // the whole extent (the ring included) is mapped now; only what the file holds is touched
-        let map_len = records_len + if staged || ring_on_extend { Stage::bytes() as usize } else { 0 };
-        let file_len = if in_file < capacity { HEADER_SIZE + in_file as usize * RECORD_SIZE } else { map_len };
         let calib = clock::pair();
         let header = ChunkHeader {
             version: oslens_format::VERSION,
@@ -283,8 +200,7 @@ impl Chunk {
         // SAFETY: as in header_u64.
         own.committed = unsafe { base.add(offset::COMMITTED) } as *mut u64;
         let cursor = &mut *own as *mut Cursor;
-        let want_successor = crate::config().is_some_and(|c| c.rotate) && (staged || ring_on_extend);
-        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, space, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, budget: 0, in_file, ring_on_extend, paused: 0, want_successor, path, pid, tid, seq };
+        let mut chunk = Chunk { base, map_len, cursor, own_cursor: Some(own), capacity, limit: 0, stage, ring, space, slot: None, slot_start: 0, next_slot: 0, unannounced: 0, prepared: false, slots_used: 0, budget: 0, in_file, ring_on_extend, paused: 0, path, pid, tid, seq };
         chunk.grow_window(1);
         Some(chunk)
     }
@@ -394,12 +310,6 @@ impl Chunk {
             return false;
         }
         self.finish_slot(stage);
-        if self.want_successor && pos >= self.capacity / 2 {
-            self.want_successor = false;
-            if let Some(ring) = &self.ring {
-                ring.successor.request(self.capacity, self.pid, self.tid);
-            }
-        }
         // The positions this slot (or in-place group) takes are backed before it opens, so its
         // copy-out (or in-place stores) cannot meet a full disk; the helper reserves ahead.
         let need = pos + slots.max(stage::SLOT_RECORDS).min(self.capacity - pos);
@@ -487,17 +397,12 @@ impl Chunk {
     /// goes straight to the records). The chunk then reads as one without a ring. The caller's
     /// fast limits must be reset.
     pub fn unstage(&mut self) {
-        helper::finish_handed_closes();
         let Some(stage) = self.stage else { return };
         self.drain_stage();
         stage.remove();
-        // The helper lets go of the ring before it is cut off the file; a successor prepared
-        // for it and not taken goes.
+        // The helper lets go of the ring before it is cut off the file.
         if let Some(ring) = self.ring.take() {
             ring.retire();
-            if let Some(next) = ring.successor.take() {
-                next.discard();
-            }
         }
         let records_end = records_bytes(self.capacity);
         if !stage.cut(records_end) {
@@ -703,35 +608,6 @@ impl Chunk {
         self.base = std::ptr::null_mut();
         self.space.close_fd();
         crate::memlimit::give_back(std::mem::take(&mut self.budget));
-    }
-
-    /// Closes a full chunk of a rotating thread, leaving what takes time to the helper: the
-    /// chunk is marked closed here, with its last records maybe still in full ring slots (read
-    /// from there, as after a crash, until copied out); the helper copies them out, drops the
-    /// ring, cuts the file at the last record and unmaps it (helper::Ring::hand_over_close).
-    /// Closes it here when it has no ring or the process has no helper.
-    pub fn close_rotated(mut self) {
-        let Some(stage) = self.stage.filter(|_| helper::running() && self.ring.is_some()) else {
-            return self.close();
-        };
-        self.write_clock_pair();
-        self.finish_slot(stage);
-        let ring = self.ring.take().expect("checked above");
-        if let Some(next) = ring.successor.take() {
-            next.discard();
-        }
-        // SAFETY: CLOSED lies inside the header.
-        unsafe { (self.base.add(offset::CLOSED) as *mut u32).write_volatile(1) };
-        let keep = self.pos();
-        self.cursor().detach();
-        ring.hand_over_close(helper::Closing {
-            base: self.base,
-            map_len: self.map_len,
-            records_end: records_bytes(keep),
-            capacity: keep,
-            path: std::mem::take(&mut self.path),
-            budget: std::mem::take(&mut self.budget),
-        });
     }
 
     pub fn set_budget(&mut self, bytes: u64) {

@@ -5,7 +5,6 @@
 //! falls behind they copy a slot out themselves: recording never waits for it. Its CPU time and
 //! the slots it copied are measured (`helper_cost`) and kept in the trace.
 
-use crate::buffer::Chunk;
 use crate::space::Space;
 use crate::stage::Stage;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
@@ -21,89 +20,6 @@ pub struct Ring {
     /// Cleared when the writer unmaps the chunk; `busy` holds the unmap until a copy ends.
     alive: AtomicBool,
     busy: AtomicBool,
-    /// The chunk to follow this one when it fills (rotating mode), prepared here ahead.
-    pub successor: Successor,
-    /// A rotated chunk's close, handed over by its writer (CLOSING_HANDED) and finished by
-    /// whoever wins the swap to CLOSING_TAKEN: the helper, or the process's exit.
-    closing: AtomicU32,
-    close: std::cell::UnsafeCell<Option<Closing>>,
-}
-
-const CLOSING_NONE: u32 = 0;
-const CLOSING_HANDED: u32 = 1;
-const CLOSING_TAKEN: u32 = 2;
-
-/// What is left of a rotated chunk's close once its writer marked it closed (Chunk::close_rotated):
-/// copy the ring's last slots out, drop the ring, cut the file at its last record, unmap.
-pub struct Closing {
-    pub base: *mut u8,
-    pub map_len: usize,
-    /// The file's length without the ring and the unused positions, and the capacity that leaves.
-    pub records_end: u64,
-    pub capacity: u64,
-    pub path: std::ffi::CString,
-    pub budget: u64,
-}
-
-impl Ring {
-    /// The writer's: its chunk is marked closed, with records maybe still in full ring slots
-    /// (readers take them from there, as after a crash); the rest is the helper's.
-    pub fn hand_over_close(&self, closing: Closing) {
-        // SAFETY: CLOSING_NONE: nobody else touches the cell until the release below.
-        unsafe { *self.close.get() = Some(closing) };
-        PENDING_CLOSES.fetch_add(1, SeqCst);
-        self.closing.store(CLOSING_HANDED, Release);
-        wake();
-    }
-
-    /// Finishes a handed-over close, when there is one and nobody else took it.
-    fn finish_close(&self) {
-        if self.closing.load(Acquire) != CLOSING_HANDED || self.closing.swap(CLOSING_TAKEN, AcqRel) != CLOSING_HANDED {
-            return;
-        }
-        // SAFETY: CLOSING_TAKEN by this call: the cell is ours.
-        let Some(c) = (unsafe { (*self.close.get()).take() }) else { return };
-        // the writer finished its last slot and left: every slot is free or full
-        self.stage.drain();
-        self.stage.remove();
-        // a copy the helper is making of this ring ends before the mapping goes
-        self.retire();
-        let fd = self.space.fd();
-        // SAFETY: our descriptor (checked by Space::fd), else the path (the chunk holds its records).
-        let cut = fd >= 0 && unsafe { libc::ftruncate(fd, c.records_end as libc::off_t) } == 0;
-        if !cut {
-            // SAFETY: a valid C string.
-            unsafe { libc::truncate(c.path.as_ptr(), c.records_end as libc::off_t) };
-        }
-        // SAFETY: an aligned u64 of the header page, which stays mapped until below.
-        unsafe { (*(c.base.add(oslens_format::header::offset::CAPACITY) as *const AtomicU64)).store(c.capacity, Relaxed) };
-        // SAFETY: the chunk's mapping, which its writer no longer uses.
-        unsafe { libc::munmap(c.base as *mut libc::c_void, c.map_len) };
-        self.space.close_fd();
-        crate::memlimit::give_back(c.budget);
-        PENDING_CLOSES.fetch_sub(1, SeqCst);
-    }
-}
-
-/// Rotated chunks whose close was handed over and is not finished.
-static PENDING_CLOSES: AtomicU32 = AtomicU32::new(0);
-
-/// Before a thread's last chunk goes (thread or process exit): finishes the rotated chunks'
-/// closes the helper has not (it stops with the process), so no closed chunk is left with its
-/// ring. Chunks read the same either way; nothing to do (one load) outside rotating mode.
-pub fn finish_handed_closes() {
-    if PENDING_CLOSES.load(SeqCst) == 0 {
-        return;
-    }
-    let mut pending: Vec<Arc<Ring>> = Vec::new();
-    with_rings(|rings| {
-        if pending.try_reserve(rings.len()).is_ok() {
-            pending.extend(rings.iter().filter(|r| r.closing.load(Acquire) == CLOSING_HANDED).cloned());
-        }
-    });
-    for r in pending {
-        r.finish_close();
-    }
 }
 
 impl Ring {
@@ -122,76 +38,6 @@ impl Ring {
         }
     }
 }
-
-/// Where a successor chunk stands: the writer asks (REQUESTED) once its chunk is half full, the
-/// helper prepares it (PREPARING -> READY, or FAILED), and the writer takes it when full (or
-/// gives it up at close) by swapping in TAKEN: it never waits, and whichever side loses the race
-/// for a prepared chunk that nobody will use discards it.
-const IDLE: u32 = 0;
-const REQUESTED: u32 = 1;
-const PREPARING: u32 = 2;
-const READY: u32 = 3;
-const FAILED: u32 = 4;
-const TAKEN: u32 = 5;
-
-#[derive(Default)]
-pub struct Successor {
-    state: AtomicU32,
-    /// What the writer asked for: the capacity in records, and (pid << 32 | tid).
-    capacity: AtomicU64,
-    ids: AtomicU64,
-    /// Written by the helper before READY, read by the writer only after it swapped READY out.
-    chunk: std::cell::UnsafeCell<Option<Chunk>>,
-}
-
-// SAFETY: `chunk` is touched by one side at a time, as `state` hands it over (see above).
-unsafe impl Sync for Successor {}
-
-impl Successor {
-    /// The writer asks for the next chunk (once per chunk) and wakes the helper.
-    pub fn request(&self, capacity: u64, pid: u32, tid: u32) {
-        self.capacity.store(capacity, Relaxed);
-        self.ids.store((pid as u64) << 32 | tid as u64, Relaxed);
-        if self.state.compare_exchange(IDLE, REQUESTED, Release, Relaxed).is_ok() {
-            wake();
-        }
-    }
-
-    /// The writer's: the prepared chunk if it is ready; from now on the helper keeps none.
-    pub fn take(&self) -> Option<Chunk> {
-        if self.state.swap(TAKEN, AcqRel) != READY {
-            return None;
-        }
-        // SAFETY: READY: the helper wrote the chunk and let go of it.
-        unsafe { (*self.chunk.get()).take() }
-    }
-
-    /// The helper's: prepares the requested chunk (a spare file, sized, its ring's pages given).
-    fn serve(&self) {
-        if self.state.compare_exchange(REQUESTED, PREPARING, Acquire, Relaxed).is_err() {
-            return;
-        }
-        let ids = self.ids.load(Relaxed);
-        let Some(chunk) = Chunk::create_unnamed(self.capacity.load(Relaxed), (ids >> 32) as u32, ids as u32) else {
-            let _ = self.state.compare_exchange(PREPARING, FAILED, Relaxed, Relaxed);
-            return;
-        };
-        // SAFETY: PREPARING: the writer does not touch the chunk until it sees READY.
-        unsafe { *self.chunk.get() = Some(chunk) };
-        if self.state.compare_exchange(PREPARING, READY, Release, Relaxed).is_err() {
-            // the writer rotated (or closed) without it meanwhile
-            // SAFETY: TAKEN while PREPARING: the writer never reads it.
-            if let Some(c) = unsafe { (*self.chunk.get()).take() } {
-                c.discard();
-            }
-        }
-    }
-}
-
-// SAFETY: `close` is touched by one side at a time, as `closing` hands it over; the mapping it
-// names is used by nobody else once handed over.
-unsafe impl Sync for Ring {}
-unsafe impl Send for Ring {}
 
 /// A spin lock (not a Mutex) so a fork()ed child can reset it.
 static LOCK: AtomicBool = AtomicBool::new(false);
@@ -221,18 +67,13 @@ fn with_rings<R>(f: impl FnOnce(&mut Vec<Arc<Ring>>) -> R) -> R {
 /// Hands a ring to the helper; when the list cannot grow (out of memory) the ring is still
 /// returned, and its writer copies its own slots as it does whenever the helper is behind.
 pub fn register(stage: Stage, space: Arc<Space>) -> Arc<Ring> {
-    let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false), successor: Successor::default(), closing: AtomicU32::new(CLOSING_NONE), close: Default::default() });
+    let ring = Arc::new(Ring { stage, space, behind: Default::default(), alive: AtomicBool::new(true), busy: AtomicBool::new(false) });
     with_rings(|rings| {
         if rings.try_reserve(1).is_ok() {
             rings.push(ring.clone());
         }
     });
     ring
-}
-
-/// True once this process's helper thread runs (it finishes handed-over closes).
-pub fn running() -> bool {
-    HELPER.load(Acquire) != 0
 }
 
 /// (CPU ns, slots copied) of this process's helper so far; None when it never started.
@@ -320,9 +161,6 @@ fn helper_loop() -> ! {
                 r.write_behind();
             }
             r.busy.store(false, SeqCst);
-            // outside `busy`: the writer's close never waits for a successor being prepared
-            r.successor.serve();
-            r.finish_close();
         }
         SLEEPING.store(true, SeqCst);
         if GENERATION.load(SeqCst) == seen {
@@ -351,7 +189,6 @@ pub fn forget_after_fork() {
     });
     STARTED.store(false, Release);
     SLEEPING.store(false, Release);
-    PENDING_CLOSES.store(0, Release);
     HELPER.store(0, Release);
     HELPER_COPIES.store(0, Release);
 }

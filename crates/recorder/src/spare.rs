@@ -73,32 +73,13 @@ pub enum Claim {
     Missing,
 }
 
-/// Renames `from` to `target` unless that exists (Opened carries no descriptor: -1).
-pub fn rename(from: &CStr, target: &CStr) -> Claim {
-    // SAFETY: valid C strings.
-    let r = unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::RENAME_NOREPLACE) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error().raw_os_error();
-        return if e == Some(libc::EEXIST) { Claim::Exists } else { Claim::Missing };
-    }
-    Claim::Opened(-1)
-}
-
 impl Spare {
-    pub fn path(&self) -> &CStr {
-        &self.0
-    }
-
-    /// Opens the spare where it is (a successor chunk prepared before it is named: helper.rs).
-    pub fn open(&self) -> Option<i32> {
-        // SAFETY: valid C string.
-        let fd = unsafe { libc::open(self.0.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        (fd >= 0).then_some(fd)
-    }
-
     pub fn claim(&self, target: &CStr) -> Claim {
-        if let c @ (Claim::Exists | Claim::Missing) = rename(&self.0, target) {
-            return c;
+        // SAFETY: valid C strings.
+        let r = unsafe { libc::renameat2(libc::AT_FDCWD, self.0.as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::RENAME_NOREPLACE) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error().raw_os_error();
+            return if e == Some(libc::EEXIST) { Claim::Exists } else { Claim::Missing };
         }
         // SAFETY: valid C string; the file is ours now (nobody else knows its new name yet).
         let fd = unsafe { libc::open(target.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };

@@ -480,7 +480,7 @@ impl ThreadState {
         };
         let start = clock::now();
         let stem = format!("app-{}-{}", self.chunk.pid, self.chunk.tid);
-        let mut next = match self.chunk.successor(cfg.raw_dir.as_str(), &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), !cfg.prepare_buffers) {
+        let mut next = match Chunk::create(cfg.raw_dir.as_str(), &stem, self.chunk.seq + 1, cfg.buffer_records.max(n + 1), self.chunk.pid, self.chunk.tid, &thread_name(), !cfg.prepare_buffers) {
             Some(c) => c,
             None => return false,
         };
@@ -499,7 +499,7 @@ impl ThreadState {
         }
         let cpu_id = old.cursor().cpu_id;
         add_pause(old.take_paused());
-        if cfg.rotate { old.close_rotated() } else { old.close() }
+        old.close();
         self.chunk.adopt_cursor(writer());
         self.chunk.cursor().cpu_id = cpu_id;
         self.fast_limit = 0;
